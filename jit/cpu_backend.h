@@ -1,0 +1,47 @@
+// The CPU backend: lowers a Graph to fused loops in LLVM IR and compiles them with
+// ORC LLJIT. Three verbs, as in LLVM's ORC examples: create, compile (add + lookup),
+// and run the result. No LLVM type appears in this header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/common.h"
+#include "jit/graph.h"
+
+namespace fj::jit {
+
+// A strided view of a buffer as the kernels see it: sizes and strides in elements.
+struct TensorArg {
+  void* data = nullptr;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;
+  int rank = 0;
+};
+
+// A compiled graph: one fused loop nest per distinct output shape (all outputs of
+// one shape are computed by one loop). Owns its JIT code (one ResourceTracker);
+// the code is freed when the last reference goes.
+class CompiledGraph {
+ public:
+  virtual ~CompiledGraph() = default;
+  // inputs: one per placeholder, in placeholder order; outputs: one per graph
+  // output, preallocated (contiguous) with the output node's shape and dtype.
+  // Inputs with fewer dims or size-1 dims broadcast against each loop's shape.
+  virtual void run(const std::vector<TensorArg>& inputs,
+                   const std::vector<TensorArg>& outputs) const = 0;
+  virtual size_t num_kernels() const = 0;
+  // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
+  virtual const std::string& ir() const = 0;
+};
+
+class CpuBackend {
+ public:
+  static Expected<std::unique_ptr<CpuBackend>> create();
+  virtual ~CpuBackend() = default;
+  virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) = 0;
+};
+
+}  // namespace fj::jit

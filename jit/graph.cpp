@@ -1,0 +1,184 @@
+// Graph construction (dtype and broadcast rules), the op table accessors and the
+// stable text printer.
+#include "jit/graph.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace fj::jit {
+namespace {
+
+struct OpInfo {
+  std::string_view name;
+  std::string_view aten;
+  Family family;
+  int arity;
+};
+
+constexpr OpInfo kOps[] = {
+#define FJ_OP(name, aten, family, arity) {#name, aten, Family::family, arity},
+#include "jit/ops.def"
+#undef FJ_OP
+};
+
+const OpInfo& info(Op op) { return kOps[static_cast<size_t>(op)]; }
+
+enum class Rule { FloatMath, Compare, Select };
+
+Rule rule_of(Op op) {
+  switch (op) {
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+      return Rule::Compare;
+    case Op::Where:
+      return Rule::Select;
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs:
+    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Sin: case Op::Cos: case Op::Tanh:
+    case Op::Sigmoid: case Op::Relu: case Op::Maximum: case Op::Minimum:
+    case Op::PowScalar: case Op::Placeholder: case Op::Scalar:
+      return Rule::FloatMath;
+  }
+  return Rule::FloatMath;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+std::string scalar_str(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string_view op_name(Op op) { return info(op).name; }
+std::string_view aten_name(Op op) { return info(op).aten; }
+Family op_family(Op op) { return info(op).family; }
+int op_arity(Op op) { return info(op).arity; }
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::Float32: return "f32";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Bool: return 1;
+    case DType::Float32: return 4;
+  }
+  return 0;
+}
+
+Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Align from the right.
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return Error{"The size of tensor a (" + std::to_string(da) +
+                   ") must match the size of tensor b (" + std::to_string(db) +
+                   ") at non-singleton dimension " + std::to_string(i)};
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+NodeId Graph::placeholder(DType dtype, Shape shape) {
+  Node n{Op::Placeholder, dtype, std::move(shape), {}, 0, static_cast<int32_t>(num_inputs_)};
+  ++num_inputs_;
+  nodes_.push_back(std::move(n));
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+NodeId Graph::scalar(double value) {
+  nodes_.push_back(Node{Op::Scalar, DType::Float32, {}, {}, value, -1});
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
+  FJ_CHECK(op_family(op) == Family::Pointwise, "pointwise() of a non-pointwise op");
+  if (static_cast<int>(inputs.size()) != op_arity(op)) {
+    return Error{std::string(aten_name(op)) + " takes " + std::to_string(op_arity(op)) +
+                 " operands, got " + std::to_string(inputs.size())};
+  }
+  bool any_tensor = false;
+  Shape shape;
+  for (NodeId id : inputs) {
+    const Node& in = node(id);
+    if (in.op == Op::Scalar) continue;
+    any_tensor = true;
+    auto b = broadcast_shapes(shape, in.shape);
+    if (!b) return b.take_error();
+    shape = std::move(*b);
+  }
+  if (!any_tensor) return Error{std::string(aten_name(op)) + " of Python scalars only"};
+
+  DType out = DType::Float32;
+  const Rule rule = rule_of(op);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& in = node(inputs[i]);
+    if (in.op == Op::Scalar) continue;
+    const bool want_bool = rule == Rule::Select && i == 0;
+    const DType want = want_bool ? DType::Bool : DType::Float32;
+    if (in.dtype != want) {
+      return Error{std::string(aten_name(op)) + " on a " + std::string(dtype_name(in.dtype)) +
+                   " tensor is not supported yet"};
+    }
+  }
+  if (rule == Rule::Select && node(inputs[0]).op == Op::Scalar) {
+    return Error{"where() with a Python scalar condition"};
+  }
+  if (rule == Rule::Compare) out = DType::Bool;
+  if (op == Op::PowScalar && node(inputs[1]).op != Op::Scalar) {
+    return Error{"pow with a tensor exponent is not supported yet"};
+  }
+
+  nodes_.push_back(Node{op, out, std::move(shape), inputs, 0, -1});
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+void Graph::set_outputs(std::vector<NodeId> outputs) { outputs_ = std::move(outputs); }
+
+std::string Graph::str() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    os << "%" << i << " = ";
+    switch (op_family(n.op)) {
+      case Family::Input:
+        os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.shape);
+        break;
+      case Family::Constant:
+        os << "scalar " << scalar_str(n.scalar);
+        break;
+      case Family::Pointwise: {
+        os << aten_name(n.op) << "(";
+        for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", %" : "%") << n.inputs[k];
+        os << ") " << dtype_name(n.dtype) << shape_str(n.shape);
+        break;
+      }
+    }
+    os << "\n";
+  }
+  os << "return (";
+  for (size_t k = 0; k < outputs_.size(); ++k) os << (k ? ", %" : "%") << outputs_[k];
+  os << ")\n";
+  return os.str();
+}
+
+std::string Graph::structural_key() const { return str(); }
+
+}  // namespace fj::jit

@@ -1,0 +1,32 @@
+// Logging channels switched on by FRAMEJIT_LOG (comma-separated), one spdlog logger
+// per subsystem. Channels: bytecode, graph, guards, recompiles, graph_breaks, ir, ptx.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+namespace fj::log {
+
+enum class Channel : unsigned {
+  Bytecode = 1u << 0,
+  Graph = 1u << 1,
+  Guards = 1u << 2,
+  Recompiles = 1u << 3,
+  GraphBreaks = 1u << 4,
+  Ir = 1u << 5,
+  Ptx = 1u << 6,
+};
+
+// Parses a FRAMEJIT_LOG-style spec ("graph,ir", "all"); unknown names are ignored
+// and returned so that the caller can warn about them.
+std::string configure(const std::string& spec);
+// Reads FRAMEJIT_LOG from the environment.
+void configure_from_env();
+bool enabled(Channel c);
+
+// Loggers by subsystem: "interp", "guards", "jit", "runtime".
+spdlog::logger& interp();
+spdlog::logger& guards();
+spdlog::logger& jit();
+spdlog::logger& runtime();
+
+}  // namespace fj::log

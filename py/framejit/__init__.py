@@ -1,0 +1,1 @@
+from framejit import _C
