@@ -1,1 +1,295 @@
-// placeholder: being written
+// Guard checks: the fast allocation-free path and the verbose path that explains a
+// miss; reading tensor metadata through torch's Python API.
+#include "guards/guards.h"
+
+#include <cstring>
+
+namespace fj::guards {
+namespace {
+
+PyObject* interned(const char* s) {
+  PyObject* o = PyUnicode_InternFromString(s);
+  return o;
+}
+
+bool read_int_tuple(PyObject* seq, std::array<int64_t, kMaxRank>& out, int* rank) {
+  if (!PyTuple_Check(seq)) return false;
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  if (n > kMaxRank) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out[static_cast<size_t>(i)] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+  }
+  *rank = static_cast<int>(n);
+  return !PyErr_Occurred();
+}
+
+std::string str_of(PyObject* o) {
+  PyObject* s = PyObject_Str(o);
+  if (!s) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  std::string out = PyUnicode_AsUTF8(s);
+  Py_DECREF(s);
+  return out;
+}
+
+std::string repr_of(PyObject* o) {
+  PyObject* s = PyObject_Repr(o);
+  if (!s) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  std::string out = PyUnicode_AsUTF8(s);
+  Py_DECREF(s);
+  return out;
+}
+
+std::string dims_str(const std::array<int64_t, kMaxRank>& d, int rank) {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(d[static_cast<size_t>(i)]);
+  return s + "]";
+}
+
+bool scalar_equal(PyObject* a, PyObject* b) noexcept {
+  if (a == b) return true;
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  if (PyFloat_CheckExact(a)) {
+    const double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+    return std::memcmp(&x, &y, sizeof x) == 0;  // NaN equals NaN; 0.0 differs from -0.0
+  }
+  if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a)) {
+    const int r = PyObject_RichCompareBool(a, b, Py_EQ);  // exact int/str: no user code
+    if (r < 0) PyErr_Clear();
+    return r == 1;
+  }
+  return false;  // bool and None are singletons: identity decided above
+}
+
+PyObject* lookup_global(const Guard& g, const CallInputs& in) noexcept {
+  PyObject* v = PyDict_GetItemWithError(in.globals, g.name_obj);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(in.builtins)) {
+    v = PyDict_GetItemWithError(in.builtins, g.name_obj);
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  return v;
+}
+
+std::string path_of(const Guard& g) {
+  std::string s = g.name;
+  for (const std::string& a : g.attrs) s += "." + a;
+  return s;
+}
+
+}  // namespace
+
+TorchRefs& torch_refs() {
+  static TorchRefs refs;
+  return refs;
+}
+
+bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
+  static PyObject* s_shape = interned("shape");
+  static PyObject* s_stride = interned("stride");
+  static PyObject* s_dtype = interned("dtype");
+  static PyObject* s_is_cpu = interned("is_cpu");
+  static PyObject* s_requires_grad = interned("requires_grad");
+
+  PyObject* shape = PyObject_GetAttr(t, s_shape);
+  PyObject* strides = shape ? PyObject_CallMethodNoArgs(t, s_stride) : nullptr;
+  PyObject* dtype = strides ? PyObject_GetAttr(t, s_dtype) : nullptr;
+  PyObject* is_cpu = dtype ? PyObject_GetAttr(t, s_is_cpu) : nullptr;
+  PyObject* rg = is_cpu ? PyObject_GetAttr(t, s_requires_grad) : nullptr;
+  bool ok = rg != nullptr;
+  int rank = 0, srank = 0;
+  if (ok) {
+    ok = read_int_tuple(shape, out->sizes, &rank) && read_int_tuple(strides, out->strides, &srank) &&
+         rank == srank;
+    if (!ok && why) *why = "tensor of rank above " + std::to_string(kMaxRank);
+  } else if (why) {
+    *why = "cannot read tensor metadata";
+  }
+  if (ok) {
+    out->rank = rank;
+    out->dtype = dtype;  // torch dtypes live as long as torch
+    out->is_cpu = is_cpu == Py_True;
+    out->requires_grad = rg == Py_True;
+  }
+  PyErr_Clear();
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  Py_XDECREF(dtype);
+  Py_XDECREF(is_cpu);
+  Py_XDECREF(rg);
+  return ok;
+}
+
+std::string describe(const TensorMeta& m, PyObject*) {
+  return str_of(m.dtype) + (m.is_cpu ? " cpu " : " non-cpu ") + "size=" +
+         dims_str(m.sizes, m.rank) + " stride=" + dims_str(m.strides, m.rank) +
+         (m.requires_grad ? " requires_grad" : "");
+}
+
+GuardSet::GuardSet(GuardSet&& o) noexcept : guards_(std::move(o.guards_)) {}
+
+GuardSet::~GuardSet() {
+  for (Guard& g : guards_) {
+    Py_XDECREF(g.object);
+    Py_XDECREF(g.name_obj);
+    for (PyObject* a : g.attr_objs) Py_DECREF(a);
+  }
+}
+
+void GuardSet::add_tensor(int arg, std::string name, const TensorMeta& meta) {
+  Guard g{GuardKind::TensorMatch};
+  g.arg = arg;
+  g.name = std::move(name);
+  g.meta = meta;
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
+  Guard g{GuardKind::ScalarEquals};
+  g.arg = arg;
+  g.name = std::move(name);
+  Py_INCREF(value);
+  g.object = value;
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_global(std::string name, PyObject* object, bool from_builtins) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::GlobalIs && g.name == name) return;
+  }
+  Guard g{GuardKind::GlobalIs};
+  g.name_obj = interned(name.c_str());
+  g.name = std::move(name);
+  g.from_builtins = from_builtins;
+  Py_INCREF(object);
+  g.object = object;
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_module_attr(std::string module_global, std::vector<std::string> attrs,
+                               PyObject* object) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::ModuleAttrIs && g.name == module_global && g.attrs == attrs) return;
+  }
+  Guard g{GuardKind::ModuleAttrIs};
+  g.name_obj = interned(module_global.c_str());
+  for (const std::string& a : attrs) g.attr_objs.push_back(interned(a.c_str()));
+  g.name = std::move(module_global);
+  g.attrs = std::move(attrs);
+  Py_INCREF(object);
+  g.object = object;
+  guards_.push_back(std::move(g));
+}
+
+bool GuardSet::holds(const Guard& g, const CallInputs& in) const noexcept {
+  switch (g.kind) {
+    case GuardKind::TensorMatch: {
+      const auto& m = in.metas[static_cast<size_t>(g.arg)];
+      if (!m) return false;
+      const TensorMeta& e = g.meta;
+      if (m->dtype != e.dtype || m->is_cpu != e.is_cpu || m->requires_grad != e.requires_grad ||
+          m->rank != e.rank) {
+        return false;
+      }
+      for (int i = 0; i < e.rank; ++i) {
+        if (m->sizes[static_cast<size_t>(i)] != e.sizes[static_cast<size_t>(i)] ||
+            m->strides[static_cast<size_t>(i)] != e.strides[static_cast<size_t>(i)]) {
+          return false;
+        }
+      }
+      return true;
+    }
+    case GuardKind::ScalarEquals:
+      return scalar_equal(in.args[g.arg], g.object);
+    case GuardKind::GlobalIs: {
+      PyObject* v = lookup_global(g, in);
+      return v == g.object;
+    }
+    case GuardKind::ModuleAttrIs: {
+      PyObject* v = PyDict_GetItemWithError(in.globals, g.name_obj);
+      for (PyObject* attr : g.attr_objs) {
+        if (v == nullptr || !PyModule_Check(v)) return false;
+        // A module's dict, read directly: no __getattr__ runs.
+        v = PyDict_GetItemWithError(PyModule_GetDict(v), attr);
+      }
+      if (v == nullptr) PyErr_Clear();
+      return v == g.object;
+    }
+  }
+  return false;
+}
+
+bool GuardSet::check(const CallInputs& in) const noexcept {
+  for (const Guard& g : guards_) {
+    if (!holds(g, in)) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
+  for (const Guard& g : guards_) {
+    if (holds(g, in)) continue;
+    switch (g.kind) {
+      case GuardKind::TensorMatch: {
+        const auto& m = in.metas[static_cast<size_t>(g.arg)];
+        const std::string who = "tensor '" + g.name + "'";
+        if (!m) return who + " is no longer a torch.Tensor: got " + Py_TYPE(in.args[g.arg])->tp_name;
+        const TensorMeta& e = g.meta;
+        if (m->dtype != e.dtype) return who + " dtype mismatch: expected " + str_of(e.dtype) + ", actual " + str_of(m->dtype);
+        if (m->is_cpu != e.is_cpu) return who + " device mismatch: expected " + (e.is_cpu ? "cpu" : "non-cpu");
+        if (m->requires_grad != e.requires_grad) {
+          return who + " requires_grad mismatch: expected " + (e.requires_grad ? "True" : "False");
+        }
+        if (m->rank != e.rank) {
+          return who + " rank mismatch: expected " + std::to_string(e.rank) + ", actual " + std::to_string(m->rank);
+        }
+        for (int i = 0; i < e.rank; ++i) {
+          const auto k = static_cast<size_t>(i);
+          if (m->sizes[k] != e.sizes[k]) {
+            return who + " size mismatch at dim " + std::to_string(i) + ": expected " +
+                   std::to_string(e.sizes[k]) + ", actual " + std::to_string(m->sizes[k]);
+          }
+          if (m->strides[k] != e.strides[k]) {
+            return who + " stride mismatch at dim " + std::to_string(i) + ": expected " +
+                   std::to_string(e.strides[k]) + ", actual " + std::to_string(m->strides[k]);
+          }
+        }
+        return who + " changed";
+      }
+      case GuardKind::ScalarEquals:
+        return "argument '" + g.name + "' == " + repr_of(g.object) + " failed: actual " + repr_of(in.args[g.arg]);
+      case GuardKind::GlobalIs:
+        return std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is no longer the object the trace read";
+      case GuardKind::ModuleAttrIs:
+        return "'" + path_of(g) + "' is no longer the object the trace read";
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> GuardSet::describe() const {
+  std::vector<std::string> out;
+  for (const Guard& g : guards_) {
+    switch (g.kind) {
+      case GuardKind::TensorMatch:
+        out.push_back("tensor '" + g.name + "': torch.Tensor " + guards::describe(g.meta));
+        break;
+      case GuardKind::ScalarEquals:
+        out.push_back("argument '" + g.name + "' == " + repr_of(g.object));
+        break;
+      case GuardKind::GlobalIs:
+        out.push_back(std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is " + repr_of(g.object));
+        break;
+      case GuardKind::ModuleAttrIs:
+        out.push_back("'" + path_of(g) + "' is " + repr_of(g.object));
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace fj::guards

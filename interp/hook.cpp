@@ -1,1 +1,322 @@
-// placeholder: being written
+// The PEP 523 hook, the per-code state in the code objects' extra slot, the
+// CompiledFunction wrapper type, and the cache lookup that decides between a
+// cache hit, a trace, and running the frame in CPython.
+#include "interp/hook.h"
+
+#include <structmember.h>
+
+#include <mutex>
+#include <unordered_set>
+
+#include "interp/interpreter.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+namespace {
+
+Py_ssize_t g_extra_index = -1;
+compat::EvalFn g_previous_eval = nullptr;  // the evaluator ours replaced
+thread_local PyCodeObject* t_armed = nullptr;    // the code whose next frame is ours
+thread_local Recorder* t_recorder = nullptr;     // explain(): record a forced trace
+
+// Every live CodeState, and the counters of those whose code objects died.
+std::unordered_set<CodeState*>& live_states() {
+  static auto* s = new std::unordered_set<CodeState*>();
+  return *s;
+}
+Counters g_dropped;
+
+void free_code_state(void* p) {
+  auto* st = static_cast<CodeState*>(p);
+  g_dropped.add(st->counters);
+  live_states().erase(st);
+  delete st;
+}
+
+PyObject* eval_previous(PyThreadState* ts, compat::Frame* f, int throwflag) {
+  if (g_previous_eval != nullptr) return g_previous_eval(ts, f, throwflag);
+  return compat::eval_default(ts, f, throwflag);
+}
+
+std::string location_of(PyCodeObject* code) {
+  return std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno);
+}
+
+void record_fallback(CodeState& st, Fallback fb) {
+  st.counters.fallbacks++;
+  if (log::enabled(log::Channel::GraphBreaks)) {
+    log::interp().info("fallback in {}: {} ({})", PyUnicode_AsUTF8(st.code->co_qualname), fb.reason,
+                       fb.location);
+  }
+  if (t_recorder != nullptr) t_recorder->breaks.push_back(fb);
+  st.fallbacks.push_back(std::move(fb));
+  if (st.fallbacks.size() > 16) st.fallbacks.erase(st.fallbacks.begin());
+  if (++st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) st.skip = true;
+}
+
+// Reads the frame's arguments into CallInputs.
+void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
+  PyCodeObject* code = compat::frame_code(f);
+  in->args = &f->localsplus[0];
+  in->num_args = code->co_argcount + code->co_kwonlyargcount;
+  in->globals = compat::frame_globals(f);
+  in->builtins = compat::frame_builtins(f);
+  in->metas.resize(static_cast<size_t>(in->num_args));
+  PyObject* tensor_type = guards::torch_refs().tensor_type;
+  for (int i = 0; i < in->num_args; ++i) {
+    PyObject* a = in->args[i];
+    if (a != nullptr && Py_TYPE(a) == reinterpret_cast<PyTypeObject*>(tensor_type)) {
+      guards::TensorMeta m;
+      if (guards::read_tensor_meta(a, &m, nullptr)) in->metas[static_cast<size_t>(i)] = m;
+    }
+  }
+}
+
+// The frame of a compiled function's call: cache hit, trace, or CPython.
+PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int throwflag) {
+  PyCodeObject* code = compat::frame_code(f);
+  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    record_fallback(st, {"generator or coroutine code", location_of(code)});
+    return compat::eval_default(ts, f, throwflag);
+  }
+  guards::CallInputs in;
+  gather_inputs(f, &in);
+
+  if (t_recorder == nullptr) {
+    for (const auto& e : st.entries) {
+      if (e->guards.check(in)) {
+        st.counters.cache_hits++;
+        return run_plan(e->plan, in);
+      }
+    }
+    if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
+      record_fallback(st, {"cache_limit (" + std::to_string(config().cache_limit) +
+                           ") reached; raise framejit.config.cache_limit", location_of(code)});
+      return compat::eval_default(ts, f, throwflag);
+    }
+  }
+  std::string recompile_reason;
+  if (!st.entries.empty() && t_recorder == nullptr) {
+    recompile_reason = st.entries.front()->guards.check_verbose(in).value_or("guards failed");
+    if (log::enabled(log::Channel::Guards) || log::enabled(log::Channel::Recompiles)) {
+      log::guards().info("recompiling {}: {}", PyUnicode_AsUTF8(code->co_qualname), recompile_reason);
+    }
+  }
+
+  Fallback why;
+  std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why);
+  if (!entry) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    record_fallback(st, std::move(why));
+    return compat::eval_default(ts, f, throwflag);
+  }
+  st.fallbacks_in_a_row = 0;
+  if (t_recorder != nullptr) {
+    t_recorder->graphs.push_back(entry->graph_text);
+    t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
+    t_recorder->guards = entry->guards.describe();
+    return run_plan(entry->plan, in);
+  }
+  st.counters.compiles++;
+  if (!st.entries.empty()) st.counters.recompiles++;
+  if (entry->plan.graph) st.counters.graphs++;
+  PyObject* result = run_plan(entry->plan, in);
+  st.entries.push_back(std::move(entry));
+  return result;
+}
+
+PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
+  PyCodeObject* code = compat::frame_code(f);
+  void* extra = compat::code_extra(code, g_extra_index);  // the one check for unwatched code
+  if (extra == nullptr || code != t_armed) return eval_previous(ts, f, throwflag);
+  t_armed = nullptr;
+  auto* st = static_cast<CodeState*>(extra);
+  if (throwflag) return compat::eval_default(ts, f, throwflag);
+  return run_frame(*st, ts, f, throwflag);
+}
+
+// Runs `call` with the hook installed and `code`'s next frame armed.
+template <class Call>
+PyObject* call_armed(PyCodeObject* code, Call&& call) {
+  const compat::EvalFn before = compat::get_eval_frame();
+  if (before != eval_hook) {
+    g_previous_eval = before == _PyEval_EvalFrameDefault ? nullptr : before;
+    compat::set_eval_frame(eval_hook);
+  }
+  PyCodeObject* outer = std::exchange(t_armed, code);
+  PyObject* result = call();
+  t_armed = outer;
+  if (before != eval_hook) compat::set_eval_frame(before);
+  return result;
+}
+
+// ---- CompiledFunction ----
+
+struct CompiledFunction {
+  PyObject_HEAD
+  PyObject* fn;        // the wrapped Python function
+  CodeState* state;    // owned by fn's code object
+  PyObject* dict;      // __dict__, filled by functools.update_wrapper
+  PyObject* weaklist;
+  vectorcallfunc vectorcall;
+};
+
+PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  if (cf->state->skip) return PyObject_Vectorcall(cf->fn, args, nargsf, kwnames);
+  return call_armed(cf->state->code, [&] { return PyObject_Vectorcall(cf->fn, args, nargsf, kwnames); });
+}
+
+void cf_dealloc(PyObject* self) {
+  auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  PyObject_GC_UnTrack(self);
+  if (cf->weaklist) PyObject_ClearWeakRefs(self);
+  Py_CLEAR(cf->fn);
+  Py_CLEAR(cf->dict);
+  Py_TYPE(self)->tp_free(self);
+}
+
+int cf_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  Py_VISIT(cf->fn);
+  Py_VISIT(cf->dict);
+  return 0;
+}
+
+int cf_clear(PyObject* self) {
+  auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  Py_CLEAR(cf->fn);
+  Py_CLEAR(cf->dict);
+  return 0;
+}
+
+PyObject* cf_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+PyObject* cf_repr(PyObject* self) {
+  auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  return PyUnicode_FromFormat("<framejit compiled %R>", cf->fn);
+}
+
+PyMemberDef cf_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(CompiledFunction, dict), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(CompiledFunction, weaklist), READONLY, nullptr},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CompiledFunction, vectorcall), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot cf_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(cf_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(cf_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(cf_clear)},
+    {Py_tp_descr_get, reinterpret_cast<void*>(cf_descr_get)},
+    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_repr, reinterpret_cast<void*>(cf_repr)},
+    {Py_tp_members, cf_members},
+    {0, nullptr},
+};
+
+PyType_Spec cf_spec = {
+    "framejit._C.CompiledFunction",
+    sizeof(CompiledFunction),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    cf_slots,
+};
+
+PyTypeObject* g_cf_type = nullptr;
+
+}  // namespace
+
+Config& config() {
+  static Config c;
+  return c;
+}
+
+CodeState* code_state(PyCodeObject* code, bool create) {
+  void* extra = compat::code_extra(code, g_extra_index);
+  if (extra != nullptr || !create) return static_cast<CodeState*>(extra);
+  auto* st = new CodeState();
+  st->code = code;
+  if (compat::set_code_extra(code, g_extra_index, st) < 0) {
+    delete st;
+    return nullptr;
+  }
+  live_states().insert(st);
+  return st;
+}
+
+Counters global_counters() {
+  Counters c = g_dropped;
+  for (CodeState* st : live_states()) c.add(st->counters);
+  return c;
+}
+
+void reset_all() {
+  g_dropped = Counters{};
+  for (CodeState* st : live_states()) {
+    st->entries.clear();
+    st->counters = Counters{};
+    st->fallbacks.clear();
+    st->fallbacks_in_a_row = 0;
+    st->skip = false;
+  }
+}
+
+bool init_hook(PyObject* module) {
+  g_extra_index = compat::request_code_extra_index(free_code_state);
+  if (g_extra_index < 0) return false;
+  g_cf_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&cf_spec));
+  if (g_cf_type == nullptr) return false;
+  return PyModule_AddObjectRef(module, "CompiledFunction", reinterpret_cast<PyObject*>(g_cf_type)) == 0;
+}
+
+PyObject* make_compiled_function(PyObject* fn) {
+  if (!PyFunction_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "framejit.compile expects a Python function, got %.200s",
+                 Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  CodeState* st = code_state(code, true);
+  if (st == nullptr) return nullptr;
+  auto* cf = PyObject_GC_New(CompiledFunction, g_cf_type);
+  if (cf == nullptr) return nullptr;
+  cf->fn = Py_NewRef(fn);
+  cf->state = st;
+  cf->dict = nullptr;
+  cf->weaklist = nullptr;
+  cf->vectorcall = cf_vectorcall;
+  PyObject_GC_Track(cf);
+  return reinterpret_cast<PyObject*>(cf);
+}
+
+PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec) {
+  if (g_cf_type != nullptr && Py_IS_TYPE(fn, g_cf_type)) fn = reinterpret_cast<CompiledFunction*>(fn)->fn;
+  if (!PyFunction_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "framejit.explain expects a function, got %.200s", Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  if (code_state(code, true) == nullptr) return nullptr;
+  Recorder* outer = std::exchange(t_recorder, rec);
+  PyObject* result = call_armed(code, [&] { return PyObject_Call(fn, args, kwargs); });
+  t_recorder = outer;
+  return result;
+}
+
+void set_hook_installed(bool on) {
+  if (on && compat::get_eval_frame() != eval_hook) {
+    const compat::EvalFn before = compat::get_eval_frame();
+    g_previous_eval = before == _PyEval_EvalFrameDefault ? nullptr : before;
+    compat::set_eval_frame(eval_hook);
+  } else if (!on && compat::get_eval_frame() == eval_hook) {
+    compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
+  }
+}
+
+bool hook_installed() { return compat::get_eval_frame() == eval_hook; }
+
+}  // namespace fj::interp

@@ -1,1 +1,754 @@
-// placeholder: being written
+// The symbolic bytecode interpreter for CPython 3.11: one handler per opcode family,
+// dispatched through a table indexed by opcode; anything without a handler ends the
+// trace with a reason (the frame then runs in CPython).
+#include "interp/interpreter.h"
+
+#include <opcode.h>
+
+#include <array>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "interp/bytecode.h"
+#include "interp/ops.h"
+#include "jit/cpu_backend.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+namespace {
+
+constexpr int kMaxSteps = 100000;  // a trace longer than this gives up
+
+// A reason to stop tracing; the frame runs in CPython.
+struct Unsupported {
+  std::string reason;
+};
+
+using Status = std::optional<Unsupported>;
+Status ok() { return std::nullopt; }
+Status unsupported(std::string why) { return Unsupported{std::move(why)}; }
+
+std::string repr_short(PyObject* o) {
+  PyObject* r = PyObject_Repr(o);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  std::string s = PyUnicode_AsUTF8(r);
+  Py_DECREF(r);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+bool is_plain_scalar(PyObject* o) {
+  return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o);
+}
+
+// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+bool is_foldable(PyObject* o) {
+  if (is_plain_scalar(o) || o == Py_None || PyUnicode_CheckExact(o)) return true;
+  if (PyTuple_CheckExact(o)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+      if (!is_foldable(PyTuple_GET_ITEM(o, i))) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+class Tracer {
+ public:
+  Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
+      : st_(st), frame_(f), in_(in), code_(code), entry_(std::make_unique<CacheEntry>()) {}
+
+  std::unique_ptr<CacheEntry> run(Fallback* why);
+
+ private:
+  using Handler = Status (Tracer::*)(const Instruction&);
+  static const std::array<Handler, 256>& handlers();
+
+  Status bind_arguments();
+  Status step(const Instruction& ins);
+  Status finish(const Value& ret);
+  Status compile();
+
+  Value pop() {
+    Value v = std::move(fs_.stack.back());
+    fs_.stack.pop_back();
+    return v;
+  }
+  void push(Value v) { fs_.stack.push_back(std::move(v)); }
+  Value& top(size_t i = 1) { return fs_.stack[fs_.stack.size() - i]; }
+  Status jump_to(int offset);
+  Expected<jit::NodeId> operand(const Value& v);
+  Status call_op(jit::Op op, const std::vector<Value>& args);
+  Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status truth(const Value& v, bool* out);
+  std::string describe(const Value& v) const;
+  std::string location(const Instruction& ins) const;
+
+  // ---- handlers, one per opcode family; each starts with its stack effect ----
+  Status op_nop(const Instruction&);
+  Status op_load_fast(const Instruction&);
+  Status op_store_fast(const Instruction&);
+  Status op_load_const(const Instruction&);
+  Status op_load_global(const Instruction&);
+  Status op_load_attr(const Instruction&);
+  Status op_load_method(const Instruction&);
+  Status op_push_null(const Instruction&);
+  Status op_kw_names(const Instruction&);
+  Status op_call(const Instruction&);
+  Status op_binary_op(const Instruction&);
+  Status op_unary_negative(const Instruction&);
+  Status op_unary_not(const Instruction&);
+  Status op_compare_op(const Instruction&);
+  Status op_is_op(const Instruction&);
+  Status op_build_seq(const Instruction&);
+  Status op_unpack_sequence(const Instruction&);
+  Status op_pop_top(const Instruction&);
+  Status op_copy(const Instruction&);
+  Status op_swap(const Instruction&);
+  Status op_jump(const Instruction&);
+  Status op_pop_jump_if(const Instruction&);
+  Status op_jump_if_or_pop(const Instruction&);
+  Status op_return_value(const Instruction&);
+
+  CodeState& st_;
+  compat::Frame* frame_;
+  const guards::CallInputs& in_;
+  const DecodedCode& code_;
+  std::unique_ptr<CacheEntry> entry_;
+  jit::Graph graph_;
+  FrameState fs_;
+  std::vector<int> placeholder_slot_;  // argument slot of each placeholder
+  bool returned_ = false;
+  std::optional<Value> ret_;
+};
+
+// ---- setup ----
+
+Status Tracer::bind_arguments() {
+  PyCodeObject* code = st_.code;
+  if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
+  if (code->co_ncellvars > 0 || code->co_nfreevars > 0) return unsupported("closure or cell variables");
+  fs_.locals.resize(static_cast<size_t>(code->co_nlocalsplus));
+  const auto& refs = guards::torch_refs();
+  for (int i = 0; i < in_.num_args; ++i) {
+    PyObject* a = in_.args[i];
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
+    Source src;
+    src.kind = Source::Kind::Arg;
+    src.arg = i;
+    src.name = name;
+    const auto& meta = in_.metas[static_cast<size_t>(i)];
+    if (meta) {
+      jit::DType dt;
+      if (meta->dtype == refs.float32) dt = jit::DType::Float32;
+      else if (meta->dtype == refs.bool_) dt = jit::DType::Bool;
+      else return unsupported("tensor '" + name + "' has dtype " + repr_short(meta->dtype) + " (not supported yet)");
+      if (!meta->is_cpu) return unsupported("tensor '" + name + "' is not on the CPU");
+      if (meta->requires_grad) return unsupported("tensor '" + name + "' requires grad (autograd is not supported yet)");
+      jit::Shape shape(meta->sizes.begin(), meta->sizes.begin() + meta->rank);
+      const jit::NodeId n = graph_.placeholder(dt, shape);
+      placeholder_slot_.push_back(i);
+      entry_->guards.add_tensor(i, name, *meta);
+      fs_.locals[static_cast<size_t>(i)] = Value::tensor(n, src);
+    } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
+      return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
+    } else if (is_plain_scalar(a) || a == Py_None || PyUnicode_CheckExact(a)) {
+      entry_->guards.add_scalar(i, name, a);
+      fs_.locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+    } else {
+      // Any other object: passed through unguarded; using it ends the trace.
+      Value v = Value::constant(PyRef::borrow(a), src);
+      v.opaque = true;
+      fs_.locals[static_cast<size_t>(i)] = std::move(v);
+    }
+  }
+  return ok();
+}
+
+std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
+  Status s = bind_arguments();
+  const Instruction* ins = nullptr;
+  for (int steps = 0; !s && !returned_; ++steps) {
+    if (fs_.pc >= code_.instructions.size()) {
+      s = unsupported("ran past the end of the bytecode");
+      break;
+    }
+    if (steps > kMaxSteps) {
+      s = unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
+      break;
+    }
+    ins = &code_.instructions[fs_.pc];
+    s = step(*ins);
+  }
+  if (!s) s = finish(*ret_);
+  if (!s) s = compile();
+  if (s) {
+    why->reason = s->reason;
+    why->location = ins ? location(*ins) : location(code_.instructions.front());
+    if (PyErr_Occurred()) PyErr_Clear();
+    return nullptr;
+  }
+  return std::move(entry_);
+}
+
+Status Tracer::step(const Instruction& ins) {
+  Handler h = handlers()[static_cast<size_t>(ins.opcode)];
+  const size_t pc = fs_.pc;
+  Status s = h ? (this->*h)(ins) : unsupported(std::string("opcode ") + opcode_name(ins.opcode));
+  if (s) return s;
+  if (fs_.pc == pc) fs_.pc = pc + 1;  // handlers that jump set pc themselves
+  if (log::enabled(log::Channel::Bytecode)) {
+    std::string stack;
+    for (const Value& v : fs_.stack) stack += (stack.empty() ? "" : ", ") + describe(v);
+    log::interp().info("{:>4} {:<24} {:<5} line {:<4} stack: [{}]", ins.offset, opcode_name(ins.opcode),
+                       ins.arg, ins.line, stack);
+  }
+  return ok();
+}
+
+std::string Tracer::describe(const Value& v) const {
+  switch (v.kind) {
+    case ValueKind::Null: return "NULL";
+    case ValueKind::Tensor: {
+      const jit::Node& n = graph_.node(v.node);
+      std::string s = "%" + std::to_string(v.node) + ":" + std::string(jit::dtype_name(n.dtype)) + "[";
+      for (size_t i = 0; i < n.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(n.shape[i]);
+      return s + "]";
+    }
+    case ValueKind::Const: return repr_short(v.obj.get());
+    case ValueKind::Tuple:
+    case ValueKind::List: {
+      std::string s = v.kind == ValueKind::Tuple ? "(" : "[";
+      for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe(v.items[i]);
+      return s + (v.kind == ValueKind::Tuple ? ")" : "]");
+    }
+    case ValueKind::TensorMethod: return "Tensor." + v.method;
+  }
+  return "?";
+}
+
+std::string Tracer::location(const Instruction& ins) const {
+  return std::string(PyUnicode_AsUTF8(st_.code->co_filename)) + ":" +
+         std::to_string(ins.line >= 0 ? ins.line : st_.code->co_firstlineno);
+}
+
+Status Tracer::jump_to(int offset) {
+  const int idx = code_.index_of(offset);
+  if (idx < 0) return unsupported("jump to an unknown offset " + std::to_string(offset));
+  fs_.pc = static_cast<size_t>(idx);
+  return ok();
+}
+
+// ---- values ----
+
+bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+
+Expected<jit::NodeId> Tracer::operand(const Value& v) {
+  if (v.kind == ValueKind::Tensor) return v.node;
+  if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
+    const double d = PyFloat_AsDouble(v.obj.get());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return Error{"a Python int too large for a tensor operand"};
+    }
+    return graph_.scalar(d);
+  }
+  return Error{"operand " + describe(v) + " is not a tensor or a Python number"};
+}
+
+Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
+  std::vector<jit::NodeId> ids;
+  for (const Value& a : args) {
+    auto id = operand(a);
+    if (!id) return unsupported(std::string(jit::aten_name(op)) + ": " + id.error());
+    ids.push_back(*id);
+  }
+  auto n = graph_.pointwise(op, ids);
+  if (!n) return unsupported(std::string(jit::aten_name(op)) + ": " + n.error());
+  push(Value::tensor(*n));
+  return ok();
+}
+
+Status Tracer::truth(const Value& v, bool* out) {
+  if (v.kind == ValueKind::Tensor) return unsupported("a branch on a tensor's value (data-dependent control flow)");
+  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List) {
+    *out = !v.items.empty();
+    return ok();
+  }
+  if (v.kind != ValueKind::Const || is_opaque(v) || !is_foldable(v.obj.get())) {
+    return unsupported("truth value of " + describe(v));
+  }
+  const int r = PyObject_IsTrue(v.obj.get());
+  if (r < 0) return unsupported("truth value raised");
+  *out = r == 1;
+  return ok();
+}
+
+// ---- loads and stores ----
+
+// ( -- )
+Status Tracer::op_nop(const Instruction&) { return ok(); }
+
+// ( -- value)
+Status Tracer::op_load_fast(const Instruction& ins) {
+  const Value& v = fs_.locals[static_cast<size_t>(ins.arg)];
+  if (v.kind == ValueKind::Null) return unsupported("read of an unbound local variable");
+  push(v);
+  return ok();
+}
+
+// (value -- )
+Status Tracer::op_store_fast(const Instruction& ins) {
+  fs_.locals[static_cast<size_t>(ins.arg)] = pop();
+  return ok();
+}
+
+// ( -- value)
+Status Tracer::op_load_const(const Instruction& ins) {
+  push(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(st_.code->co_consts, ins.arg))));
+  return ok();
+}
+
+// ( -- [NULL], value)
+Status Tracer::op_load_global(const Instruction& ins) {
+  PyObject* name = PyTuple_GET_ITEM(st_.code->co_names, ins.arg >> 1);
+  bool from_builtins = false;
+  PyObject* v = PyDict_GetItemWithError(in_.globals, name);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(in_.builtins)) {
+    v = PyDict_GetItemWithError(in_.builtins, name);
+    from_builtins = true;
+  }
+  if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
+  const std::string n = PyUnicode_AsUTF8(name);
+  entry_->guards.add_global(n, v, from_builtins);
+  if (ins.arg & 1) push(Value::null());
+  Source src;
+  src.kind = Source::Kind::Global;
+  src.name = n;
+  src.from_builtins = from_builtins;
+  push(Value::constant(PyRef::borrow(v), src));
+  return ok();
+}
+
+// Reads `name` of a module value read from a global (guarded by its attribute path).
+static Status module_attr(Value& base, const std::string& name, Value* out,
+                          guards::GuardSet& guards) {
+  if (base.kind != ValueKind::Const || !PyModule_Check(base.obj.get()) ||
+      base.source.kind != Source::Kind::Global || base.source.from_builtins) {
+    return unsupported("attribute '" + name + "' of a value other than a global module");
+  }
+  PyObject* v = PyDict_GetItemString(PyModule_GetDict(base.obj.get()), name.c_str());
+  if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
+  Source src = base.source;
+  src.attrs.push_back(name);
+  guards.add_module_attr(src.name, src.attrs, v);
+  *out = Value::constant(PyRef::borrow(v), src);
+  return ok();
+}
+
+// (owner -- value)
+Status Tracer::op_load_attr(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
+  Value owner = pop();
+  if (owner.kind == ValueKind::Tensor) return unsupported("tensor attribute '." + name + "' (not supported yet)");
+  Value out;
+  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  push(std::move(out));
+  return ok();
+}
+
+// (owner -- method_or_NULL, self_or_value)
+Status Tracer::op_load_method(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
+  Value owner = pop();
+  if (owner.kind == ValueKind::Tensor) {
+    if (!tensor_method_op(name)) return unsupported("tensor method '." + name + "()' (not supported yet)");
+    push(Value::tensor_method(name));
+    push(std::move(owner));
+    return ok();
+  }
+  Value out;
+  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  push(Value::null());
+  push(std::move(out));
+  return ok();
+}
+
+// ( -- NULL)
+Status Tracer::op_push_null(const Instruction&) {
+  push(Value::null());
+  return ok();
+}
+
+// ( -- )
+Status Tracer::op_kw_names(const Instruction& ins) {
+  fs_.kw_names = PyRef::borrow(PyTuple_GET_ITEM(st_.code->co_consts, ins.arg));
+  return ok();
+}
+
+// (method_or_NULL, callable_or_self, args[argc] -- result)
+Status Tracer::op_call(const Instruction& ins) {
+  const size_t argc = static_cast<size_t>(ins.arg);
+  if (fs_.kw_names) return unsupported("keyword arguments in a call (not supported yet)");
+  std::vector<Value> args(fs_.stack.end() - static_cast<std::ptrdiff_t>(argc), fs_.stack.end());
+  fs_.stack.resize(fs_.stack.size() - argc);
+  Value second = pop();
+  Value first = pop();
+  Value callable;
+  if (first.kind == ValueKind::Null) {
+    callable = std::move(second);
+  } else {
+    callable = std::move(first);
+    args.insert(args.begin(), std::move(second));
+  }
+  if (callable.kind == ValueKind::TensorMethod) {
+    return call_op(*tensor_method_op(callable.method), args);
+  }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
+  }
+  return unsupported("call to " + describe(callable) + " (not supported yet)");
+}
+
+// ---- operators ----
+
+Status Tracer::fold_binary(int nb_op, const Value& lhs, const Value& rhs) {
+  if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
+      !is_plain_scalar(lhs.obj.get()) || !is_plain_scalar(rhs.obj.get())) {
+    return unsupported("binary operator " + std::to_string(nb_op) + " on " + describe(lhs) + " and " +
+                       describe(rhs));
+  }
+  PyObject* r = binary_number_op(nb_op, lhs.obj.get(), rhs.obj.get());
+  if (r == nullptr) {
+    PyErr_Clear();
+    return unsupported("constant operator raised (CPython will raise it)");
+  }
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// (lhs, rhs -- result)
+Status Tracer::op_binary_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
+    if (ins.arg >= NB_INPLACE_ADD) return unsupported("in-place operator on a tensor (not supported yet)");
+    if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
+    return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
+  }
+  return fold_binary(ins.arg, lhs, rhs);
+}
+
+// (value -- result)
+Status Tracer::op_unary_negative(const Instruction&) {
+  Value v = pop();
+  if (v.kind == ValueKind::Tensor) return call_op(jit::Op::Neg, {v});
+  if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
+    push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
+    return ok();
+  }
+  return unsupported("unary minus of " + describe(v));
+}
+
+// (value -- result)
+Status Tracer::op_unary_not(const Instruction&) {
+  Value v = pop();
+  bool t = false;
+  if (Status s = truth(v, &t)) return s;
+  push(Value::constant(PyRef::borrow(t ? Py_False : Py_True)));
+  return ok();
+}
+
+// (lhs, rhs -- result)
+Status Tracer::op_compare_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
+    return call_op(compare_tensor_op(ins.arg), {lhs, rhs});
+  }
+  if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
+      !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
+    return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+  }
+  PyObject* r = PyObject_RichCompare(lhs.obj.get(), rhs.obj.get(), ins.arg);
+  if (r == nullptr) return unsupported("constant comparison raised (CPython will raise it)");
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// (lhs, rhs -- bool)
+Status Tracer::op_is_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  bool same;
+  const auto known = [](const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v); };
+  if (known(lhs) && known(rhs)) {
+    same = lhs.obj.get() == rhs.obj.get();
+  } else if ((lhs.kind == ValueKind::Tensor && known(rhs)) || (rhs.kind == ValueKind::Tensor && known(lhs))) {
+    same = false;  // a tensor is never a constant object
+  } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor) {
+    same = lhs.node == rhs.node;
+  } else {
+    return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));
+  }
+  push(Value::constant(PyRef::borrow((same != (ins.arg == 1)) ? Py_True : Py_False)));
+  return ok();
+}
+
+// ---- sequences and stack ----
+
+// (items[n] -- seq)
+Status Tracer::op_build_seq(const Instruction& ins) {
+  const size_t n = static_cast<size_t>(ins.arg);
+  std::vector<Value> items(fs_.stack.end() - static_cast<std::ptrdiff_t>(n), fs_.stack.end());
+  fs_.stack.resize(fs_.stack.size() - n);
+  push(Value::sequence(ins.opcode == BUILD_TUPLE ? ValueKind::Tuple : ValueKind::List, std::move(items)));
+  return ok();
+}
+
+// (seq -- items[n], reversed)
+Status Tracer::op_unpack_sequence(const Instruction& ins) {
+  Value seq = pop();
+  std::vector<Value> items;
+  if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    items = seq.items;
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) && PyTuple_CheckExact(seq.obj.get())) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.obj.get()); ++i) {
+      items.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(seq.obj.get(), i))));
+    }
+  } else {
+    return unsupported("unpacking " + describe(seq));
+  }
+  if (items.size() != static_cast<size_t>(ins.arg)) return unsupported("unpacking a sequence of the wrong length");
+  for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+  return ok();
+}
+
+// (value -- )
+Status Tracer::op_pop_top(const Instruction&) {
+  pop();
+  return ok();
+}
+
+// (items[n] -- items[n], items[0])
+Status Tracer::op_copy(const Instruction& ins) {
+  push(top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// swaps TOS with the n-th item
+Status Tracer::op_swap(const Instruction& ins) {
+  std::swap(top(1), top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// ---- control flow ----
+
+// ( -- )
+Status Tracer::op_jump(const Instruction& ins) { return jump_to(ins.target); }
+
+// (cond -- )
+Status Tracer::op_pop_jump_if(const Instruction& ins) {
+  Value v = pop();
+  bool jump = false;
+  switch (ins.opcode) {
+    case POP_JUMP_FORWARD_IF_NONE:
+    case POP_JUMP_BACKWARD_IF_NONE:
+    case POP_JUMP_FORWARD_IF_NOT_NONE:
+    case POP_JUMP_BACKWARD_IF_NOT_NONE: {
+      bool is_none;
+      if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
+      else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Tuple || v.kind == ValueKind::List) is_none = false;
+      else return unsupported("'is None' test of " + describe(v));
+      const bool want_none = ins.opcode == POP_JUMP_FORWARD_IF_NONE || ins.opcode == POP_JUMP_BACKWARD_IF_NONE;
+      jump = is_none == want_none;
+      break;
+    }
+    default: {
+      bool t = false;
+      if (Status s = truth(v, &t)) return s;
+      const bool want = ins.opcode == POP_JUMP_FORWARD_IF_TRUE || ins.opcode == POP_JUMP_BACKWARD_IF_TRUE;
+      jump = t == want;
+      break;
+    }
+  }
+  return jump ? jump_to(ins.target) : ok();
+}
+
+// (cond -- cond if jumping)
+Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
+  bool t = false;
+  if (Status s = truth(top(), &t)) return s;
+  if (t == (ins.opcode == JUMP_IF_TRUE_OR_POP)) return jump_to(ins.target);
+  pop();
+  return ok();
+}
+
+// (value -- )
+Status Tracer::op_return_value(const Instruction&) {
+  ret_ = pop();
+  returned_ = true;
+  return ok();
+}
+
+const std::array<Tracer::Handler, 256>& Tracer::handlers() {
+  static const std::array<Handler, 256> table = [] {
+    std::array<Handler, 256> t{};
+    for (int op : {NOP, RESUME, PRECALL, EXTENDED_ARG, CACHE}) t[op] = &Tracer::op_nop;
+    t[LOAD_FAST] = &Tracer::op_load_fast;
+    t[STORE_FAST] = &Tracer::op_store_fast;
+    t[LOAD_CONST] = &Tracer::op_load_const;
+    t[LOAD_GLOBAL] = &Tracer::op_load_global;
+    t[LOAD_ATTR] = &Tracer::op_load_attr;
+    t[LOAD_METHOD] = &Tracer::op_load_method;
+    t[PUSH_NULL] = &Tracer::op_push_null;
+    t[KW_NAMES] = &Tracer::op_kw_names;
+    t[CALL] = &Tracer::op_call;
+    t[BINARY_OP] = &Tracer::op_binary_op;
+    t[UNARY_NEGATIVE] = &Tracer::op_unary_negative;
+    t[UNARY_NOT] = &Tracer::op_unary_not;
+    t[COMPARE_OP] = &Tracer::op_compare_op;
+    t[IS_OP] = &Tracer::op_is_op;
+    t[BUILD_TUPLE] = &Tracer::op_build_seq;
+    t[BUILD_LIST] = &Tracer::op_build_seq;
+    t[UNPACK_SEQUENCE] = &Tracer::op_unpack_sequence;
+    t[POP_TOP] = &Tracer::op_pop_top;
+    t[COPY] = &Tracer::op_copy;
+    t[SWAP] = &Tracer::op_swap;
+    for (int op : {JUMP_FORWARD, JUMP_BACKWARD, JUMP_BACKWARD_NO_INTERRUPT}) t[op] = &Tracer::op_jump;
+    for (int op : {POP_JUMP_FORWARD_IF_FALSE, POP_JUMP_FORWARD_IF_TRUE, POP_JUMP_BACKWARD_IF_FALSE,
+                   POP_JUMP_BACKWARD_IF_TRUE, POP_JUMP_FORWARD_IF_NONE, POP_JUMP_FORWARD_IF_NOT_NONE,
+                   POP_JUMP_BACKWARD_IF_NONE, POP_JUMP_BACKWARD_IF_NOT_NONE}) {
+      t[op] = &Tracer::op_pop_jump_if;
+    }
+    t[JUMP_IF_FALSE_OR_POP] = &Tracer::op_jump_if_or_pop;
+    t[JUMP_IF_TRUE_OR_POP] = &Tracer::op_jump_if_or_pop;
+    t[RETURN_VALUE] = &Tracer::op_return_value;
+    return t;
+  }();
+  return table;
+}
+
+// ---- the end of a trace: plan and compile ----
+
+Status Tracer::finish(const Value& ret) {
+  std::unordered_map<jit::NodeId, int> output_index;
+  std::vector<jit::NodeId> outputs;
+  std::function<Status(const Value&, PlanValue*)> convert = [&](const Value& v, PlanValue* out) -> Status {
+    switch (v.kind) {
+      case ValueKind::Tensor: {
+        const jit::Node& n = graph_.node(v.node);
+        if (n.op == jit::Op::Placeholder) {
+          out->kind = PlanValue::Kind::Arg;
+          out->index = placeholder_slot_[static_cast<size_t>(n.index)];
+          return ok();
+        }
+        auto [it, fresh] = output_index.emplace(v.node, static_cast<int>(outputs.size()));
+        if (fresh) outputs.push_back(v.node);
+        out->kind = PlanValue::Kind::GraphOutput;
+        out->index = it->second;
+        return ok();
+      }
+      case ValueKind::Const:
+        if (is_opaque(v) || v.source.kind == Source::Kind::Arg) {
+          out->kind = PlanValue::Kind::Arg;
+          out->index = v.source.arg;
+        } else {
+          out->kind = PlanValue::Kind::Const;
+          out->obj = v.obj;
+        }
+        return ok();
+      case ValueKind::Tuple:
+      case ValueKind::List:
+        out->kind = v.kind == ValueKind::Tuple ? PlanValue::Kind::Tuple : PlanValue::Kind::List;
+        out->items.resize(v.items.size());
+        for (size_t i = 0; i < v.items.size(); ++i) {
+          if (Status s = convert(v.items[i], &out->items[i])) return s;
+        }
+        return ok();
+      case ValueKind::Null:
+      case ValueKind::TensorMethod:
+        return unsupported("returning " + describe(v));
+    }
+    return unsupported("returning an unknown value");
+  };
+  if (Status s = convert(ret, &entry_->plan.ret)) return s;
+  if (outputs.empty()) return unsupported("no tensor work in this frame");
+  graph_.set_outputs(outputs);
+  entry_->plan.graph_args = placeholder_slot_;
+  for (jit::NodeId id : outputs) {
+    const jit::Node& n = graph_.node(id);
+    OutputSpec spec{n.dtype, n.shape, {}, {}};
+    spec.strides.assign(n.shape.size(), 1);
+    for (size_t d = n.shape.size(); d-- > 1;) spec.strides[d - 1] = spec.strides[d] * std::max<int64_t>(n.shape[d], 1);
+    PyObject* sizes = PyTuple_New(static_cast<Py_ssize_t>(n.shape.size()));
+    for (size_t d = 0; d < n.shape.size(); ++d) PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(n.shape[d]));
+    spec.empty_args = PyRef::steal(PyTuple_Pack(1, sizes));
+    Py_DECREF(sizes);
+    entry_->plan.outputs.push_back(std::move(spec));
+  }
+  return ok();
+}
+
+jit::CpuBackend* cpu_backend(std::string* error) {
+  static std::mutex mu;
+  static std::unique_ptr<jit::CpuBackend> backend;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!backend && failure.empty()) {
+    auto b = jit::CpuBackend::create();
+    if (b) backend = std::move(*b);
+    else failure = b.error();
+  }
+  *error = failure;
+  return backend.get();
+}
+
+Status Tracer::compile() {
+  // The ops that the outputs need, in order (for explain and the op list).
+  std::vector<bool> live(graph_.size(), false);
+  for (jit::NodeId id : graph_.outputs()) live[static_cast<size_t>(id)] = true;
+  for (size_t i = graph_.size(); i-- > 0;) {
+    if (!live[i]) continue;
+    for (jit::NodeId in : graph_.node(static_cast<jit::NodeId>(i)).inputs) live[static_cast<size_t>(in)] = true;
+  }
+  for (size_t i = 0; i < graph_.size(); ++i) {
+    const jit::Node& n = graph_.node(static_cast<jit::NodeId>(i));
+    if (live[i] && jit::op_family(n.op) == jit::Family::Pointwise) entry_->ops.emplace_back(jit::aten_name(n.op));
+  }
+  entry_->graph_text = graph_.str();
+  if (log::enabled(log::Channel::Graph)) {
+    log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), entry_->graph_text);
+  }
+  std::string error;
+  jit::CpuBackend* backend = cpu_backend(&error);
+  if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  auto compiled = backend->compile(graph_);
+  if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
+  entry_->plan.graph = *compiled;
+  return ok();
+}
+
+}  // namespace
+
+std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
+                                        Fallback* why) {
+  if (!state.decoded) {
+    auto decoded = decode(state.code);
+    if (!decoded) {
+      why->reason = "cannot decode the bytecode: " + decoded.error();
+      why->location = PyUnicode_AsUTF8(state.code->co_filename);
+      return nullptr;
+    }
+    state.decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
+  }
+  const auto& code = *static_cast<const DecodedCode*>(state.decoded.get());
+  Tracer tracer(state, f, in, code);
+  return tracer.run(why);
+}
+
+}  // namespace fj::interp

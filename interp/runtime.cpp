@@ -1,1 +1,89 @@
-// placeholder: being written
+// Running a plan on a cache hit: fetch argument buffers, allocate outputs with
+// torch, run the compiled graph, rebuild the frame's return value.
+#include <cstdint>
+
+#include "interp/plan.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+namespace {
+
+void* data_ptr(PyObject* tensor) {
+  static PyObject* name = PyUnicode_InternFromString("data_ptr");
+  PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
+  if (p == nullptr) return nullptr;
+  void* out = PyLong_AsVoidPtr(p);
+  Py_DECREF(p);
+  return out;
+}
+
+PyObject* dtype_kwargs(jit::DType d) {
+  static PyObject* kw[2] = {nullptr, nullptr};
+  const auto i = static_cast<size_t>(d);
+  if (kw[i] == nullptr) {
+    kw[i] = PyDict_New();
+    switch (d) {
+      case jit::DType::Bool: PyDict_SetItemString(kw[i], "dtype", guards::torch_refs().bool_); break;
+      case jit::DType::Float32: PyDict_SetItemString(kw[i], "dtype", guards::torch_refs().float32); break;
+    }
+  }
+  return kw[i];
+}
+
+PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards::CallInputs& in) {
+  switch (v.kind) {
+    case PlanValue::Kind::GraphOutput:
+      return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
+    case PlanValue::Kind::Arg:
+      return Py_NewRef(in.args[v.index]);
+    case PlanValue::Kind::Const:
+      return Py_NewRef(v.obj.get());
+    case PlanValue::Kind::Tuple:
+    case PlanValue::Kind::List: {
+      const auto n = static_cast<Py_ssize_t>(v.items.size());
+      const bool tuple = v.kind == PlanValue::Kind::Tuple;
+      PyObject* seq = tuple ? PyTuple_New(n) : PyList_New(n);
+      if (seq == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in);
+        if (item == nullptr) {
+          Py_DECREF(seq);
+          return nullptr;
+        }
+        if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
+      }
+      return seq;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+PyObject* run_plan(const Plan& plan, const guards::CallInputs& in) {
+  std::vector<PyRef> outs;
+  if (plan.graph) {
+    std::vector<jit::TensorArg> args;
+    args.reserve(plan.graph_args.size());
+    for (int slot : plan.graph_args) {
+      const guards::TensorMeta& m = *in.metas[static_cast<size_t>(slot)];
+      void* p = data_ptr(in.args[slot]);
+      if (p == nullptr && PyErr_Occurred()) return nullptr;
+      args.push_back(jit::TensorArg{p, m.sizes.data(), m.strides.data(), m.rank});
+    }
+    std::vector<jit::TensorArg> results;
+    outs.reserve(plan.outputs.size());
+    for (const OutputSpec& o : plan.outputs) {
+      PyObject* t = PyObject_Call(guards::torch_refs().empty, o.empty_args.get(), dtype_kwargs(o.dtype));
+      if (t == nullptr) return nullptr;
+      outs.push_back(PyRef::steal(t));
+      void* p = data_ptr(t);
+      if (p == nullptr && PyErr_Occurred()) return nullptr;
+      results.push_back(jit::TensorArg{p, o.shape.data(), o.strides.data(), static_cast<int>(o.shape.size())});
+    }
+    plan.graph->run(args, results);
+  }
+  return build(plan.ret, outs, in);
+}
+
+}  // namespace fj::interp

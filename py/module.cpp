@@ -1,8 +1,109 @@
 // framejit._C: the pybind11 module that binds interp/, guards/ and jit/ for py/framejit.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "guards/guards.h"
+#include "interp/code_state.h"
+#include "interp/hook.h"
+#include "interp/ops.h"
+#include "jit/log.h"
 
 namespace py = pybind11;
+using namespace fj;
+
+namespace {
+
+py::dict counters_dict(const interp::Counters& c) {
+  py::dict d;
+  d["compiles"] = c.compiles;
+  d["recompiles"] = c.recompiles;
+  d["cache_hits"] = c.cache_hits;
+  d["graph_breaks"] = c.graph_breaks;
+  d["fallbacks"] = c.fallbacks;
+  d["graphs"] = c.graphs;
+  return d;
+}
+
+PyCodeObject* code_of(py::handle fn) {
+  py::object f = py::reinterpret_borrow<py::object>(fn);
+  while (py::hasattr(f, "__wrapped__")) f = f.attr("__wrapped__");
+  if (py::hasattr(f, "__func__")) f = f.attr("__func__");
+  if (!PyFunction_Check(f.ptr())) {
+    throw py::type_error(std::string("expected a function, got ") + Py_TYPE(f.ptr())->tp_name);
+  }
+  return reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f.ptr()));
+}
+
+py::list fallback_list(const std::vector<interp::Fallback>& fbs) {
+  py::list out;
+  for (const auto& f : fbs) out.append(py::make_tuple(f.reason, f.location));
+  return out;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "framejit native core";
+  if (!interp::init_hook(m.ptr())) throw py::error_already_set();
+  log::configure_from_env();
+
+  m.def("_init", [](py::handle tensor_type, py::handle float32, py::handle bool_, py::handle empty) {
+    auto& r = guards::torch_refs();
+    r.tensor_type = Py_NewRef(tensor_type.ptr());
+    r.float32 = Py_NewRef(float32.ptr());
+    r.bool_ = Py_NewRef(bool_.ptr());
+    r.empty = Py_NewRef(empty.ptr());
+  });
+  m.def("_register_op", [](py::handle fn, const std::string& name) {
+    auto op = interp::op_by_name(name);
+    if (!op) throw py::value_error("unknown framejit op name: " + name);
+    interp::register_torch_function(fn.ptr(), *op);
+  });
+  m.def("compile", [](py::handle fn) {
+    PyObject* r = interp::make_compiled_function(fn.ptr());
+    if (r == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(r);
+  });
+  m.def("stats", [](py::handle fn) {
+    if (fn.is_none()) return counters_dict(interp::global_counters());
+    interp::CodeState* st = interp::code_state(code_of(fn), false);
+    return counters_dict(st ? st->counters : interp::Counters{});
+  }, py::arg("fn") = py::none());
+  m.def("fallbacks", [](py::handle fn) {
+    interp::CodeState* st = interp::code_state(code_of(fn), false);
+    return st ? fallback_list(st->fallbacks) : py::list();
+  });
+  m.def("entry_guards", [](py::handle fn) {
+    py::list out;
+    interp::CodeState* st = interp::code_state(code_of(fn), false);
+    if (st) for (const auto& e : st->entries) out.append(e->guards.describe());
+    return out;
+  });
+  m.def("reset", [] { interp::reset_all(); });
+  m.def("explain", [](py::handle fn, py::tuple args, py::dict kwargs) {
+    interp::Recorder rec;
+    PyObject* r = interp::call_recorded(fn.ptr(), args.ptr(), kwargs.ptr(), &rec);
+    if (r == nullptr) throw py::error_already_set();
+    py::dict d;
+    d["graphs"] = rec.graphs;
+    d["ops"] = rec.ops;
+    d["guards"] = rec.guards;
+    d["breaks"] = fallback_list(rec.breaks);
+    return py::make_tuple(py::reinterpret_steal<py::object>(r), d);
+  });
+  m.def("get_config", [] {
+    py::dict d;
+    d["cache_limit"] = interp::config().cache_limit;
+    d["fallback_limit"] = interp::config().fallback_limit;
+    return d;
+  });
+  m.def("set_config", [](const std::string& key, int value) {
+    if (value < 1) throw py::value_error("framejit.config." + key + " must be at least 1");
+    if (key == "cache_limit") interp::config().cache_limit = value;
+    else if (key == "fallback_limit") interp::config().fallback_limit = value;
+    else throw py::attribute_error("framejit.config has no setting '" + key + "'");
+  });
+  m.def("set_log", [](const std::string& spec) { return log::configure(spec); });
+  m.def("set_hook", [](bool on) { interp::set_hook_installed(on); });
+  m.def("hook_installed", [] { return interp::hook_installed(); });
 }

@@ -1,1 +1,15 @@
+"""framejit: a C++ JIT for PyTorch code on CPython 3.11."""
+
+import torch
+
 from framejit import _C
+from framejit import ops as _ops
+
+_C._init(torch.Tensor, torch.float32, torch.bool, torch.empty)
+for _fn, _name in _ops.torch_functions():
+    _C._register_op(_fn, _name)
+del _fn, _name
+
+from framejit.api import compile, config, explain, fallbacks, reset, stats  # noqa: E402
+
+__all__ = ["compile", "config", "explain", "fallbacks", "reset", "stats"]

@@ -1,0 +1,117 @@
+"""framejit's Python API: compile, stats, reset, explain, config."""
+
+import functools
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from framejit import _C
+
+
+def compile(fn=None, *, fullgraph=False, dynamic=True):
+    """Returns a wrapper of `fn` whose calls run through framejit.
+
+    Usable as `framejit.compile(fn)`, `@framejit.compile` or
+    `@framejit.compile(fullgraph=...)`. Calling `fn` itself stays untouched.
+    `fullgraph` and `dynamic` are accepted for torch.compile compatibility; in this
+    version a frame framejit cannot trace always runs in CPython (a fallback).
+    """
+    if fn is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic)
+    if isinstance(fn, types.MethodType):
+        return types.MethodType(compile(fn.__func__), fn.__self__)
+    if isinstance(fn, torch.nn.Module):
+        # The module's own __call__ (hooks included) is the frame framejit sees.
+        return compile(fn.__call__)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
+    wrapper = _C.compile(fn)
+    functools.update_wrapper(wrapper, fn)
+    return wrapper
+
+
+def stats(fn=None):
+    """Counters: compiles, recompiles, cache_hits, graph_breaks, fallbacks, graphs.
+
+    With `fn`, those of fn's code object; without, the sums over all code.
+    """
+    return _C.stats(fn)
+
+
+def reset():
+    """Drops every cache entry and counter."""
+    _C.reset()
+
+
+def fallbacks(fn):
+    """The recent reasons (reason, 'file:line') why calls of fn ran in CPython."""
+    return [GraphBreak(r, loc) for r, loc in _C.fallbacks(fn)]
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    location: str
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+    graph_breaks: list = field(default_factory=list)
+    result: object = None
+
+    @property
+    def graph_count(self):
+        return len(self.graphs)
+
+    def __str__(self):
+        lines = [f"graphs: {self.graph_count}"]
+        for i, g in enumerate(self.graphs):
+            lines.append(f"--- graph {i} ---")
+            lines.append(g.rstrip())
+        lines.append(f"ops: {', '.join(self.ops) or '(none)'}")
+        lines.append("guards:")
+        lines.extend(f"  {g}" for g in self.guards)
+        if self.graph_breaks:
+            lines.append("fallbacks / graph breaks:")
+            lines.extend(f"  {b.reason} ({b.location})" for b in self.graph_breaks)
+        return "\n".join(lines)
+
+
+def explain(fn, *args, **kwargs):
+    """Traces fn on these arguments (a fresh trace, not cached) and tells what
+    framejit made of it: the graphs, their ops, the guards, and why any part ran
+    in CPython. The call itself runs, and its result is in `.result`."""
+    result, info = _C.explain(fn, args, kwargs)
+    return ExplainOutput(
+        graphs=info["graphs"],
+        ops=info["ops"],
+        guards=info["guards"],
+        graph_breaks=[GraphBreak(r, loc) for r, loc in info["breaks"]],
+        result=result,
+    )
+
+
+class _Config:
+    """framejit.config: cache_limit (entries per code object), fallback_limit
+    (fallbacks in a row before a function is left to CPython for good)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        values = _C.get_config()
+        if name not in values:
+            raise AttributeError(f"framejit.config has no setting '{name}'")
+        return values[name]
+
+    def __setattr__(self, name, value):
+        _C.set_config(name, int(value))
+
+    def __repr__(self):
+        return f"framejit.config({_C.get_config()})"
+
+
+config = _Config()

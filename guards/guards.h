@@ -1,0 +1,104 @@
+// Guards: the assumptions a trace made about the frame it saw, written against
+// sources (argument `x`, global `torch`, attribute `torch.relu`).
+//
+// Design: a call first gathers its inputs once (CallInputs: the frame's argument
+// slots, its globals, and a TensorMeta for every tensor argument, read through the
+// Python API); each cache entry's GuardSet then checks those inputs with check(),
+// which is noexcept, allocates nothing and never touches pybind. When every entry
+// fails, check_verbose() of the first entry says what differed; that sentence is
+// the recompile reason.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fj::guards {
+
+constexpr int kMaxRank = 8;
+
+// What the runtime needs to know about a tensor argument.
+struct TensorMeta {
+  PyObject* dtype = nullptr;  // borrowed: torch dtypes are immortal singletons
+  bool is_cpu = false;
+  bool requires_grad = false;
+  int rank = 0;
+  std::array<int64_t, kMaxRank> sizes{};
+  std::array<int64_t, kMaxRank> strides{};
+};
+
+// The torch objects the guards and the runtime compare against; filled once by
+// framejit's Python side at import.
+struct TorchRefs {
+  PyObject* tensor_type = nullptr;
+  PyObject* float32 = nullptr;
+  PyObject* bool_ = nullptr;
+  PyObject* empty = nullptr;  // torch.empty
+};
+TorchRefs& torch_refs();
+
+// Reads a tensor's metadata. Returns false with a reason when it cannot be
+// described (rank above kMaxRank); a Python error is cleared into the reason.
+bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why);
+std::string describe(const TensorMeta& m, PyObject* dtype_names_from = nullptr);
+
+struct CallInputs {
+  PyObject* const* args = nullptr;  // the frame's first num_args local slots
+  int num_args = 0;
+  PyObject* globals = nullptr;
+  PyObject* builtins = nullptr;
+  std::vector<std::optional<TensorMeta>> metas;  // one per argument
+};
+
+enum class GuardKind : uint8_t {
+  TensorMatch,  // arg is a torch.Tensor with this dtype, device, rank, sizes, strides, requires_grad
+  ScalarEquals, // arg is an int/float/bool/str/None of this exact type and value
+  GlobalIs,     // globals()[name] (or builtins) is this object
+  ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
+};
+
+struct Guard {
+  GuardKind kind;
+  int arg = -1;               // TensorMatch, ScalarEquals
+  std::string name;           // argument, global, or module global name
+  std::vector<std::string> attrs;  // ModuleAttrIs: the attribute path below the global
+  bool from_builtins = false; // GlobalIs: found in builtins, not globals
+  TensorMeta meta;            // TensorMatch
+  PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
+  PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
+  std::vector<PyObject*> attr_objs;  // strong, interned
+};
+
+class GuardSet {
+ public:
+  GuardSet() = default;
+  GuardSet(const GuardSet&) = delete;
+  GuardSet& operator=(const GuardSet&) = delete;
+  GuardSet(GuardSet&&) noexcept;
+  ~GuardSet();
+
+  void add_tensor(int arg, std::string name, const TensorMeta& meta);
+  void add_scalar(int arg, std::string name, PyObject* value);
+  void add_global(std::string name, PyObject* object, bool from_builtins);
+  void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object);
+
+  // Fast path: true when every guard holds. Never raises, never allocates.
+  bool check(const CallInputs& in) const noexcept;
+  // Slow path: the first failing guard, in words ("tensor 'x' size mismatch at
+  // dim 1: expected 8, actual 16"), or nullopt when all hold.
+  std::optional<std::string> check_verbose(const CallInputs& in) const;
+  // One line per guard, for explain() and FRAMEJIT_LOG=guards.
+  std::vector<std::string> describe() const;
+  size_t size() const { return guards_.size(); }
+
+ private:
+  bool holds(const Guard& g, const CallInputs& in) const noexcept;
+  std::vector<Guard> guards_;
+};
+
+}  // namespace fj::guards

@@ -1,0 +1,76 @@
+// Per-code-object state kept in the code object's extra slot: the cache entries
+// (guards + plan), counters, and the fallback record. Also the global counters,
+// the config, and the explain() recorder.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guards/guards.h"
+#include "interp/plan.h"
+
+namespace fj::interp {
+
+struct Counters {
+  long compiles = 0;
+  long recompiles = 0;
+  long cache_hits = 0;
+  long graph_breaks = 0;
+  long fallbacks = 0;
+  long graphs = 0;
+  void add(const Counters& o) {
+    compiles += o.compiles; recompiles += o.recompiles; cache_hits += o.cache_hits;
+    graph_breaks += o.graph_breaks; fallbacks += o.fallbacks; graphs += o.graphs;
+  }
+};
+
+struct CacheEntry {
+  guards::GuardSet guards;
+  Plan plan;
+  std::string graph_text;
+  std::vector<std::string> ops;  // ATen names of the graph's compute nodes
+};
+
+// Why a frame ran in CPython: the reason and where (file:line).
+struct Fallback {
+  std::string reason;
+  std::string location;
+};
+
+struct CodeState {
+  PyCodeObject* code = nullptr;  // borrowed: this state lives in the code's extra slot
+  std::vector<std::unique_ptr<CacheEntry>> entries;
+  Counters counters;
+  std::vector<Fallback> fallbacks;  // most recent last, bounded
+  int fallbacks_in_a_row = 0;
+  bool skip = false;                // gave up: calls go straight to CPython
+  std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
+};
+
+struct Config {
+  int cache_limit = 8;     // entries per code object before falling back for good
+  int fallback_limit = 2;  // fallbacks in a row before a code object is skipped
+};
+Config& config();
+
+// What explain() collects from one forced trace.
+struct Recorder {
+  std::vector<std::string> graphs;
+  std::vector<std::string> ops;
+  std::vector<std::string> guards;
+  std::vector<Fallback> breaks;
+};
+
+// The state of a watched code object, created on first use.
+CodeState* code_state(PyCodeObject* code, bool create);
+// Sums of all code objects' counters, including those already dropped.
+Counters global_counters();
+// Drops every cache entry and counter (framejit.reset()).
+void reset_all();
+
+}  // namespace fj::interp

@@ -1,0 +1,22 @@
+// The PEP 523 frame hook and framejit's entry points: CompiledFunction (the
+// wrapper framejit.compile returns) and explain's forced trace.
+#pragma once
+
+#include "interp/compat.h"
+
+#include "interp/code_state.h"
+
+namespace fj::interp {
+
+// Registers the CompiledFunction type and the code-extra slot; call once at import.
+bool init_hook(PyObject* module);
+// A new CompiledFunction wrapping a Python function (new reference or NULL + error).
+PyObject* make_compiled_function(PyObject* fn);
+// Calls fn (a function or CompiledFunction) through framejit with a fresh trace that
+// is recorded and not cached. Returns the call's result (new ref, or NULL + error).
+PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec);
+// Install / remove the hook by hand (the overhead benchmark uses this).
+void set_hook_installed(bool on);
+bool hook_installed();
+
+}  // namespace fj::interp

@@ -1,0 +1,84 @@
+// Symbolic values of the interpreter and the frame state that holds them.
+//
+// Design: a Value is a small copyable variant: a tensor (a node of the graph being
+// recorded), a constant Python object (strong reference), a tuple or list of
+// values, the NULL that CPython pushes before a call, or a tensor method waiting
+// for its CALL. Each value carries its source when it came from the frame (an
+// argument slot, a global, a module attribute path) so that guards can be written
+// against it. FrameState is a plain value (locals, stack, pc): branching and
+// inlining copy it.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jit/graph.h"
+
+namespace fj::interp {
+
+// An owning PyObject reference with value semantics.
+class PyRef {
+ public:
+  PyRef() = default;
+  static PyRef borrow(PyObject* o) { Py_XINCREF(o); return PyRef(o); }
+  static PyRef steal(PyObject* o) { return PyRef(o); }
+  PyRef(const PyRef& o) : p_(o.p_) { Py_XINCREF(p_); }
+  PyRef(PyRef&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  PyRef& operator=(PyRef o) noexcept { std::swap(p_, o.p_); return *this; }
+  ~PyRef() { Py_XDECREF(p_); }
+  PyObject* get() const { return p_; }
+  PyObject* release() { return std::exchange(p_, nullptr); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  explicit PyRef(PyObject* o) : p_(o) {}
+  PyObject* p_ = nullptr;
+};
+
+enum class ValueKind : uint8_t { Null, Tensor, Const, Tuple, List, TensorMethod };
+
+// Where a value came from in the frame, for guards and messages.
+struct Source {
+  enum class Kind : uint8_t { None, Arg, Global } kind = Kind::None;
+  int arg = -1;                    // Arg: slot
+  std::string name;                // Arg: parameter name; Global: global name
+  std::vector<std::string> attrs;  // attribute path below a global module
+  bool from_builtins = false;
+  std::string str() const;
+};
+
+struct Value {
+  ValueKind kind = ValueKind::Null;
+  jit::NodeId node = -1;       // Tensor
+  PyRef obj;                   // Const
+  std::vector<Value> items;    // Tuple, List
+  std::string method;          // TensorMethod: name (self is the next stack item)
+  bool opaque = false;         // Const: an unguarded argument; any use ends the trace
+  Source source;
+
+  static Value null() { return Value{}; }
+  static Value tensor(jit::NodeId n, Source s = {}) {
+    Value v; v.kind = ValueKind::Tensor; v.node = n; v.source = std::move(s); return v;
+  }
+  static Value constant(PyRef o, Source s = {}) {
+    Value v; v.kind = ValueKind::Const; v.obj = std::move(o); v.source = std::move(s); return v;
+  }
+  static Value sequence(ValueKind k, std::vector<Value> items) {
+    Value v; v.kind = k; v.items = std::move(items); return v;
+  }
+  static Value tensor_method(std::string name) {
+    Value v; v.kind = ValueKind::TensorMethod; v.method = std::move(name); return v;
+  }
+};
+
+struct FrameState {
+  std::vector<Value> locals;
+  std::vector<Value> stack;
+  size_t pc = 0;           // index into the decoded instructions
+  PyRef kw_names;          // set by KW_NAMES for the next CALL
+};
+
+}  // namespace fj::interp
