@@ -1,1 +1,2 @@
 from framejit import _C
+from framejit.dis import dis
