@@ -3,8 +3,6 @@
 // trace with a reason (the frame then runs in CPython).
 #include "interp/interpreter.h"
 
-#include <opcode.h>
-
 #include <array>
 #include <functional>
 #include <mutex>
@@ -19,6 +17,9 @@ namespace fj::interp {
 namespace {
 
 constexpr int kMaxSteps = 100000;  // a trace longer than this gives up
+constexpr int kNbInplaceAdd = 13;  // BINARY_OP arguments from here on are in-place
+
+constexpr int op(Opcode o) { return static_cast<int>(o); }
 
 // A reason to stop tracing; the frame runs in CPython.
 struct Unsupported {
@@ -198,7 +199,7 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
 Status Tracer::step(const Instruction& ins) {
   Handler h = handlers()[static_cast<size_t>(ins.opcode)];
   const size_t pc = fs_.pc;
-  Status s = h ? (this->*h)(ins) : unsupported(std::string("opcode ") + opcode_name(ins.opcode));
+  Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
   if (s) return s;
   if (fs_.pc == pc) fs_.pc = pc + 1;  // handlers that jump set pc themselves
   if (log::enabled(log::Channel::Bytecode)) {
@@ -237,7 +238,7 @@ std::string Tracer::location(const Instruction& ins) const {
 }
 
 Status Tracer::jump_to(int offset) {
-  const int idx = code_.index_of(offset);
+  const int idx = code_.index_at(offset);
   if (idx < 0) return unsupported("jump to an unknown offset " + std::to_string(offset));
   fs_.pc = static_cast<size_t>(idx);
   return ok();
@@ -436,7 +437,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
-    if (ins.arg >= NB_INPLACE_ADD) return unsupported("in-place operator on a tensor (not supported yet)");
+    if (ins.arg >= kNbInplaceAdd) return unsupported("in-place operator on a tensor (not supported yet)");
     if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
     return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
   }
@@ -506,7 +507,7 @@ Status Tracer::op_build_seq(const Instruction& ins) {
   const size_t n = static_cast<size_t>(ins.arg);
   std::vector<Value> items(fs_.stack.end() - static_cast<std::ptrdiff_t>(n), fs_.stack.end());
   fs_.stack.resize(fs_.stack.size() - n);
-  push(Value::sequence(ins.opcode == BUILD_TUPLE ? ValueKind::Tuple : ValueKind::List, std::move(items)));
+  push(Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List, std::move(items)));
   return ok();
 }
 
@@ -556,22 +557,22 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
   Value v = pop();
   bool jump = false;
   switch (ins.opcode) {
-    case POP_JUMP_FORWARD_IF_NONE:
-    case POP_JUMP_BACKWARD_IF_NONE:
-    case POP_JUMP_FORWARD_IF_NOT_NONE:
-    case POP_JUMP_BACKWARD_IF_NOT_NONE: {
+    case op(Opcode::POP_JUMP_FORWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE): {
       bool is_none;
       if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
       else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Tuple || v.kind == ValueKind::List) is_none = false;
       else return unsupported("'is None' test of " + describe(v));
-      const bool want_none = ins.opcode == POP_JUMP_FORWARD_IF_NONE || ins.opcode == POP_JUMP_BACKWARD_IF_NONE;
+      const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);
       jump = is_none == want_none;
       break;
     }
     default: {
       bool t = false;
       if (Status s = truth(v, &t)) return s;
-      const bool want = ins.opcode == POP_JUMP_FORWARD_IF_TRUE || ins.opcode == POP_JUMP_BACKWARD_IF_TRUE;
+      const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
       jump = t == want;
       break;
     }
@@ -583,7 +584,7 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
 Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
   bool t = false;
   if (Status s = truth(top(), &t)) return s;
-  if (t == (ins.opcode == JUMP_IF_TRUE_OR_POP)) return jump_to(ins.target);
+  if (t == (ins.opcode == op(Opcode::JUMP_IF_TRUE_OR_POP))) return jump_to(ins.target);
   pop();
   return ok();
 }
@@ -598,36 +599,36 @@ Status Tracer::op_return_value(const Instruction&) {
 const std::array<Tracer::Handler, 256>& Tracer::handlers() {
   static const std::array<Handler, 256> table = [] {
     std::array<Handler, 256> t{};
-    for (int op : {NOP, RESUME, PRECALL, EXTENDED_ARG, CACHE}) t[op] = &Tracer::op_nop;
-    t[LOAD_FAST] = &Tracer::op_load_fast;
-    t[STORE_FAST] = &Tracer::op_store_fast;
-    t[LOAD_CONST] = &Tracer::op_load_const;
-    t[LOAD_GLOBAL] = &Tracer::op_load_global;
-    t[LOAD_ATTR] = &Tracer::op_load_attr;
-    t[LOAD_METHOD] = &Tracer::op_load_method;
-    t[PUSH_NULL] = &Tracer::op_push_null;
-    t[KW_NAMES] = &Tracer::op_kw_names;
-    t[CALL] = &Tracer::op_call;
-    t[BINARY_OP] = &Tracer::op_binary_op;
-    t[UNARY_NEGATIVE] = &Tracer::op_unary_negative;
-    t[UNARY_NOT] = &Tracer::op_unary_not;
-    t[COMPARE_OP] = &Tracer::op_compare_op;
-    t[IS_OP] = &Tracer::op_is_op;
-    t[BUILD_TUPLE] = &Tracer::op_build_seq;
-    t[BUILD_LIST] = &Tracer::op_build_seq;
-    t[UNPACK_SEQUENCE] = &Tracer::op_unpack_sequence;
-    t[POP_TOP] = &Tracer::op_pop_top;
-    t[COPY] = &Tracer::op_copy;
-    t[SWAP] = &Tracer::op_swap;
-    for (int op : {JUMP_FORWARD, JUMP_BACKWARD, JUMP_BACKWARD_NO_INTERRUPT}) t[op] = &Tracer::op_jump;
-    for (int op : {POP_JUMP_FORWARD_IF_FALSE, POP_JUMP_FORWARD_IF_TRUE, POP_JUMP_BACKWARD_IF_FALSE,
-                   POP_JUMP_BACKWARD_IF_TRUE, POP_JUMP_FORWARD_IF_NONE, POP_JUMP_FORWARD_IF_NOT_NONE,
-                   POP_JUMP_BACKWARD_IF_NONE, POP_JUMP_BACKWARD_IF_NOT_NONE}) {
-      t[op] = &Tracer::op_pop_jump_if;
+    for (int o : {op(Opcode::NOP), op(Opcode::RESUME), op(Opcode::PRECALL), op(Opcode::EXTENDED_ARG), op(Opcode::CACHE)}) t[o] = &Tracer::op_nop;
+    t[op(Opcode::LOAD_FAST)] = &Tracer::op_load_fast;
+    t[op(Opcode::STORE_FAST)] = &Tracer::op_store_fast;
+    t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
+    t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;
+    t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
+    t[op(Opcode::LOAD_METHOD)] = &Tracer::op_load_method;
+    t[op(Opcode::PUSH_NULL)] = &Tracer::op_push_null;
+    t[op(Opcode::KW_NAMES)] = &Tracer::op_kw_names;
+    t[op(Opcode::CALL)] = &Tracer::op_call;
+    t[op(Opcode::BINARY_OP)] = &Tracer::op_binary_op;
+    t[op(Opcode::UNARY_NEGATIVE)] = &Tracer::op_unary_negative;
+    t[op(Opcode::UNARY_NOT)] = &Tracer::op_unary_not;
+    t[op(Opcode::COMPARE_OP)] = &Tracer::op_compare_op;
+    t[op(Opcode::IS_OP)] = &Tracer::op_is_op;
+    t[op(Opcode::BUILD_TUPLE)] = &Tracer::op_build_seq;
+    t[op(Opcode::BUILD_LIST)] = &Tracer::op_build_seq;
+    t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
+    t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
+    t[op(Opcode::COPY)] = &Tracer::op_copy;
+    t[op(Opcode::SWAP)] = &Tracer::op_swap;
+    for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
+    for (int o : {op(Opcode::POP_JUMP_FORWARD_IF_FALSE), op(Opcode::POP_JUMP_FORWARD_IF_TRUE), op(Opcode::POP_JUMP_BACKWARD_IF_FALSE),
+                   op(Opcode::POP_JUMP_BACKWARD_IF_TRUE), op(Opcode::POP_JUMP_FORWARD_IF_NONE), op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE),
+                   op(Opcode::POP_JUMP_BACKWARD_IF_NONE), op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE)}) {
+      t[o] = &Tracer::op_pop_jump_if;
     }
-    t[JUMP_IF_FALSE_OR_POP] = &Tracer::op_jump_if_or_pop;
-    t[JUMP_IF_TRUE_OR_POP] = &Tracer::op_jump_if_or_pop;
-    t[RETURN_VALUE] = &Tracer::op_return_value;
+    t[op(Opcode::JUMP_IF_FALSE_OR_POP)] = &Tracer::op_jump_if_or_pop;
+    t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
+    t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
     return t;
   }();
   return table;

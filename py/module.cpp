@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "guards/guards.h"
+#include "interp/bytecode.h"
 #include "interp/code_state.h"
 #include "interp/hook.h"
 #include "interp/ops.h"
@@ -32,6 +33,12 @@ PyCodeObject* code_of(py::handle fn) {
     throw py::type_error(std::string("expected a function, got ") + Py_TYPE(f.ptr())->tp_name);
   }
   return reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(f.ptr()));
+}
+
+// A new reference from the C API, or the pending Python exception thrown.
+py::object steal_or_throw(PyObject* result) {
+  if (!result) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(result);
 }
 
 py::list fallback_list(const std::vector<interp::Fallback>& fbs) {
@@ -103,6 +110,19 @@ PYBIND11_MODULE(_C, m) {
     else if (key == "fallback_limit") interp::config().fallback_limit = value;
     else throw py::attribute_error("framejit.config has no setting '" + key + "'");
   });
+  m.def(
+      "decode",
+      [](py::handle code, bool positions) {
+        return steal_or_throw(fj::decode_to_python(code.ptr(), positions));
+      },
+      py::arg("code"), py::arg("positions") = false,
+      "Decoded instructions of a code object: a list of (offset, opname, opcode, arg, "
+      "line, target) tuples; positions=True appends (end_line, col, end_col).");
+  m.def(
+      "exception_table",
+      [](py::handle code) { return steal_or_throw(fj::exception_table_to_python(code.ptr())); },
+      py::arg("code"),
+      "Exception table of a code object: a list of (start, end, target, depth, lasti).");
   m.def("set_log", [](const std::string& spec) { return log::configure(spec); });
   m.def("set_hook", [](bool on) { interp::set_hook_installed(on); });
   m.def("hook_installed", [] { return interp::hook_installed(); });

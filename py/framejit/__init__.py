@@ -11,5 +11,6 @@ for _fn, _name in _ops.torch_functions():
 del _fn, _name
 
 from framejit.api import compile, config, explain, fallbacks, reset, stats  # noqa: E402
+from framejit.dis import dis  # noqa: E402
 
-__all__ = ["compile", "config", "explain", "fallbacks", "reset", "stats"]
+__all__ = ["compile", "config", "dis", "explain", "fallbacks", "reset", "stats"]
