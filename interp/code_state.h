@@ -47,14 +47,14 @@ struct CodeState {
   std::vector<std::unique_ptr<CacheEntry>> entries;
   Counters counters;
   std::vector<Fallback> fallbacks;  // most recent last, bounded
-  int fallbacks_in_a_row = 0;
+  int fallbacks_in_a_row = 0;       // identical fallbacks in a row
   bool skip = false;                // gave up: calls go straight to CPython
   std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
 };
 
 struct Config {
   int cache_limit = 8;     // entries per code object before falling back for good
-  int fallback_limit = 2;  // fallbacks in a row before a code object is skipped
+  int fallback_limit = 2;  // identical fallbacks in a row before a code object is skipped
 };
 Config& config();
 

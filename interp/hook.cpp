@@ -49,9 +49,14 @@ void record_fallback(CodeState& st, Fallback fb) {
                        fb.location);
   }
   if (t_recorder != nullptr) t_recorder->breaks.push_back(fb);
+  // The same fallback again and again (pure-Python code, an unsupported construct
+  // on every path): stop trying. Fallbacks that vary with the input do not count.
+  const bool same = !st.fallbacks.empty() && st.fallbacks.back().reason == fb.reason &&
+                    st.fallbacks.back().location == fb.location;
+  st.fallbacks_in_a_row = same ? st.fallbacks_in_a_row + 1 : 1;
+  if (st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) st.skip = true;
   st.fallbacks.push_back(std::move(fb));
   if (st.fallbacks.size() > 16) st.fallbacks.erase(st.fallbacks.begin());
-  if (++st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) st.skip = true;
 }
 
 // Reads the frame's arguments into CallInputs.
@@ -173,7 +178,9 @@ void cf_dealloc(PyObject* self) {
   if (cf->weaklist) PyObject_ClearWeakRefs(self);
   Py_CLEAR(cf->fn);
   Py_CLEAR(cf->dict);
-  Py_TYPE(self)->tp_free(self);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);  // instances of heap types own a reference to their type
 }
 
 int cf_traverse(PyObject* self, visitproc visit, void* arg) {

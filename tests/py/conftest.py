@@ -1,0 +1,46 @@
+"""Shared helpers: eager comparison and a clean framejit state per test."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import framejit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def fresh_framejit():
+    framejit.reset()
+    yield
+    framejit.reset()
+
+
+def assert_same(actual, expected):
+    """framejit's result against eager's: same structure, dtype, shape; float32
+    values within 1e-5 relative, integers and bools bit-exact."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
+        assert actual.dtype == expected.dtype
+        assert actual.shape == expected.shape
+        if expected.dtype.is_floating_point:
+            torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+        else:
+            assert torch.equal(actual, expected)
+    elif isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e)
+    else:
+        assert type(actual) is type(expected) and actual == expected
+
+
+def run_python(code, env=None):
+    """Runs a snippet in a fresh interpreter (for FRAMEJIT_LOG, which is read at import)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, timeout=300)

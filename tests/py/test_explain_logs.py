@@ -1,0 +1,84 @@
+"""framejit.explain, FRAMEJIT_LOG channels, and golden graph printouts."""
+import os
+
+import pytest
+import torch
+
+import framejit
+from conftest import ROOT, run_python
+
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+def f(x, y):
+    return torch.relu(x * y + 1).exp() - y
+
+
+def test_explain_reports_graph_ops_and_guards():
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    e = framejit.explain(f, x, y)
+    assert e.graph_count == 1
+    assert e.ops == ["aten.mul.Tensor", "aten.add.Tensor", "aten.relu.default",
+                     "aten.exp.default", "aten.sub.Tensor"]
+    assert any("tensor 'x'" in g and "size=[2, 3]" in g for g in e.guards)
+    assert any("global 'torch'" in g for g in e.guards)
+    assert e.graph_breaks == []
+    torch.testing.assert_close(e.result, f(x, y))
+    assert "aten.relu.default" in str(e)
+    # explain does not fill the cache
+    assert framejit.stats(f)["compiles"] == 0
+
+
+def test_explain_reports_fallback_reason():
+    def g(x):
+        print("side effect")
+        return x + 1
+
+    e = framejit.explain(g, torch.ones(2))
+    assert e.graph_count == 0
+    assert len(e.graph_breaks) == 1
+    assert "print" in e.graph_breaks[0].reason
+    assert e.graph_breaks[0].location.endswith(f":{g.__code__.co_firstlineno + 1}")
+
+
+def test_recompile_reason_in_verbose_guard_log():
+    out = run_python(
+        "import torch, framejit\n"
+        "def f(x):\n"
+        "    return x + 1\n"
+        "cf = framejit.compile(f)\n"
+        "cf(torch.ones(4, 8)); cf(torch.ones(4, 16))\n",
+        env={"FRAMEJIT_LOG": "recompiles"})
+    assert out.returncode == 0, out.stderr
+    assert "tensor 'x' size mismatch at dim 1: expected 8, actual 16" in out.stderr
+
+
+def test_bytecode_log_shows_instructions_and_stack():
+    out = run_python(
+        "import torch, framejit\n"
+        "def f(x, y):\n"
+        "    return torch.relu(x * y + 1)\n"
+        "framejit.compile(f)(torch.ones(2), torch.ones(2))\n",
+        env={"FRAMEJIT_LOG": "bytecode,graph"})
+    assert out.returncode == 0, out.stderr
+    lines = [l for l in out.stderr.splitlines() if "[framejit:interp]" in l]
+    ops = [l.split()[2] for l in lines if len(l.split()) > 2]
+    for name in ("LOAD_GLOBAL", "LOAD_METHOD", "LOAD_FAST", "BINARY_OP", "CALL", "RETURN_VALUE"):
+        assert name in ops, out.stderr
+    binop = next(l for l in lines if " BINARY_OP " in l)
+    assert "stack: [NULL, <module 'torch'" in binop and "%2:f32[2]" in binop
+    assert "aten.relu.default(%" in out.stderr  # the graph channel
+
+
+def golden_cases():
+    return sorted(n for n in os.listdir(GOLDEN) if n.endswith(".txt"))
+
+
+@pytest.mark.parametrize("name", golden_cases())
+def test_golden_graph(name):
+    source, expected = open(os.path.join(GOLDEN, name)).read().split("\n---\n")
+    scope = {"torch": torch}
+    exec(source, scope)
+    e = framejit.explain(scope["fn"], *scope["args"])
+    assert e.graph_count == 1
+    assert e.graphs[0] == expected, e.graphs[0]
