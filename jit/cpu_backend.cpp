@@ -1,1 +1,218 @@
-// placeholder: being written
+// CpuBackend on ORC LLJIT: lower (cpu_lower.cpp), optimize with the new pass
+// manager, add under one ResourceTracker per graph, look up, and run the kernels.
+#include "jit/cpu_backend.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "jit/cpu_lower.h"
+#include "jit/log.h"
+
+namespace fj::jit {
+namespace {
+
+Error llvm_error(const std::string& what, llvm::Error err) {
+  return Error{"CPU backend: " + what + ": " + llvm::toString(std::move(err))};
+}
+
+std::string module_text(const llvm::Module& m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  return text;
+}
+
+using KernelFn = void (*)(char* const* ptrs, const int64_t* sizes, const int64_t* strides);
+
+struct Kernel {
+  KernelFn fn;
+  size_t rank;
+  std::vector<int32_t> inputs;  // placeholder indices
+  std::vector<size_t> outputs;  // positions among the graph's outputs
+};
+
+// Strides of `t` broadcast to `sizes` (dims align from the right; a missing or
+// size-1 dim gets stride 0).
+void broadcast_strides(const TensorArg& t, const int64_t* sizes, size_t rank, int64_t* out) {
+  FJ_CHECK(static_cast<size_t>(t.rank) <= rank, "input has more dims than the loop");
+  const size_t lead = rank - static_cast<size_t>(t.rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (d < lead) {
+      out[d] = 0;
+      continue;
+    }
+    const int64_t size = t.sizes[d - lead];
+    FJ_CHECK(size == 1 || size == sizes[d], "input does not broadcast to the loop shape");
+    out[d] = size == 1 ? 0 : t.strides[d - lead];
+  }
+}
+
+class CpuCompiledGraph final : public CompiledGraph {
+ public:
+  CpuCompiledGraph(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker,
+                   std::vector<Kernel> kernels, size_t num_inputs, size_t num_outputs,
+                   std::string ir)
+      : jit_(std::move(jit)), tracker_(std::move(tracker)), kernels_(std::move(kernels)),
+        num_inputs_(num_inputs), num_outputs_(num_outputs), ir_(std::move(ir)) {}
+
+  ~CpuCompiledGraph() override {
+    if (!tracker_) return;
+    if (llvm::Error err = tracker_->remove()) {
+      log::jit().error("freeing JIT code failed: {}", llvm::toString(std::move(err)));
+    }
+  }
+
+  void run(const std::vector<TensorArg>& inputs,
+           const std::vector<TensorArg>& outputs) const override {
+    FJ_CHECK(inputs.size() == num_inputs_, "wrong number of inputs");
+    FJ_CHECK(outputs.size() == num_outputs_, "wrong number of outputs");
+    std::vector<char*> ptrs;
+    std::vector<int64_t> strides;
+    for (const Kernel& k : kernels_) {
+      const TensorArg& first = outputs[k.outputs[0]];
+      FJ_CHECK(static_cast<size_t>(first.rank) == k.rank, "output rank differs from the graph's");
+      const int64_t* sizes = first.sizes;
+      ptrs.clear();
+      strides.assign((k.inputs.size() + k.outputs.size()) * k.rank, 0);
+      int64_t* s = strides.data();
+      for (int32_t in : k.inputs) {
+        const TensorArg& t = inputs[static_cast<size_t>(in)];
+        ptrs.push_back(static_cast<char*>(t.data));
+        broadcast_strides(t, sizes, k.rank, s);
+        s += k.rank;
+      }
+      for (size_t pos : k.outputs) {
+        const TensorArg& t = outputs[pos];
+        FJ_CHECK(static_cast<size_t>(t.rank) == k.rank, "output rank differs from the graph's");
+        for (size_t d = 0; d < k.rank; ++d) {
+          FJ_CHECK(t.sizes[d] == sizes[d], "outputs of one kernel differ in shape");
+          s[d] = t.strides[d];
+        }
+        ptrs.push_back(static_cast<char*>(t.data));
+        s += k.rank;
+      }
+      k.fn(ptrs.data(), sizes, strides.data());
+    }
+  }
+
+  size_t num_kernels() const override { return kernels_.size(); }
+  const std::string& ir() const override { return ir_; }
+
+ private:
+  std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
+  llvm::orc::ResourceTrackerSP tracker_;
+  std::vector<Kernel> kernels_;
+  size_t num_inputs_, num_outputs_;
+  std::string ir_;
+};
+
+class LlvmCpuBackend final : public CpuBackend {
+ public:
+  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm)
+      : jit_(std::move(jit)), tm_(std::move(tm)) {}
+
+  Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
+    static std::atomic<uint64_t> next_graph{0};
+    const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
+    std::vector<KernelPlan> plans = plan_kernels(graph, prefix);
+
+    std::lock_guard<std::mutex> lock(mu_);
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx);
+    module->setDataLayout(jit_->getDataLayout());
+    module->setTargetTriple(jit_->getTargetTriple().str());
+    std::string ir = module_text(*module);
+    if (log::enabled(log::Channel::Ir)) log::jit().info("LLVM IR of {}:\n{}", prefix, ir);
+    std::string broken;
+    llvm::raw_string_ostream broken_os(broken);
+    FJ_CHECK(!llvm::verifyModule(*module, &broken_os), "invalid kernel IR: " + broken);
+    optimize(*module);
+    if (log::enabled(log::Channel::Ir)) {
+      log::jit().info("optimized LLVM IR of {}:\n{}", prefix, module_text(*module));
+    }
+
+    llvm::orc::ResourceTrackerSP tracker = jit_->getMainJITDylib().createResourceTracker();
+    llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(ctx));
+    if (llvm::Error err = jit_->addIRModule(tracker, std::move(tsm))) {
+      return llvm_error("adding module " + prefix, std::move(err));
+    }
+    std::vector<Kernel> kernels;
+    for (const KernelPlan& p : plans) {
+      auto addr = jit_->lookup(p.symbol);
+      if (!addr) {
+        Error e = llvm_error("compiling " + p.symbol, addr.takeError());
+        if (llvm::Error rm = tracker->remove()) llvm::consumeError(std::move(rm));
+        return e;
+      }
+      kernels.push_back(Kernel{addr->toPtr<KernelFn>(), p.shape.size(), p.inputs, p.outputs});
+    }
+    return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
+        jit_, std::move(tracker), std::move(kernels), graph.num_inputs(),
+        graph.outputs().size(), std::move(ir)));
+  }
+
+ private:
+  // O2: the loop vectorizer and unroller run, at about half the compile time of O3's
+  // extra function passes for these single-loop kernels.
+  void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.LoopInterleaving = true;
+    pto.SLPVectorization = false;
+    llvm::PassBuilder pb(tm_.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+  }
+
+  std::shared_ptr<llvm::orc::LLJIT> jit_;
+  std::unique_ptr<llvm::TargetMachine> tm_;  // for the optimizer's cost model
+  std::mutex mu_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
+  static std::once_flag init;
+  std::call_once(init, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return llvm_error("detecting the host CPU", jtmb.takeError());
+  // Eager semantics: no FP contraction (x*y+1 stays two roundings).
+  jtmb->getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) return llvm_error("creating the target machine", tm.takeError());
+
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+  if (!jit) return llvm_error("creating LLJIT", jit.takeError());
+  auto libs = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!libs) return llvm_error("opening the process's symbols", libs.takeError());
+  (*jit)->getMainJITDylib().addGenerator(std::move(*libs));
+  std::shared_ptr<llvm::orc::LLJIT> shared(std::move(*jit));
+  return std::unique_ptr<CpuBackend>(new LlvmCpuBackend(std::move(shared), std::move(*tm)));
+}
+
+}  // namespace fj::jit

@@ -30,6 +30,7 @@ class CompiledGraph {
   // inputs: one per placeholder, in placeholder order; outputs: one per graph
   // output, preallocated (contiguous) with the output node's shape and dtype.
   // Inputs with fewer dims or size-1 dims broadcast against each loop's shape.
+  // Outputs must not overlap the inputs or each other (the kernels assume so).
   virtual void run(const std::vector<TensorArg>& inputs,
                    const std::vector<TensorArg>& outputs) const = 0;
   virtual size_t num_kernels() const = 0;
