@@ -63,7 +63,7 @@ bool scalar_equal(PyObject* a, PyObject* b) noexcept {
     if (r < 0) PyErr_Clear();
     return r == 1;
   }
-  return false;  // bool and None are singletons: identity decided above
+  return false;  // bool and None are singletons, other objects compare by identity
 }
 
 PyObject* lookup_global(const Guard& g, const CallInputs& in) noexcept {
@@ -170,6 +170,15 @@ void GuardSet::add_global(std::string name, PyObject* object, bool from_builtins
   guards_.push_back(std::move(g));
 }
 
+void GuardSet::add_closure(int cell, std::string name, PyObject* object) {
+  Guard g{GuardKind::ClosureIs};
+  g.arg = cell;
+  g.name = std::move(name);
+  Py_INCREF(object);
+  g.object = object;
+  guards_.push_back(std::move(g));
+}
+
 void GuardSet::add_module_attr(std::string module_global, std::vector<std::string> attrs,
                                PyObject* object) {
   for (const Guard& g : guards_) {
@@ -205,6 +214,11 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in) const noexcept {
     }
     case GuardKind::ScalarEquals:
       return scalar_equal(in.args[g.arg], g.object);
+    case GuardKind::ClosureIs: {
+      if (in.closure == nullptr || g.arg >= PyTuple_GET_SIZE(in.closure)) return false;
+      PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
+      return v != nullptr && scalar_equal(v, g.object);
+    }
     case GuardKind::GlobalIs: {
       PyObject* v = lookup_global(g, in);
       return v == g.object;
@@ -253,6 +267,9 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
             return who + " size mismatch at dim " + std::to_string(i) + ": expected " +
                    std::to_string(e.sizes[k]) + ", actual " + std::to_string(m->sizes[k]);
           }
+        }
+        for (int i = 0; i < e.rank; ++i) {
+          const auto k = static_cast<size_t>(i);
           if (m->strides[k] != e.strides[k]) {
             return who + " stride mismatch at dim " + std::to_string(i) + ": expected " +
                    std::to_string(e.strides[k]) + ", actual " + std::to_string(m->strides[k]);
@@ -262,6 +279,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
       }
       case GuardKind::ScalarEquals:
         return "argument '" + g.name + "' == " + repr_of(g.object) + " failed: actual " + repr_of(in.args[g.arg]);
+      case GuardKind::ClosureIs:
+        return "closure variable '" + g.name + "' is no longer " + repr_of(g.object);
       case GuardKind::GlobalIs:
         return std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is no longer the object the trace read";
       case GuardKind::ModuleAttrIs:
@@ -280,6 +299,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ScalarEquals:
         out.push_back("argument '" + g.name + "' == " + repr_of(g.object));
+        break;
+      case GuardKind::ClosureIs:
+        out.push_back("closure variable '" + g.name + "' is " + repr_of(g.object));
         break;
       case GuardKind::GlobalIs:
         out.push_back(std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is " + repr_of(g.object));

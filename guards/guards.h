@@ -52,6 +52,7 @@ struct CallInputs {
   int num_args = 0;
   PyObject* globals = nullptr;
   PyObject* builtins = nullptr;
+  PyObject* closure = nullptr;      // the function's tuple of cells, or NULL
   std::vector<std::optional<TensorMeta>> metas;  // one per argument
 };
 
@@ -60,6 +61,7 @@ enum class GuardKind : uint8_t {
   ScalarEquals, // arg is an int/float/bool/str/None of this exact type and value
   GlobalIs,     // globals()[name] (or builtins) is this object
   ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
+  ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
 };
 
 struct Guard {
@@ -85,6 +87,7 @@ class GuardSet {
   void add_tensor(int arg, std::string name, const TensorMeta& meta);
   void add_scalar(int arg, std::string name, PyObject* value);
   void add_global(std::string name, PyObject* object, bool from_builtins);
+  void add_closure(int cell, std::string name, PyObject* object);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object);
 
   // Fast path: true when every guard holds. Never raises, never allocates.

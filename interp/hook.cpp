@@ -66,6 +66,7 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
   in->num_args = code->co_argcount + code->co_kwonlyargcount;
   in->globals = compat::frame_globals(f);
   in->builtins = compat::frame_builtins(f);
+  in->closure = compat::frame_func(f)->func_closure;
   in->metas.resize(static_cast<size_t>(in->num_args));
   PyObject* tensor_type = guards::torch_refs().tensor_type;
   for (int i = 0; i < in->num_args; ++i) {
@@ -214,6 +215,11 @@ PyMemberDef cf_members[] = {
     {nullptr, 0, 0, 0, nullptr},
 };
 
+PyGetSetDef cf_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
 PyType_Slot cf_slots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(cf_dealloc)},
     {Py_tp_traverse, reinterpret_cast<void*>(cf_traverse)},
@@ -222,6 +228,7 @@ PyType_Slot cf_slots[] = {
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
     {Py_tp_repr, reinterpret_cast<void*>(cf_repr)},
     {Py_tp_members, cf_members},
+    {Py_tp_getset, cf_getset},
     {0, nullptr},
 };
 

@@ -93,6 +93,8 @@ class Tracer {
   Status op_nop(const Instruction&);
   Status op_load_fast(const Instruction&);
   Status op_store_fast(const Instruction&);
+  Status op_load_deref(const Instruction&);
+  Status op_store_deref(const Instruction&);
   Status op_load_const(const Instruction&);
   Status op_load_global(const Instruction&);
   Status op_load_attr(const Instruction&);
@@ -132,8 +134,18 @@ class Tracer {
 Status Tracer::bind_arguments() {
   PyCodeObject* code = st_.code;
   if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
-  if (code->co_ncellvars > 0 || code->co_nfreevars > 0) return unsupported("closure or cell variables");
   fs_.locals.resize(static_cast<size_t>(code->co_nlocalsplus));
+  // Free variables: the closure's cells, read now (COPY_FREE_VARS has not run yet)
+  // and guarded. Cell variables stay plain locals: no closure is ever created.
+  const int first_free = code->co_nlocalsplus - code->co_nfreevars;
+  for (int k = 0; k < code->co_nfreevars; ++k) {
+    if (in_.closure == nullptr) return unsupported("free variables without a closure");
+    PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in_.closure, k));
+    if (v == nullptr) continue;  // an empty cell: reading it ends the trace
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
+    entry_->guards.add_closure(k, name, v);
+    fs_.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+  }
   const auto& refs = guards::torch_refs();
   for (int i = 0; i < in_.num_args; ++i) {
     PyObject* a = in_.args[i];
@@ -300,6 +312,18 @@ Status Tracer::op_load_fast(const Instruction& ins) {
   if (v.kind == ValueKind::Null) return unsupported("read of an unbound local variable");
   push(v);
   return ok();
+}
+
+// ( -- value): a cell or free variable, kept as a plain local while tracing
+Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins); }
+
+// (value -- )
+Status Tracer::op_store_deref(const Instruction& ins) {
+  PyCodeObject* code = st_.code;
+  if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
+    return unsupported("assignment to a variable of an enclosing function");
+  }
+  return op_store_fast(ins);
 }
 
 // (value -- )
@@ -599,9 +623,12 @@ Status Tracer::op_return_value(const Instruction&) {
 const std::array<Tracer::Handler, 256>& Tracer::handlers() {
   static const std::array<Handler, 256> table = [] {
     std::array<Handler, 256> t{};
-    for (int o : {op(Opcode::NOP), op(Opcode::RESUME), op(Opcode::PRECALL), op(Opcode::EXTENDED_ARG), op(Opcode::CACHE)}) t[o] = &Tracer::op_nop;
+    for (int o : {op(Opcode::NOP), op(Opcode::RESUME), op(Opcode::PRECALL), op(Opcode::EXTENDED_ARG), op(Opcode::CACHE),
+                   op(Opcode::MAKE_CELL), op(Opcode::COPY_FREE_VARS)}) t[o] = &Tracer::op_nop;
     t[op(Opcode::LOAD_FAST)] = &Tracer::op_load_fast;
     t[op(Opcode::STORE_FAST)] = &Tracer::op_store_fast;
+    t[op(Opcode::LOAD_DEREF)] = &Tracer::op_load_deref;
+    t[op(Opcode::STORE_DEREF)] = &Tracer::op_store_deref;
     t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
     t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;
     t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
@@ -678,7 +705,8 @@ Status Tracer::finish(const Value& ret) {
     return unsupported("returning an unknown value");
   };
   if (Status s = convert(ret, &entry_->plan.ret)) return s;
-  if (outputs.empty()) return unsupported("no tensor work in this frame");
+  // A frame without tensor arguments and without tensor results is Python's work.
+  if (outputs.empty() && placeholder_slot_.empty()) return unsupported("no tensor work in this frame");
   graph_.set_outputs(outputs);
   entry_->plan.graph_args = placeholder_slot_;
   for (jit::NodeId id : outputs) {
@@ -721,6 +749,7 @@ Status Tracer::compile() {
     const jit::Node& n = graph_.node(static_cast<jit::NodeId>(i));
     if (live[i] && jit::op_family(n.op) == jit::Family::Pointwise) entry_->ops.emplace_back(jit::aten_name(n.op));
   }
+  if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
   entry_->graph_text = graph_.str();
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), entry_->graph_text);

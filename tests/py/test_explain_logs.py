@@ -63,10 +63,12 @@ def test_bytecode_log_shows_instructions_and_stack():
     assert out.returncode == 0, out.stderr
     lines = [l for l in out.stderr.splitlines() if "[framejit:interp]" in l]
     ops = [l.split()[2] for l in lines if len(l.split()) > 2]
-    for name in ("LOAD_GLOBAL", "LOAD_METHOD", "LOAD_FAST", "BINARY_OP", "CALL", "RETURN_VALUE"):
+    for name in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_FAST", "BINARY_OP", "CALL", "RETURN_VALUE"):
         assert name in ops, out.stderr
+    load = next(l for l in lines if " LOAD_GLOBAL " in l)
+    assert "stack: [NULL, <module 'torch'" in load
     binop = next(l for l in lines if " BINARY_OP " in l)
-    assert "stack: [NULL, <module 'torch'" in binop and "%2:f32[2]" in binop
+    assert "stack: [NULL, <built-in method relu" in binop and "%2:f32[2]]" in binop
     assert "aten.relu.default(%" in out.stderr  # the graph channel
 
 
