@@ -136,12 +136,17 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   void* extra = compat::code_extra(code, g_extra_index);  // the one check for unwatched code
   if (extra == nullptr || code != t_armed) return eval_previous(ts, f, throwflag);
   t_armed = nullptr;
+  // The hook has done its job: the frames this one calls (when it runs in CPython)
+  // get CPython's own evaluator back, with its inlined Python-to-Python calls.
+  compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
   auto* st = static_cast<CodeState*>(extra);
   if (throwflag) return compat::eval_default(ts, f, throwflag);
   return run_frame(*st, ts, f, throwflag);
 }
 
-// Runs `call` with the hook installed and `code`'s next frame armed.
+// Runs `call` with the hook installed and `code`'s next frame armed. The hook is
+// installed only from here to that frame's entry (where it removes itself), so code
+// that framejit does not watch never pays for it.
 template <class Call>
 PyObject* call_armed(PyCodeObject* code, Call&& call) {
   const compat::EvalFn before = compat::get_eval_frame();
