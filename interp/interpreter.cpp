@@ -126,6 +126,7 @@ class Tracer {
   FrameState fs_;
   std::vector<int> placeholder_slot_;  // argument slot of each placeholder
   bool returned_ = false;
+  long stack_drift_ = 0;  // framejit's stack depth minus CPython's, see step()
   std::optional<Value> ret_;
 };
 
@@ -211,9 +212,26 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
 Status Tracer::step(const Instruction& ins) {
   Handler h = handlers()[static_cast<size_t>(ins.opcode)];
   const size_t pc = fs_.pc;
+  const size_t depth = fs_.stack.size();
   Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
   if (s) return s;
-  if (fs_.pc == pc) fs_.pc = pc + 1;  // handlers that jump set pc themselves
+  const bool jumped = fs_.pc != pc;
+  if (!jumped) fs_.pc = pc + 1;  // handlers that jump set pc themselves
+  // A handler whose stack effect differs from CPython's would make the trace drift
+  // silently: compare with CPython's own table after every instruction.
+  if (ins.opcode != op(Opcode::RETURN_VALUE)) {
+    const int want = PyCompile_OpcodeStackEffectWithJump(ins.opcode, ins.has_arg() ? ins.arg : 0, jumped ? 1 : 0);
+    const long got = static_cast<long>(fs_.stack.size()) - static_cast<long>(depth);
+    // CPython books a call's effect partly on PRECALL (-argc) and partly on CALL;
+    // framejit does it all on CALL, so the two are compared together.
+    stack_drift_ += got - want;
+    if (stack_drift_ != 0 && ins.opcode != op(Opcode::PRECALL)) {
+      log::interp().error("stack effect of {} is {} in framejit but {} in CPython", opcode_name(ins.opcode),
+                          got, want);
+      FJ_DEBUG_CHECK(false, "stack effect mismatch");
+      return unsupported("internal error: stack effect mismatch at " + std::string(opcode_name(ins.opcode)));
+    }
+  }
   if (log::enabled(log::Channel::Bytecode)) {
     std::string stack;
     for (const Value& v : fs_.stack) stack += (stack.empty() ? "" : ", ") + describe(v);

@@ -47,3 +47,10 @@ class [[nodiscard]] Expected {
   do {                                                                   \
     if (!(cond)) ::fj::check_failed(#cond, __FILE__, __LINE__, (msg));   \
   } while (0)
+
+// FJ_CHECK in debug builds only, for checks whose release-build answer is a fallback.
+#ifdef NDEBUG
+#define FJ_DEBUG_CHECK(cond, msg) ((void)0)
+#else
+#define FJ_DEBUG_CHECK(cond, msg) FJ_CHECK(cond, msg)
+#endif
