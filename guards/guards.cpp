@@ -75,6 +75,15 @@ PyObject* lookup_global(const Guard& g, const CallInputs& in) noexcept {
   return v;
 }
 
+const char* symbol_kind(jit::SymType t) {
+  switch (t) {
+    case jit::SymType::Int: return "an int other than 0 and 1";
+    case jit::SymType::Float: return "a float";
+    case jit::SymType::Bool: return "a bool";
+  }
+  return "?";
+}
+
 std::string path_of(const Guard& g) {
   std::string s = g.name;
   for (const std::string& a : g.attrs) s += "." + a;
@@ -179,6 +188,26 @@ void GuardSet::add_closure(int cell, std::string name, PyObject* object) {
   guards_.push_back(std::move(g));
 }
 
+void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type) {
+  Guard g{GuardKind::SymbolArg};
+  g.arg = arg;
+  g.name = std::move(name);
+  g.symbol = symbol;
+  g.sym_type = type;
+  num_symbols_ = std::max(num_symbols_, symbol + 1);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_expr(jit::SymExpr expr, std::string text) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::ExprTrue && g.expr.same(expr)) return;
+  }
+  Guard g{GuardKind::ExprTrue};
+  g.expr = std::move(expr);
+  g.name = std::move(text);
+  guards_.push_back(std::move(g));
+}
+
 void GuardSet::add_module_attr(std::string module_global, std::vector<std::string> attrs,
                                PyObject* object) {
   for (const Guard& g : guards_) {
@@ -194,7 +223,30 @@ void GuardSet::add_module_attr(std::string module_global, std::vector<std::strin
   guards_.push_back(std::move(g));
 }
 
-bool GuardSet::holds(const Guard& g, const CallInputs& in) const noexcept {
+bool bind_symbol(const Guard& g, PyObject* v, jit::Bindings& b) noexcept {
+  auto& slot = b.values[static_cast<size_t>(g.symbol)];
+  switch (g.sym_type) {
+    case jit::SymType::Int: {
+      if (!PyLong_CheckExact(v)) return false;
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0 || x == 0 || x == 1) return false;  // 0 and 1 are specialized
+      slot = static_cast<int64_t>(x);
+      return true;
+    }
+    case jit::SymType::Float:
+      if (!PyFloat_CheckExact(v)) return false;
+      slot = PyFloat_AS_DOUBLE(v);
+      return true;
+    case jit::SymType::Bool:
+      if (!PyBool_Check(v)) return false;
+      slot = v == Py_True;
+      return true;
+  }
+  return false;
+}
+
+bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept {
   switch (g.kind) {
     case GuardKind::TensorMatch: {
       const auto& m = in.metas[static_cast<size_t>(g.arg)];
@@ -214,6 +266,12 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in) const noexcept {
     }
     case GuardKind::ScalarEquals:
       return scalar_equal(in.args[g.arg], g.object);
+    case GuardKind::SymbolArg:
+      return bind_symbol(g, in.args[g.arg], b);
+    case GuardKind::ExprTrue: {
+      const auto v = g.expr.eval(b);
+      return v && std::holds_alternative<bool>(*v) && std::get<bool>(*v);
+    }
     case GuardKind::ClosureIs: {
       if (in.closure == nullptr || g.arg >= PyTuple_GET_SIZE(in.closure)) return false;
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
@@ -237,16 +295,21 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in) const noexcept {
   return false;
 }
 
-bool GuardSet::check(const CallInputs& in) const noexcept {
+bool GuardSet::check(const CallInputs& in, jit::Bindings* b) const noexcept {
+  if (b->values.size() < static_cast<size_t>(num_symbols_)) {
+    b->values.resize(static_cast<size_t>(num_symbols_));  // grows once, kept by the caller
+  }
   for (const Guard& g : guards_) {
-    if (!holds(g, in)) return false;
+    if (!holds(g, in, *b)) return false;
   }
   return true;
 }
 
 std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
+  jit::Bindings b;
+  b.values.resize(static_cast<size_t>(num_symbols_));
   for (const Guard& g : guards_) {
-    if (holds(g, in)) continue;
+    if (holds(g, in, b)) continue;
     switch (g.kind) {
       case GuardKind::TensorMatch: {
         const auto& m = in.metas[static_cast<size_t>(g.arg)];
@@ -278,9 +341,13 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return who + " changed";
       }
       case GuardKind::ScalarEquals:
-        return "argument '" + g.name + "' == " + repr_of(g.object) + " failed: actual " + repr_of(in.args[g.arg]);
+        return "L['" + g.name + "'] == " + repr_of(g.object) + " failed: actual " + repr_of(in.args[g.arg]);
       case GuardKind::ClosureIs:
         return "closure variable '" + g.name + "' is no longer " + repr_of(g.object);
+      case GuardKind::SymbolArg:
+        return "L['" + g.name + "'] is not " + symbol_kind(g.sym_type) + ": actual " + repr_of(in.args[g.arg]);
+      case GuardKind::ExprTrue:
+        return g.name + " is no longer true";
       case GuardKind::GlobalIs:
         return std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is no longer the object the trace read";
       case GuardKind::ModuleAttrIs:
@@ -298,10 +365,16 @@ std::vector<std::string> GuardSet::describe() const {
         out.push_back("tensor '" + g.name + "': torch.Tensor " + guards::describe(g.meta));
         break;
       case GuardKind::ScalarEquals:
-        out.push_back("argument '" + g.name + "' == " + repr_of(g.object));
+        out.push_back("L['" + g.name + "'] == " + repr_of(g.object));
         break;
       case GuardKind::ClosureIs:
         out.push_back("closure variable '" + g.name + "' is " + repr_of(g.object));
+        break;
+      case GuardKind::SymbolArg:
+        out.push_back("L['" + g.name + "'] is " + symbol_kind(g.sym_type) + " (" + jit::SymExpr::symbol(g.symbol, g.sym_type).str() + ")");
+        break;
+      case GuardKind::ExprTrue:
+        out.push_back(g.name);
         break;
       case GuardKind::GlobalIs:
         out.push_back(std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is " + repr_of(g.object));

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "jit/symexpr.h"
+
 namespace fj::guards {
 
 constexpr int kMaxRank = 8;
@@ -39,6 +41,7 @@ struct TorchRefs {
   PyObject* float32 = nullptr;
   PyObject* bool_ = nullptr;
   PyObject* empty = nullptr;  // torch.empty
+  PyObject* size_type = nullptr;  // torch.Size
 };
 TorchRefs& torch_refs();
 
@@ -62,6 +65,8 @@ enum class GuardKind : uint8_t {
   GlobalIs,     // globals()[name] (or builtins) is this object
   ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
   ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
+  SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
+  ExprTrue,     // `expr` is true for the call's bound symbols
 };
 
 struct Guard {
@@ -74,6 +79,9 @@ struct Guard {
   PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
   PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
   std::vector<PyObject*> attr_objs;  // strong, interned
+  int symbol = -1;                   // SymbolArg
+  jit::SymType sym_type = jit::SymType::Int;
+  jit::SymExpr expr;                 // ExprTrue
 };
 
 class GuardSet {
@@ -88,10 +96,14 @@ class GuardSet {
   void add_scalar(int arg, std::string name, PyObject* value);
   void add_global(std::string name, PyObject* object, bool from_builtins);
   void add_closure(int cell, std::string name, PyObject* object);
+  void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type);
+  // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
+  void add_expr(jit::SymExpr expr, std::string text);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object);
 
-  // Fast path: true when every guard holds. Never raises, never allocates.
-  bool check(const CallInputs& in) const noexcept;
+  // Fast path: true when every guard holds; binds the entry's symbols into `b` (whose
+  // storage the caller keeps between calls). Never raises.
+  bool check(const CallInputs& in, jit::Bindings* b) const noexcept;
   // Slow path: the first failing guard, in words ("tensor 'x' size mismatch at
   // dim 1: expected 8, actual 16"), or nullopt when all hold.
   std::optional<std::string> check_verbose(const CallInputs& in) const;
@@ -100,8 +112,9 @@ class GuardSet {
   size_t size() const { return guards_.size(); }
 
  private:
-  bool holds(const Guard& g, const CallInputs& in) const noexcept;
+  bool holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept;
   std::vector<Guard> guards_;
+  int num_symbols_ = 0;
 };
 
 }  // namespace fj::guards

@@ -88,11 +88,13 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   guards::CallInputs in;
   gather_inputs(f, &in);
 
+  thread_local jit::Bindings bindings;     // storage reused across calls
+  thread_local std::vector<double> scalars;
   if (t_recorder == nullptr) {
     for (const auto& e : st.entries) {
-      if (e->guards.check(in)) {
+      if (e->guards.check(in, &bindings) && eval_scalars(e->plan, bindings, &scalars)) {
         st.counters.cache_hits++;
-        return run_plan(e->plan, in);
+        return run_plan(e->plan, in, bindings, scalars);
       }
     }
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
@@ -103,9 +105,11 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   std::string recompile_reason;
   if (!st.entries.empty() && t_recorder == nullptr) {
-    recompile_reason = st.entries.front()->guards.check_verbose(in).value_or("guards failed");
+    recompile_reason = st.entries.front()->guards.check_verbose(in).value_or(
+        "a scalar expression of the plan has no value for these arguments");
     if (log::enabled(log::Channel::Guards) || log::enabled(log::Channel::Recompiles)) {
-      log::guards().info("recompiling {}: {}", PyUnicode_AsUTF8(code->co_qualname), recompile_reason);
+      log::guards().info("recompiling {} ({}): {}", PyUnicode_AsUTF8(code->co_qualname), location_of(code),
+                         recompile_reason);
     }
   }
 
@@ -117,16 +121,22 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     return compat::eval_default(ts, f, throwflag);
   }
   st.fallbacks_in_a_row = 0;
+  // The trace's own guards bind this call's symbols (they hold: the trace saw it).
+  if (!entry->guards.check(in, &bindings) || !eval_scalars(entry->plan, bindings, &scalars)) {
+    FJ_DEBUG_CHECK(false, "a fresh trace's guards fail on the call that made it");
+    record_fallback(st, {"internal error: a fresh trace does not match its own call", location_of(code)});
+    return compat::eval_default(ts, f, throwflag);
+  }
   if (t_recorder != nullptr) {
-    t_recorder->graphs.push_back(entry->graph_text);
+    if (!entry->graph_text.empty()) t_recorder->graphs.push_back(entry->graph_text);
     t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
     t_recorder->guards = entry->guards.describe();
-    return run_plan(entry->plan, in);
+    return run_plan(entry->plan, in, bindings, scalars);
   }
   st.counters.compiles++;
   if (!st.entries.empty()) st.counters.recompiles++;
   if (entry->plan.graph) st.counters.graphs++;
-  PyObject* result = run_plan(entry->plan, in);
+  PyObject* result = run_plan(entry->plan, in, bindings, scalars);
   st.entries.push_back(std::move(entry));
   return result;
 }

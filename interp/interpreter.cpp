@@ -4,6 +4,7 @@
 #include "interp/interpreter.h"
 
 #include <array>
+#include <cctype>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -83,7 +84,15 @@ class Tracer {
   Value& top(size_t i = 1) { return fs_.stack[fs_.stack.size() - i]; }
   Status jump_to(int offset);
   Expected<jit::NodeId> operand(const Value& v);
+  // Symbolic scalars
+  int new_symbol(jit::SymType type, jit::SymValue hint, std::string source);
+  Status push_sym(jit::SymExpr e, const char* what);
+  Status guard_truth(const jit::SymExpr& cond, bool* out);
+  std::string readable(const jit::SymExpr& e) const;
   Status call_op(jit::Op op, const std::vector<Value>& args);
+  Value dim_value(jit::NodeId node, size_t d);
+  Value shape_tuple(jit::NodeId node);
+  Status call_shape_method(const std::string& name, const std::vector<Value>& args);
   Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status truth(const Value& v, bool* out);
   std::string describe(const Value& v) const;
@@ -109,6 +118,7 @@ class Tracer {
   Status op_is_op(const Instruction&);
   Status op_build_seq(const Instruction&);
   Status op_unpack_sequence(const Instruction&);
+  Status op_binary_subscr(const Instruction&);
   Status op_pop_top(const Instruction&);
   Status op_copy(const Instruction&);
   Status op_swap(const Instruction&);
@@ -125,6 +135,9 @@ class Tracer {
   jit::Graph graph_;
   FrameState fs_;
   std::vector<int> placeholder_slot_;  // argument slot of each placeholder
+  std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
+  jit::Bindings hints_;                    // each symbol's value in the traced call
+  std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"
   bool returned_ = false;
   long stack_drift_ = 0;  // framejit's stack depth minus CPython's, see step()
   std::optional<Value> ret_;
@@ -170,7 +183,29 @@ Status Tracer::bind_arguments() {
       fs_.locals[static_cast<size_t>(i)] = Value::tensor(n, src);
     } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
       return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
-    } else if (is_plain_scalar(a) || a == Py_None || PyUnicode_CheckExact(a)) {
+    } else if (PyBool_Check(a) || PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
+      // Python numbers are symbols from the first call, except the ints 0 and 1 and
+      // ints beyond int64 (those are constants, guarded by value).
+      int overflow = 0;
+      const long long iv = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : 0;
+      if (PyLong_CheckExact(a) && (overflow != 0 || iv == 0 || iv == 1)) {
+        entry_->guards.add_scalar(i, name, a);
+        fs_.locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+        continue;
+      }
+      jit::SymType type = jit::SymType::Int;
+      jit::SymValue hint = static_cast<int64_t>(iv);
+      if (PyBool_Check(a)) {
+        type = jit::SymType::Bool;
+        hint = a == Py_True;
+      } else if (PyFloat_CheckExact(a)) {
+        type = jit::SymType::Float;
+        hint = PyFloat_AS_DOUBLE(a);
+      }
+      const int id = new_symbol(type, hint, "L['" + name + "']");
+      entry_->guards.add_symbol_arg(i, name, id, type);
+      fs_.locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
+    } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       entry_->guards.add_scalar(i, name, a);
       fs_.locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
     } else {
@@ -251,6 +286,7 @@ std::string Tracer::describe(const Value& v) const {
       return s + "]";
     }
     case ValueKind::Const: return repr_short(v.obj.get());
+    case ValueKind::Sym: return v.expr.str();
     case ValueKind::Tuple:
     case ValueKind::List: {
       std::string s = v.kind == ValueKind::Tuple ? "(" : "[";
@@ -278,8 +314,92 @@ Status Tracer::jump_to(int offset) {
 
 bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 
+bool is_shape_method(const std::string& name) { return name == "size" || name == "dim" || name == "numel"; }
+
+PyObject* len_builtin() {
+  static PyObject* len = PyDict_GetItemString(PyEval_GetBuiltins(), "len");
+  return len;
+}
+
+
+// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+std::optional<jit::SymExpr> as_sym(const Value& v) {
+  if (v.kind == ValueKind::Sym) return v.expr;
+  if (v.kind != ValueKind::Const || v.opaque) return std::nullopt;
+  PyObject* o = v.obj.get();
+  if (PyBool_Check(o)) return jit::SymExpr::boolean(o == Py_True);
+  if (PyFloat_CheckExact(o)) return jit::SymExpr::real(PyFloat_AS_DOUBLE(o));
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0) return jit::SymExpr::integer(x);
+  }
+  return std::nullopt;
+}
+
+int Tracer::new_symbol(jit::SymType type, jit::SymValue hint, std::string source) {
+  const int id = static_cast<int>(hints_.values.size());
+  hints_.values.push_back(hint);
+  symbol_sources_.push_back(std::move(source));
+  return id;
+}
+
+// Pushes a symbolic result; one that has no value in the traced call (1 // 0) ends
+// the trace, so that CPython raises the error.
+Status Tracer::push_sym(jit::SymExpr e, const char* what) {
+  const auto value = e.eval(hints_);
+  if (!value) return unsupported(std::string(what) + " has no value here (CPython raises)");
+  if (e.is_constant()) {
+    push(Value::constant(PyRef::steal(sym_value_to_python(*value))));
+  } else {
+    push(Value::sym(std::move(e)));
+  }
+  return ok();
+}
+
+// Decides a condition on symbols with the traced call's values and guards the answer.
+Status Tracer::guard_truth(const jit::SymExpr& cond, bool* out) {
+  const jit::SymExpr as_bool = jit::to_bool(cond);
+  const auto value = as_bool.eval(hints_);
+  if (!value) return unsupported("a condition with no value here (CPython raises)");
+  *out = std::get<bool>(*value);
+  const jit::SymExpr holds = *out ? as_bool : jit::logical_not(as_bool);
+  if (!holds.is_constant()) entry_->guards.add_expr(holds, readable(holds));
+  return ok();
+}
+
+// An expression with each symbol replaced by its source: "L['y'] == 2".
+std::string Tracer::readable(const jit::SymExpr& e) const {
+  const std::string s = e.str();
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const bool starts = (s[i] == 's' || s[i] == 'f' || s[i] == 'b') && i + 1 < s.size() &&
+                        std::isdigit(static_cast<unsigned char>(s[i + 1])) &&
+                        (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1])));
+    if (!starts) {
+      out += s[i++];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+    const size_t id = static_cast<size_t>(std::stoi(s.substr(i + 1, j - i - 1)));
+    out += id < symbol_sources_.size() ? symbol_sources_[id] : s.substr(i, j - i);
+    i = j;
+  }
+  return out;
+}
+
 Expected<jit::NodeId> Tracer::operand(const Value& v) {
   if (v.kind == ValueKind::Tensor) return v.node;
+  if (v.kind == ValueKind::Sym) {
+    if (v.expr.is_constant()) return graph_.scalar(sym_value_to_double(*v.expr.eval(hints_)));
+    for (size_t k = 0; k < entry_->plan.scalar_inputs.size(); ++k) {
+      if (entry_->plan.scalar_inputs[k].same(v.expr)) return scalar_nodes_[k];
+    }
+    entry_->plan.scalar_inputs.push_back(v.expr);
+    scalar_nodes_.push_back(graph_.scalar_input());
+    return scalar_nodes_.back();
+  }
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
     const double d = PyFloat_AsDouble(v.obj.get());
     if (PyErr_Occurred()) {
@@ -306,6 +426,7 @@ Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
 
 Status Tracer::truth(const Value& v, bool* out) {
   if (v.kind == ValueKind::Tensor) return unsupported("a branch on a tensor's value (data-dependent control flow)");
+  if (v.kind == ValueKind::Sym) return guard_truth(v.expr, out);
   if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List) {
     *out = !v.items.empty();
     return ok();
@@ -397,7 +518,17 @@ static Status module_attr(Value& base, const std::string& name, Value* out,
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
   Value owner = pop();
-  if (owner.kind == ValueKind::Tensor) return unsupported("tensor attribute '." + name + "' (not supported yet)");
+  if (owner.kind == ValueKind::Tensor) {
+    if (name == "shape") {
+      push(shape_tuple(owner.node));
+      return ok();
+    }
+    if (name == "ndim") {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).shape.size()))));
+      return ok();
+    }
+    return unsupported("tensor attribute '." + name + "' (not supported yet)");
+  }
   Value out;
   if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
   push(std::move(out));
@@ -409,7 +540,9 @@ Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
   Value owner = pop();
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name)) return unsupported("tensor method '." + name + "()' (not supported yet)");
+    if (!tensor_method_op(name) && !is_shape_method(name)) {
+      return unsupported("tensor method '." + name + "()' (not supported yet)");
+    }
     push(Value::tensor_method(name));
     push(std::move(owner));
     return ok();
@@ -449,12 +582,71 @@ Status Tracer::op_call(const Instruction& ins) {
     args.insert(args.begin(), std::move(second));
   }
   if (callable.kind == ValueKind::TensorMethod) {
+    if (is_shape_method(callable.method)) return call_shape_method(callable.method, args);
     return call_op(*tensor_method_op(callable.method), args);
+  }
+  if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
+    const Value& a = args[0];
+    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).shape.empty()) {
+      push(dim_value(a.node, 0));
+      return ok();
+    }
+    if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+      return ok();
+    }
+    return unsupported("len() of " + describe(a));
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
   }
   return unsupported("call to " + describe(callable) + " (not supported yet)");
+}
+
+// ---- tensor sizes ----
+
+// Size `d` of a tensor value, as a Python int value.
+Value Tracer::dim_value(jit::NodeId node, size_t d) {
+  return Value::constant(PyRef::steal(PyLong_FromLongLong(graph_.node(node).shape[d])));
+}
+
+Value Tracer::shape_tuple(jit::NodeId node) {
+  std::vector<Value> dims;
+  for (size_t d = 0; d < graph_.node(node).shape.size(); ++d) dims.push_back(dim_value(node, d));
+  Value size = Value::sequence(ValueKind::Tuple, std::move(dims));
+  size.torch_size = true;
+  return size;
+}
+
+// x.size(), x.size(d), x.dim(), x.numel()
+Status Tracer::call_shape_method(const std::string& name, const std::vector<Value>& args) {
+  const jit::NodeId node = args[0].node;
+  const size_t rank = graph_.node(node).shape.size();
+  if (name == "dim" && args.size() == 1) {
+    push(Value::constant(PyRef::steal(PyLong_FromSize_t(rank))));
+    return ok();
+  }
+  if (name == "numel" && args.size() == 1) {
+    jit::SymExpr n = jit::SymExpr::integer(1);
+    for (size_t d = 0; d < rank; ++d) n = jit::mul(n, *as_sym(dim_value(node, d)));
+    return push_sym(n, "numel()");
+  }
+  if (name == "size" && args.size() == 1) {
+    push(shape_tuple(node));
+    return ok();
+  }
+  if (name == "size" && args.size() == 2) {
+    const Value& i = args[1];
+    if (i.kind != ValueKind::Const || !PyLong_CheckExact(i.obj.get())) {
+      return unsupported("size() with a non-constant dimension");
+    }
+    long d = PyLong_AsLong(i.obj.get());
+    if (d < 0) d += static_cast<long>(rank);
+    if (d < 0 || d >= static_cast<long>(rank)) return unsupported("size() dimension out of range (CPython raises)");
+    push(dim_value(node, static_cast<size_t>(d)));
+    return ok();
+  }
+  return unsupported("tensor ." + name + "() with these arguments");
 }
 
 // ---- operators ----
@@ -483,6 +675,13 @@ Status Tracer::op_binary_op(const Instruction& ins) {
     if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
     return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
   }
+  if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
+    const auto a = as_sym(lhs), b = as_sym(rhs);
+    if (!a || !b) return unsupported("binary operator on " + describe(lhs) + " and " + describe(rhs));
+    const auto e = binary_sym_op(ins.arg, *a, *b);
+    if (!e) return unsupported("binary operator " + std::to_string(ins.arg) + " on symbolic scalars (not supported yet)");
+    return push_sym(*e, "a scalar expression");
+  }
   return fold_binary(ins.arg, lhs, rhs);
 }
 
@@ -490,6 +689,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
 Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
   if (v.kind == ValueKind::Tensor) return call_op(jit::Op::Neg, {v});
+  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
     push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
     return ok();
@@ -500,6 +700,7 @@ Status Tracer::op_unary_negative(const Instruction&) {
 // (value -- result)
 Status Tracer::op_unary_not(const Instruction&) {
   Value v = pop();
+  if (v.kind == ValueKind::Sym) return push_sym(jit::logical_not(jit::to_bool(v.expr)), "a negation");
   bool t = false;
   if (Status s = truth(v, &t)) return s;
   push(Value::constant(PyRef::borrow(t ? Py_False : Py_True)));
@@ -512,6 +713,11 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   Value lhs = pop();
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     return call_op(compare_tensor_op(ins.arg), {lhs, rhs});
+  }
+  if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
+    const auto a = as_sym(lhs), b = as_sym(rhs);
+    if (!a || !b) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+    return push_sym(compare_sym(ins.arg, *a, *b), "a comparison");
   }
   if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
       !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
@@ -533,6 +739,9 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = lhs.obj.get() == rhs.obj.get();
   } else if ((lhs.kind == ValueKind::Tensor && known(rhs)) || (rhs.kind == ValueKind::Tensor && known(lhs))) {
     same = false;  // a tensor is never a constant object
+  } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
+             (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
+    same = false;  // a number is never None
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor) {
     same = lhs.node == rhs.node;
   } else {
@@ -571,6 +780,22 @@ Status Tracer::op_unpack_sequence(const Instruction& ins) {
   return ok();
 }
 
+// (container, index -- item)
+Status Tracer::op_binary_subscr(const Instruction&) {
+  Value index = pop();
+  Value seq = pop();
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
+      PyLong_CheckExact(index.obj.get())) {
+    long i = PyLong_AsLong(index.obj.get());
+    const long n = static_cast<long>(seq.items.size());
+    if (i < 0) i += n;
+    if (PyErr_Occurred() || i < 0 || i >= n) return unsupported("index out of range (CPython raises)");
+    push(seq.items[static_cast<size_t>(i)]);
+    return ok();
+  }
+  return unsupported("subscript of " + describe(seq) + " (not supported yet)");
+}
+
 // (value -- )
 Status Tracer::op_pop_top(const Instruction&) {
   pop();
@@ -605,7 +830,8 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
     case op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE): {
       bool is_none;
       if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
-      else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Tuple || v.kind == ValueKind::List) is_none = false;
+      else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Sym || v.kind == ValueKind::Tuple ||
+               v.kind == ValueKind::List) is_none = false;
       else return unsupported("'is None' test of " + describe(v));
       const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);
       jump = is_none == want_none;
@@ -663,6 +889,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::BUILD_LIST)] = &Tracer::op_build_seq;
     t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
     t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
+    t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
     t[op(Opcode::COPY)] = &Tracer::op_copy;
     t[op(Opcode::SWAP)] = &Tracer::op_swap;
     for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
@@ -708,9 +935,15 @@ Status Tracer::finish(const Value& ret) {
           out->obj = v.obj;
         }
         return ok();
+      case ValueKind::Sym:
+        out->kind = PlanValue::Kind::Sym;
+        out->expr = v.expr;
+        return ok();
       case ValueKind::Tuple:
       case ValueKind::List:
-        out->kind = v.kind == ValueKind::Tuple ? PlanValue::Kind::Tuple : PlanValue::Kind::List;
+        out->kind = v.kind == ValueKind::List ? PlanValue::Kind::List
+                    : v.torch_size             ? PlanValue::Kind::Size
+                                               : PlanValue::Kind::Tuple;
         out->items.resize(v.items.size());
         for (size_t i = 0; i < v.items.size(); ++i) {
           if (Status s = convert(v.items[i], &out->items[i])) return s;

@@ -79,6 +79,30 @@ jit::Op compare_tensor_op(int cmp) {
   }
 }
 
+std::optional<jit::SymExpr> binary_sym_op(int nb_op, const jit::SymExpr& a, const jit::SymExpr& b) {
+  switch (nb_op) {
+    case NB_ADD: case NB_INPLACE_ADD: return jit::add(a, b);
+    case NB_SUBTRACT: case NB_INPLACE_SUBTRACT: return jit::sub(a, b);
+    case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return jit::mul(a, b);
+    case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return jit::truediv(a, b);
+    case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return jit::floordiv(a, b);
+    case NB_REMAINDER: case NB_INPLACE_REMAINDER: return jit::mod(a, b);
+    case NB_POWER: case NB_INPLACE_POWER: return jit::pow(a, b);
+    default: return std::nullopt;
+  }
+}
+
+jit::SymExpr compare_sym(int cmp, const jit::SymExpr& a, const jit::SymExpr& b) {
+  switch (cmp) {
+    case Py_LT: return jit::lt(a, b);
+    case Py_LE: return jit::le(a, b);
+    case Py_EQ: return jit::eq(a, b);
+    case Py_NE: return jit::ne(a, b);
+    case Py_GT: return jit::gt(a, b);
+    default: return jit::ge(a, b);
+  }
+}
+
 PyObject* binary_number_op(int nb_op, PyObject* a, PyObject* b) {
   switch (nb_op) {
     case NB_ADD: case NB_INPLACE_ADD: return PyNumber_Add(a, b);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "jit/graph.h"
+#include "jit/symexpr.h"
 
 namespace fj::interp {
 
@@ -23,6 +24,10 @@ std::optional<jit::Op> tensor_method_op(const std::string& name);
 std::optional<jit::Op> binary_tensor_op(int nb_op);
 // COMPARE_OP's argument (Py_LT, ...) on tensors.
 jit::Op compare_tensor_op(int cmp);
+// BINARY_OP on symbolic scalars (nullopt for operators not traced symbolically).
+std::optional<jit::SymExpr> binary_sym_op(int nb_op, const jit::SymExpr& a, const jit::SymExpr& b);
+// COMPARE_OP on symbolic scalars.
+jit::SymExpr compare_sym(int cmp, const jit::SymExpr& a, const jit::SymExpr& b);
 // BINARY_OP on two Python numbers (new reference, or NULL with an error set).
 PyObject* binary_number_op(int nb_op, PyObject* a, PyObject* b);
 

@@ -1,8 +1,10 @@
 // Plans: what a cache hit runs instead of the frame.
 //
 // Design: tracing a frame yields a Plan. In this version a plan has one step, "run
-// the compiled graph on these arguments", followed by the frame's return value
-// rebuilt from graph outputs, arguments and constants (PlanValue, a small tree).
+// the compiled graph on these arguments and scalars", followed by the frame's
+// return value rebuilt from graph outputs, arguments, constants and symbolic
+// scalars (PlanValue, a small tree). Scalars are SymExprs over the symbols that the
+// entry's guards bound for this call.
 // Graph breaks and data-dependent branches will become further steps.
 #pragma once
 
@@ -17,10 +19,11 @@
 namespace fj::interp {
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, Const, Tuple, List } kind = Kind::Const;
+  enum class Kind : uint8_t { GraphOutput, Arg, Const, Tuple, List, Size, Sym } kind = Kind::Const;
   int index = -1;               // GraphOutput: output position; Arg: argument slot
   PyRef obj;                    // Const
-  std::vector<PlanValue> items; // Tuple, List
+  std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size)
+  jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
 };
 
 struct OutputSpec {
@@ -33,11 +36,19 @@ struct OutputSpec {
 struct Plan {
   std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run
   std::vector<int> graph_args;                // argument slot of each placeholder
+  std::vector<jit::SymExpr> scalar_inputs;    // value of each scalar_input node
   std::vector<OutputSpec> outputs;
   PlanValue ret;
 };
 
+// Evaluates the plan's scalar inputs for these bindings; false when one has no value
+// (a division by zero, an overflow): the call then runs in CPython, which raises.
+bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>* out);
 // Runs a plan on a call's inputs; a new reference, or nullptr with a Python error.
-PyObject* run_plan(const Plan& plan, const guards::CallInputs& in);
+PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
+                   const std::vector<double>& scalars);
+double sym_value_to_double(const jit::SymValue& v);
+// A SymValue as a Python int, float or bool (new reference).
+PyObject* sym_value_to_python(const jit::SymValue& v);
 
 }  // namespace fj::interp

@@ -30,14 +30,32 @@ PyObject* dtype_kwargs(jit::DType d) {
   return kw[i];
 }
 
-PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards::CallInputs& in) {
+PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards::CallInputs& in,
+                const jit::Bindings& b) {
   switch (v.kind) {
+    case PlanValue::Kind::Sym: {
+      const auto value = v.expr.eval(b);
+      if (!value) {
+        PyErr_SetString(PyExc_RuntimeError, "framejit: a guarded scalar expression has no value");
+        return nullptr;
+      }
+      return sym_value_to_python(*value);
+    }
     case PlanValue::Kind::GraphOutput:
       return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
     case PlanValue::Kind::Arg:
       return Py_NewRef(in.args[v.index]);
     case PlanValue::Kind::Const:
       return Py_NewRef(v.obj.get());
+    case PlanValue::Kind::Size: {
+      PlanValue as_tuple = v;
+      as_tuple.kind = PlanValue::Kind::Tuple;
+      PyObject* t = build(as_tuple, outs, in, b);
+      if (t == nullptr) return nullptr;
+      PyObject* size = PyObject_CallOneArg(guards::torch_refs().size_type, t);
+      Py_DECREF(t);
+      return size;
+    }
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List: {
       const auto n = static_cast<Py_ssize_t>(v.items.size());
@@ -45,7 +63,7 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
       PyObject* seq = tuple ? PyTuple_New(n) : PyList_New(n);
       if (seq == nullptr) return nullptr;
       for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in);
+        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in, b);
         if (item == nullptr) {
           Py_DECREF(seq);
           return nullptr;
@@ -60,7 +78,34 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
 
 }  // namespace
 
-PyObject* run_plan(const Plan& plan, const guards::CallInputs& in) {
+double sym_value_to_double(const jit::SymValue& v) {
+  switch (v.index()) {
+    case 0: return static_cast<double>(std::get<int64_t>(v));
+    case 1: return std::get<double>(v);
+    default: return std::get<bool>(v) ? 1.0 : 0.0;
+  }
+}
+
+PyObject* sym_value_to_python(const jit::SymValue& v) {
+  switch (v.index()) {
+    case 0: return PyLong_FromLongLong(std::get<int64_t>(v));
+    case 1: return PyFloat_FromDouble(std::get<double>(v));
+    default: return PyBool_FromLong(std::get<bool>(v));
+  }
+}
+
+bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>* out) {
+  out->clear();
+  for (const jit::SymExpr& e : plan.scalar_inputs) {
+    const auto v = e.eval(b);
+    if (!v) return false;
+    out->push_back(sym_value_to_double(*v));
+  }
+  return true;
+}
+
+PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
+                   const std::vector<double>& scalars) {
   std::vector<PyRef> outs;
   if (plan.graph) {
     std::vector<jit::TensorArg> args;
@@ -81,9 +126,9 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in) {
       if (p == nullptr && PyErr_Occurred()) return nullptr;
       results.push_back(jit::TensorArg{p, o.shape.data(), o.strides.data(), static_cast<int>(o.shape.size())});
     }
-    plan.graph->run(args, results);
+    plan.graph->run(args, results, scalars.data());
   }
-  return build(plan.ret, outs, in);
+  return build(plan.ret, outs, in, b);
 }
 
 }  // namespace fj::interp

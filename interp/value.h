@@ -1,7 +1,8 @@
 // Symbolic values of the interpreter and the frame state that holds them.
 //
 // Design: a Value is a small copyable variant: a tensor (a node of the graph being
-// recorded), a constant Python object (strong reference), a tuple or list of
+// recorded), a constant Python object (strong reference), a symbolic Python int,
+// float or bool (a SymExpr over the frame's symbols), a tuple or list of
 // values, the NULL that CPython pushes before a call, or a tensor method waiting
 // for its CALL. Each value carries its source when it came from the frame (an
 // argument slot, a global, a module attribute path) so that guards can be written
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "jit/graph.h"
+#include "jit/symexpr.h"
 
 namespace fj::interp {
 
@@ -38,7 +40,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Tuple, List, TensorMethod };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
@@ -54,9 +56,11 @@ struct Value {
   ValueKind kind = ValueKind::Null;
   jit::NodeId node = -1;       // Tensor
   PyRef obj;                   // Const
+  jit::SymExpr expr;           // Sym
   std::vector<Value> items;    // Tuple, List
   std::string method;          // TensorMethod: name (self is the next stack item)
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
+  bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())
   Source source;
 
   static Value null() { return Value{}; }
@@ -65,6 +69,9 @@ struct Value {
   }
   static Value constant(PyRef o, Source s = {}) {
     Value v; v.kind = ValueKind::Const; v.obj = std::move(o); v.source = std::move(s); return v;
+  }
+  static Value sym(jit::SymExpr e, Source s = {}) {
+    Value v; v.kind = ValueKind::Sym; v.expr = std::move(e); v.source = std::move(s); return v;
   }
   static Value sequence(ValueKind k, std::vector<Value> items) {
     Value v; v.kind = k; v.items = std::move(items); return v;

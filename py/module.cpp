@@ -54,8 +54,10 @@ PYBIND11_MODULE(_C, m) {
   if (!interp::init_hook(m.ptr())) throw py::error_already_set();
   log::configure_from_env();
 
-  m.def("_init", [](py::handle tensor_type, py::handle float32, py::handle bool_, py::handle empty) {
+  m.def("_init", [](py::handle tensor_type, py::handle float32, py::handle bool_, py::handle empty,
+                    py::handle size_type) {
     auto& r = guards::torch_refs();
+    r.size_type = Py_NewRef(size_type.ptr());
     r.tensor_type = Py_NewRef(tensor_type.ptr());
     r.float32 = Py_NewRef(float32.ptr());
     r.bool_ = Py_NewRef(bool_.ptr());

@@ -5,7 +5,7 @@ import torch
 from framejit import _C
 from framejit import ops as _ops
 
-_C._init(torch.Tensor, torch.float32, torch.bool, torch.empty)
+_C._init(torch.Tensor, torch.float32, torch.bool, torch.empty, torch.Size)
 for _fn, _name in _ops.torch_functions():
     _C._register_op(_fn, _name)
 del _fn, _name
