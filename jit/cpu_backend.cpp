@@ -34,7 +34,8 @@ std::string module_text(const llvm::Module& m) {
   return text;
 }
 
-using KernelFn = void (*)(char* const* ptrs, const int64_t* sizes, const int64_t* strides);
+using KernelFn = void (*)(char* const* ptrs, const int64_t* sizes, const int64_t* strides,
+                          const double* scalars);
 
 struct Kernel {
   KernelFn fn;
@@ -62,10 +63,11 @@ void broadcast_strides(const TensorArg& t, const int64_t* sizes, size_t rank, in
 class CpuCompiledGraph final : public CompiledGraph {
  public:
   CpuCompiledGraph(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker,
-                   std::vector<Kernel> kernels, size_t num_inputs, size_t num_outputs,
-                   std::string ir)
+                   std::vector<Kernel> kernels, size_t num_inputs, size_t num_scalars,
+                   size_t num_outputs, std::string ir)
       : jit_(std::move(jit)), tracker_(std::move(tracker)), kernels_(std::move(kernels)),
-        num_inputs_(num_inputs), num_outputs_(num_outputs), ir_(std::move(ir)) {}
+        num_inputs_(num_inputs), num_scalars_(num_scalars), num_outputs_(num_outputs),
+        ir_(std::move(ir)) {}
 
   ~CpuCompiledGraph() override {
     if (!tracker_) return;
@@ -74,9 +76,10 @@ class CpuCompiledGraph final : public CompiledGraph {
     }
   }
 
-  void run(const std::vector<TensorArg>& inputs,
-           const std::vector<TensorArg>& outputs) const override {
+  void run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
+           const double* scalars) const override {
     FJ_CHECK(inputs.size() == num_inputs_, "wrong number of inputs");
+    FJ_CHECK(num_scalars_ == 0 || scalars != nullptr, "the graph's scalar inputs are missing");
     FJ_CHECK(outputs.size() == num_outputs_, "wrong number of outputs");
     std::vector<char*> ptrs;
     std::vector<int64_t> strides;
@@ -103,7 +106,7 @@ class CpuCompiledGraph final : public CompiledGraph {
         ptrs.push_back(static_cast<char*>(t.data));
         s += k.rank;
       }
-      k.fn(ptrs.data(), sizes, strides.data());
+      k.fn(ptrs.data(), sizes, strides.data(), scalars);
     }
   }
 
@@ -114,7 +117,7 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
   llvm::orc::ResourceTrackerSP tracker_;
   std::vector<Kernel> kernels_;
-  size_t num_inputs_, num_outputs_;
+  size_t num_inputs_, num_scalars_, num_outputs_;
   std::string ir_;
 };
 
@@ -160,7 +163,7 @@ class LlvmCpuBackend final : public CpuBackend {
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
         jit_, std::move(tracker), std::move(kernels), graph.num_inputs(),
-        graph.outputs().size(), std::move(ir)));
+        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir)));
   }
 
  private:

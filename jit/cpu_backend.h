@@ -31,8 +31,11 @@ class CompiledGraph {
   // output, preallocated (contiguous) with the output node's shape and dtype.
   // Inputs with fewer dims or size-1 dims broadcast against each loop's shape.
   // Outputs must not overlap the inputs or each other (the kernels assume so).
-  virtual void run(const std::vector<TensorArg>& inputs,
-                   const std::vector<TensorArg>& outputs) const = 0;
+  // scalars: the values of the graph's scalar inputs (Graph::scalar_input), by
+  // index, as Python gives them (C doubles); each kernel rounds them to float32 as
+  // PyTorch does ((float)value). May be null when the graph has no scalar inputs.
+  virtual void run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
+                   const double* scalars = nullptr) const = 0;
   virtual size_t num_kernels() const = 0;
   // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
   virtual const std::string& ir() const = 0;

@@ -84,10 +84,11 @@ class KernelEmitter {
 
   void emit() {
     auto* ptr_ty = b_.getPtrTy();
-    auto* fn_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty, ptr_ty}, false);
+    auto* fn_ty =
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty, ptr_ty, ptr_ty}, false);
     fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, plan_.symbol, m_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned a = 0; a < 3; ++a) {
+    for (unsigned a = 0; a < 4; ++a) {
       fn_->addParamAttr(a, llvm::Attribute::NoCapture);
       fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
     }
@@ -112,9 +113,21 @@ class KernelEmitter {
     auto* ptrs = fn_->getArg(0);
     auto* sizes = fn_->getArg(1);
     auto* strides = fn_->getArg(2);
+    auto* scalars = fn_->getArg(3);
     ptrs->setName("ptrs");
     sizes->setName("sizes");
     strides->setName("strides");
+    scalars->setName("scalars");
+    // The scalar inputs this kernel reads: loaded once, (float)value as in PyTorch.
+    const std::vector<bool> live = reachable(g_, plan_roots());
+    for (size_t id = 0; id < g_.size(); ++id) {
+      const Node& n = g_.nodes()[id];
+      if (!live[id] || n.op != Op::ScalarInput) continue;
+      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), scalars,
+                                                  static_cast<uint64_t>(n.index));
+      Value* d = b_.CreateLoad(b_.getDoubleTy(), slot, "scalar" + llvm::Twine(n.index));
+      scalar_input_[n.index] = b_.CreateFPTrunc(d, b_.getFloatTy());
+    }
     for (size_t k = 0; k < num_buf_; ++k) {
       Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ptrs, k);
       base_.push_back(b_.CreateLoad(b_.getPtrTy(), slot, "buf" + llvm::Twine(k)));
@@ -277,10 +290,14 @@ class KernelEmitter {
 
   // --- the element body -----------------------------------------------------
 
-  void emit_body(const std::vector<Value*>& ptrs) {
+  std::vector<NodeId> plan_roots() const {
     std::vector<NodeId> roots;
     for (size_t pos : plan_.outputs) roots.push_back(g_.outputs()[pos]);
-    const std::vector<bool> live = reachable(g_, roots);
+    return roots;
+  }
+
+  void emit_body(const std::vector<Value*>& ptrs) {
+    const std::vector<bool> live = reachable(g_, plan_roots());
     std::map<int32_t, size_t> slot_of;  // placeholder index -> buffer
     for (size_t k = 0; k < num_in_; ++k) slot_of[plan_.inputs[k]] = k;
 
@@ -334,6 +351,7 @@ class KernelEmitter {
     switch (n.op) {
       case Op::Placeholder: FJ_CHECK(false, "placeholder handled by the caller");
       case Op::Scalar: return f32(n.scalar);
+      case Op::ScalarInput: return scalar_input_.at(n.index);
       case Op::Add: return b_.CreateFAdd(a[0], a[1]);
       case Op::Sub: return b_.CreateFSub(a[0], a[1]);
       case Op::Mul: return b_.CreateFMul(a[0], a[1]);
@@ -366,10 +384,14 @@ class KernelEmitter {
     FJ_CHECK(false, "unknown op");
   }
 
-  // The exponents that eager PyTorch special-cases, then powf.
+  // The exponents that eager PyTorch special-cases, then powf. A runtime exponent
+  // (ScalarInput) always takes powf: the special cases need a constant.
   Value* emit_pow(const Node& n, Value* x) {
     const Node& e = g_.node(n.inputs[1]);
-    FJ_CHECK(e.op == Op::Scalar, "pow exponent must be a Scalar node");
+    if (e.op == Op::ScalarInput) {
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, scalar_input_.at(e.index));
+    }
+    FJ_CHECK(e.op == Op::Scalar, "pow exponent must be a Scalar or ScalarInput node");
     const double p = e.scalar;
     if (p == 2) return b_.CreateFMul(x, x);
     if (p == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
@@ -392,6 +414,7 @@ class KernelEmitter {
   std::vector<Value*> base_, size_;
   std::vector<std::vector<Value*>> stride_;
   Value* contiguous_ = nullptr;
+  std::map<int32_t, Value*> scalar_input_;  // ScalarInput index -> float, in the entry block
   llvm::MDNode* load_noalias_ = nullptr;
   std::vector<llvm::MDNode*> store_scope_, store_noalias_;
 };

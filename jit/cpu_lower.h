@@ -2,12 +2,15 @@
 // loop nest per distinct output shape) and IR emission. Internal to jit/cpu_*.cpp.
 //
 // Kernel ABI (one function per KernelPlan, named plan.symbol):
-//   void kernel(char* const* ptrs, const int64_t* sizes, const int64_t* strides)
+//   void kernel(char* const* ptrs, const int64_t* sizes, const int64_t* strides,
+//               const double* scalars)
 //   ptrs    = [the plan's inputs (placeholders, in plan.inputs order)...,
 //              the plan's outputs (in plan.outputs order)...]
 //   sizes   = the loop's sizes, rank = plan.shape.size() (fixed at compile time;
 //             the sizes themselves are read at run time; a size 0 runs nothing)
 //   strides = strides[buffer * rank + dim], in elements; 0 for a broadcast dim.
+//   scalars = the graph's scalar inputs by ScalarInput index (all of them, not only
+//             this kernel's), read once before the loops and rounded to float.
 // The innermost loop has two versions: a "contiguous" one, taken when every
 // buffer's innermost stride is what plan.inner_broadcast predicts (0 for inputs
 // that broadcast in the last dim, 1 for all others) or the innermost size is 1,

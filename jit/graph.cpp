@@ -35,7 +35,7 @@ Rule rule_of(Op op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs:
     case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Sin: case Op::Cos: case Op::Tanh:
     case Op::Sigmoid: case Op::Relu: case Op::Maximum: case Op::Minimum:
-    case Op::PowScalar: case Op::Placeholder: case Op::Scalar:
+    case Op::PowScalar: case Op::Placeholder: case Op::ScalarInput: case Op::Scalar:
       return Rule::FloatMath;
   }
   return Rule::FloatMath;
@@ -108,6 +108,13 @@ NodeId Graph::scalar(double value) {
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
+NodeId Graph::scalar_input() {
+  nodes_.push_back(Node{Op::ScalarInput, DType::Float32, {}, {}, 0,
+                        static_cast<int32_t>(num_scalar_inputs_)});
+  ++num_scalar_inputs_;
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
 Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   FJ_CHECK(op_family(op) == Family::Pointwise, "pointwise() of a non-pointwise op");
   if (static_cast<int>(inputs.size()) != op_arity(op)) {
@@ -118,7 +125,7 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   Shape shape;
   for (NodeId id : inputs) {
     const Node& in = node(id);
-    if (in.op == Op::Scalar) continue;
+    if (is_python_scalar(in)) continue;
     any_tensor = true;
     auto b = broadcast_shapes(shape, in.shape);
     if (!b) return b.take_error();
@@ -130,7 +137,7 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   const Rule rule = rule_of(op);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& in = node(inputs[i]);
-    if (in.op == Op::Scalar) continue;
+    if (is_python_scalar(in)) continue;
     const bool want_bool = rule == Rule::Select && i == 0;
     const DType want = want_bool ? DType::Bool : DType::Float32;
     if (in.dtype != want) {
@@ -138,11 +145,11 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
                    " tensor is not supported yet"};
     }
   }
-  if (rule == Rule::Select && node(inputs[0]).op == Op::Scalar) {
+  if (rule == Rule::Select && is_python_scalar(node(inputs[0]))) {
     return Error{"where() with a Python scalar condition"};
   }
   if (rule == Rule::Compare) out = DType::Bool;
-  if (op == Op::PowScalar && node(inputs[1]).op != Op::Scalar) {
+  if (op == Op::PowScalar && !is_python_scalar(node(inputs[1]))) {
     return Error{"pow with a tensor exponent is not supported yet"};
   }
 
@@ -159,7 +166,11 @@ std::string Graph::str() const {
     os << "%" << i << " = ";
     switch (op_family(n.op)) {
       case Family::Input:
-        os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.shape);
+        if (n.op == Op::ScalarInput) {
+          os << "scalar_input[" << n.index << "]";
+        } else {
+          os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.shape);
+        }
         break;
       case Family::Constant:
         os << "scalar " << scalar_str(n.scalar);

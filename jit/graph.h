@@ -45,7 +45,8 @@ struct Node {
   Shape shape;                  // empty for 0-d and for scalars
   std::vector<NodeId> inputs;
   double scalar = 0;            // Scalar: the value; PowScalar: unused (exponent is input 1)
-  int32_t index = -1;           // Placeholder: position among the graph's inputs
+  int32_t index = -1;           // Placeholder: position among the graph's tensor inputs;
+                                // ScalarInput: position among its scalar inputs
 };
 
 class Graph {
@@ -53,6 +54,11 @@ class Graph {
   NodeId placeholder(DType dtype, Shape shape);
   // A Python number used as an operand ("weak" type: it takes the tensor's dtype).
   NodeId scalar(double value);
+  // A Python number known only at run time (a SymFloat / SymInt value): weak-typed
+  // like scalar(), its value is passed to CompiledGraph::run by index. dtype Float32
+  // stands for "a weak Python number"; shape {}. Indices count scalar inputs only,
+  // so placeholders keep their numbering.
+  NodeId scalar_input();
   // A pointwise op with broadcasting and the skeleton's dtype rules: arithmetic and
   // math on float32 (scalars allowed), comparisons give bool, Where takes a bool
   // condition. At least one operand of an op must be a tensor.
@@ -62,11 +68,13 @@ class Graph {
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<NodeId>& outputs() const { return outputs_; }
-  size_t num_inputs() const { return num_inputs_; }
+  size_t num_inputs() const { return num_inputs_; }  // tensor placeholders
+  size_t num_scalar_inputs() const { return num_scalar_inputs_; }
   size_t size() const { return nodes_.size(); }
 
   // Stable text form used by golden tests, FRAMEJIT_LOG=graph and explain:
   //   %0 = placeholder[0] f32[4, 8]
+  //   %1 = scalar_input[0]
   //   %2 = aten.mul.Tensor(%0, %1) f32[4, 8]
   //   return (%5)
   std::string str() const;
@@ -77,7 +85,13 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
   size_t num_inputs_ = 0;
+  size_t num_scalar_inputs_ = 0;
 };
+
+// Scalar and ScalarInput: a Python number operand (weak type, shape {}).
+inline bool is_python_scalar(const Node& n) {
+  return n.op == Op::Scalar || n.op == Op::ScalarInput;
+}
 
 // Broadcast two shapes by PyTorch's rules; an Error names the mismatching dim.
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b);

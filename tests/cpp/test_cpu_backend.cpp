@@ -94,9 +94,10 @@ NodeId op(Graph& g, Op o, std::vector<NodeId> in) {
 }
 
 // Reference semantics of one node in plain C++ (bools as 0/1 floats).
-float ref_op(const Graph& g, const Node& n, const std::vector<float>& a) {
+float ref_op(const Graph& g, const Node& n, const std::vector<float>& a,
+             const std::vector<double>& scalars) {
   switch (n.op) {
-    case Op::Placeholder: case Op::Scalar: FAIL("not an op"); return 0;
+    case Op::Placeholder: case Op::Scalar: case Op::ScalarInput: FAIL("not an op"); return 0;
     case Op::Add: return a[0] + a[1];
     case Op::Sub: return a[0] - a[1];
     case Op::Mul: return a[0] * a[1];
@@ -117,8 +118,12 @@ float ref_op(const Graph& g, const Node& n, const std::vector<float>& a) {
       return std::isnan(a[0]) || std::isnan(a[1]) ? kNaN : std::min(a[0], a[1]);
     case Op::Where: return a[0] != 0 ? a[1] : a[2];
     case Op::PowScalar: {
-      const double e = g.node(n.inputs[1]).scalar;
+      const Node& exponent = g.node(n.inputs[1]);
       const float x = a[0];
+      if (exponent.op == Op::ScalarInput) {  // a runtime exponent: always powf
+        return std::pow(x, static_cast<float>(scalars[static_cast<size_t>(exponent.index)]));
+      }
+      const double e = exponent.scalar;
       if (e == 2) return x * x;
       if (e == 3) return x * x * x;
       if (e == 0.5) return std::sqrt(x);
@@ -140,7 +145,8 @@ float ref_op(const Graph& g, const Node& n, const std::vector<float>& a) {
 }
 
 // Evaluates output `out` of g at every element, with broadcasting of the inputs.
-std::vector<float> ref_eval(const Graph& g, NodeId out, const std::vector<Host>& inputs) {
+std::vector<float> ref_eval(const Graph& g, NodeId out, const std::vector<Host>& inputs,
+                            const std::vector<double>& scalars = {}) {
   const Shape& shape = g.node(out).shape;
   std::vector<float> result;
   std::vector<int64_t> idx(shape.size(), 0);
@@ -163,10 +169,12 @@ std::vector<float> ref_eval(const Graph& g, NodeId out, const std::vector<Host>&
         v[id] = h.at(in_idx);
       } else if (n.op == Op::Scalar) {
         v[id] = static_cast<float>(n.scalar);
+      } else if (n.op == Op::ScalarInput) {
+        v[id] = static_cast<float>(scalars.at(static_cast<size_t>(n.index)));
       } else {
         std::vector<float> a;
         for (NodeId in : n.inputs) a.push_back(v[static_cast<size_t>(in)]);
-        v[id] = ref_op(g, n, a);
+        v[id] = ref_op(g, n, a, scalars);
       }
     }
     result.push_back(v[static_cast<size_t>(out)]);
@@ -185,19 +193,19 @@ int64_t ulps(float a, float b) {
   return std::llabs(key(a) - key(b));
 }
 
-// Compiles g, runs it on `inputs` and checks every output against ref_eval.
-// max_ulps: 0 means bit-exact (NaN matches NaN).
-std::shared_ptr<CompiledGraph> check_graph(const Graph& g, std::vector<Host> inputs,
-                                           int64_t max_ulps = 0) {
-  auto compiled = compile(g);
+// Runs `compiled` (of g) on `inputs` and the scalar inputs' values and checks every
+// output against ref_eval. max_ulps: 0 means bit-exact (NaN matches NaN).
+void check_run(const Graph& g, const CompiledGraph& compiled, std::vector<Host> inputs,
+               const std::vector<double>& scalars = {}, int64_t max_ulps = 0) {
+  REQUIRE(scalars.size() == g.num_scalar_inputs());
   std::vector<Host> outs;
   for (NodeId o : g.outputs()) outs.push_back(Host::output(g.node(o).dtype, g.node(o).shape));
   std::vector<TensorArg> in_args, out_args;
   for (Host& h : inputs) in_args.push_back(h.arg());
   for (Host& h : outs) out_args.push_back(h.arg());
-  compiled->run(in_args, out_args);
+  compiled.run(in_args, out_args, scalars.empty() ? nullptr : scalars.data());
   for (size_t k = 0; k < outs.size(); ++k) {
-    const std::vector<float> want = ref_eval(g, g.outputs()[k], inputs);
+    const std::vector<float> want = ref_eval(g, g.outputs()[k], inputs, scalars);
     for (size_t e = 0; e < want.size(); ++e) {
       const float got = outs[k].dtype == DType::Bool ? outs[k].b[e] : outs[k].f[e];
       CAPTURE(k);
@@ -207,6 +215,14 @@ std::shared_ptr<CompiledGraph> check_graph(const Graph& g, std::vector<Host> inp
       CHECK(ulps(got, want[e]) <= max_ulps);
     }
   }
+}
+
+// Compiles g and checks one run (see check_run).
+std::shared_ptr<CompiledGraph> check_graph(const Graph& g, std::vector<Host> inputs,
+                                           int64_t max_ulps = 0,
+                                           const std::vector<double>& scalars = {}) {
+  auto compiled = compile(g);
+  check_run(g, *compiled, std::move(inputs), scalars, max_ulps);
   return compiled;
 }
 
@@ -585,4 +601,110 @@ TEST_CASE("cpu backend: compile time of a 30-op chain (printed, not asserted)") 
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i) * 0.01f);
   for (size_t i = 0; i < ys.size(); ++i) ys[i] = 0.5f + std::cos(static_cast<float>(i));
   check_graph(g, {Host::floats({256, 256}, xs), Host::floats({256}, ys)});
+}
+
+// --- scalar inputs: Python numbers known only at run time ------------------------
+
+namespace {
+
+// Values a Python float can take, including ones that round when made float32
+// (0.1, 1e-50 -> 0, 1e39 -> inf) and the specials.
+const std::vector<double> kScalarValues = {
+    0.0, -0.0, 1.0, -2.5, 0.1, 3.0, 1e-50, 1e39, -1e39, 16777217.0,
+    std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+    -std::numeric_limits<double>::infinity()};
+
+}  // namespace
+
+TEST_CASE("cpu backend: scalar inputs on either side of every binary op and comparison") {
+  const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Maximum, Op::Minimum,
+                    Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge};
+  std::vector<float> xs = sample(0.5f, 0.0f);
+  xs[3] = 1.0f;  // equal to some of the scalar values
+  xs[4] = 3.0f;
+  xs[5] = 0.1f;
+  for (Op o : ops) {
+    for (int side = 0; side < 2; ++side) {
+      CAPTURE(op_name(o));
+      CAPTURE(side);
+      Graph g;
+      NodeId x = g.placeholder(DType::Float32, {37});
+      NodeId s = g.scalar_input();
+      g.set_outputs({op(g, o, side == 0 ? std::vector<NodeId>{s, x} : std::vector<NodeId>{x, s})});
+      auto c = compile(g);  // once, for every value
+      for (double v : kScalarValues) {
+        CAPTURE(v);
+        check_run(g, *c, {Host::floats({37}, xs)}, {v});
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu backend: scalar inputs as where branches and as the pow exponent") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {37});
+  NodeId a = g.scalar_input();
+  NodeId b = g.scalar_input();
+  NodeId cond = op(g, Op::Gt, {x, a});
+  g.set_outputs({op(g, Op::Where, {cond, a, x}), op(g, Op::Where, {cond, x, b}),
+                 op(g, Op::Where, {cond, b, a})});
+  auto c = compile(g);
+  for (double va : {0.0, -1.5, 0.1}) {
+    for (double vb : {2.0, std::numeric_limits<double>::quiet_NaN()}) {
+      CAPTURE(va);
+      CAPTURE(vb);
+      check_run(g, *c, {Host::floats({37}, sample(0.3f, 0.f))}, {va, vb});
+    }
+  }
+
+  Graph p;
+  NodeId px = p.placeholder(DType::Float32, {37});
+  p.set_outputs({op(p, Op::PowScalar, {px, p.scalar_input()})});
+  auto pc = compile(p);
+  for (double e : {2.0, 3.0, 0.5, -1.0, -0.5, 0.0, 1.0, 1.7, -3.25,
+                   std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(e);
+    check_run(p, *pc, {Host::floats({37}, sample(0.3f, 0.1f))}, {e});
+  }
+  // The graph rules: a scalar input cannot be a where condition, nor the only operand.
+  Graph r;
+  NodeId rx = r.placeholder(DType::Float32, {3});
+  NodeId rs = r.scalar_input();
+  CHECK_FALSE(r.pointwise(Op::Where, {rs, rx, rx}));
+  CHECK_FALSE(r.pointwise(Op::Add, {rs, r.scalar(1.0)}));
+  CHECK_FALSE(r.pointwise(Op::Exp, {rs}));
+}
+
+TEST_CASE("cpu backend: x * n + n compiled once gives each n's result") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {3, 37});
+  NodeId n = g.scalar_input();
+  NodeId y = g.placeholder(DType::Float32, {37});
+  NodeId m = g.scalar_input();
+  g.set_outputs({op(g, Op::Add, {op(g, Op::Mul, {x, n}), n}),
+                 op(g, Op::Sub, {op(g, Op::Mul, {y, m}), op(g, Op::Exp, {y})})});
+  CHECK(g.num_inputs() == 2);
+  CHECK(g.num_scalar_inputs() == 2);
+  CHECK(g.node(y).index == 1);  // placeholders keep their numbering
+  CHECK(g.node(m).index == 1);
+  auto c = compile(g);
+  CHECK(c->num_kernels() == 2);
+  std::vector<float> xs;
+  for (int i = 0; i < 3 * 37; ++i) xs.push_back(static_cast<float>(i % 11) * 0.25f - 1.f);
+  const Host hy = Host::floats({37}, sample(0.2f, 0.f));
+  std::vector<float> firsts;
+  for (double v : {1.0, 2.5, -3.0, 1e-3, 7.0}) {
+    CAPTURE(v);
+    check_run(g, *c, {Host::floats({3, 37}, xs), hy}, {v, -v});
+    // And explicitly: element 5 of the first output is x*n + n.
+    Host hx = Host::floats({3, 37}, xs), hyc = hy;
+    Host o1 = Host::output(DType::Float32, {3, 37}), o2 = Host::output(DType::Float32, {37});
+    const double vals[] = {v, -v};
+    c->run({hx.arg(), hyc.arg()}, {o1.arg(), o2.arg()}, vals);
+    const float fv = static_cast<float>(v);
+    CHECK(o1.f[5] == xs[5] * fv + fv);
+    firsts.push_back(o1.f[5]);
+  }
+  std::sort(firsts.begin(), firsts.end());
+  CHECK(std::unique(firsts.begin(), firsts.end()) == firsts.end());  // every run differs
 }

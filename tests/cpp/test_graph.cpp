@@ -98,3 +98,34 @@ TEST_CASE("pointwise: dtype rules") {
     CHECK(g.pointwise(Op::PowScalar, {x, s}));
   }
 }
+
+TEST_CASE("graph: scalar inputs print, count apart from placeholders, act as scalars") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {4});
+  NodeId n = g.scalar_input();
+  NodeId y = g.placeholder(DType::Float32, {4});
+  NodeId k = g.scalar_input();
+  auto m = g.pointwise(Op::Mul, {x, n});
+  REQUIRE(m);
+  auto p = g.pointwise(Op::PowScalar, {y, k});
+  REQUIRE(p);
+  auto lt = g.pointwise(Op::Lt, {n, *p});
+  REQUIRE(lt);
+  g.set_outputs({*m, *lt});
+  CHECK(g.str() ==
+        "%0 = placeholder[0] f32[4]\n"
+        "%1 = scalar_input[0]\n"
+        "%2 = placeholder[1] f32[4]\n"
+        "%3 = scalar_input[1]\n"
+        "%4 = aten.mul.Tensor(%0, %1) f32[4]\n"
+        "%5 = aten.pow.Tensor_Scalar(%2, %3) f32[4]\n"
+        "%6 = aten.lt.Tensor(%1, %5) bool[4]\n"
+        "return (%4, %6)\n");
+  CHECK(g.num_inputs() == 2);
+  CHECK(g.num_scalar_inputs() == 2);
+  CHECK(op_family(Op::ScalarInput) == Family::Input);
+  CHECK(g.node(n).shape.empty());
+  CHECK(g.node(k).index == 1);
+  CHECK_FALSE(g.pointwise(Op::Neg, {n}));  // scalars only
+  CHECK_FALSE(g.pointwise(Op::PowScalar, {x, y}));  // tensor exponent
+}
