@@ -133,12 +133,6 @@ bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
   return ok;
 }
 
-std::string describe(const TensorMeta& m, PyObject*) {
-  return str_of(m.dtype) + (m.is_cpu ? " cpu " : " non-cpu ") + "size=" +
-         dims_str(m.sizes, m.rank) + " stride=" + dims_str(m.strides, m.rank) +
-         (m.requires_grad ? " requires_grad" : "");
-}
-
 GuardSet::GuardSet(GuardSet&& o) noexcept : guards_(std::move(o.guards_)) {}
 
 GuardSet::~GuardSet() {
@@ -149,11 +143,15 @@ GuardSet::~GuardSet() {
   }
 }
 
-void GuardSet::add_tensor(int arg, std::string name, const TensorMeta& meta) {
+void GuardSet::add_tensor(int arg, std::string name, const TensorMeta& meta,
+                          const std::array<int, kMaxRank>& dim_symbols, bool strides) {
   Guard g{GuardKind::TensorMatch};
   g.arg = arg;
   g.name = std::move(name);
   g.meta = meta;
+  g.dim_symbols = dim_symbols;
+  g.check_strides = strides;
+  for (int s : dim_symbols) num_symbols_ = std::max(num_symbols_, s + 1);
   guards_.push_back(std::move(g));
 }
 
@@ -256,11 +254,15 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
           m->rank != e.rank) {
         return false;
       }
-      for (int i = 0; i < e.rank; ++i) {
-        if (m->sizes[static_cast<size_t>(i)] != e.sizes[static_cast<size_t>(i)] ||
-            m->strides[static_cast<size_t>(i)] != e.strides[static_cast<size_t>(i)]) {
+      for (size_t i = 0; i < static_cast<size_t>(e.rank); ++i) {
+        const int sym = g.dim_symbols[i];
+        if (sym >= 0) {
+          if (m->sizes[i] < 2) return false;  // 0 and 1 are specialized
+          b.values[static_cast<size_t>(sym)] = m->sizes[i];
+        } else if (m->sizes[i] != e.sizes[i]) {
           return false;
         }
+        if (g.check_strides && m->strides[i] != e.strides[i]) return false;
       }
       return true;
     }
@@ -326,12 +328,19 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         }
         for (int i = 0; i < e.rank; ++i) {
           const auto k = static_cast<size_t>(i);
+          if (g.dim_symbols[k] >= 0) {
+            if (m->sizes[k] < 2) {
+              return who + " size at dim " + std::to_string(i) + " is " + std::to_string(m->sizes[k]) +
+                     ", which is specialized (the entry has a symbolic size >= 2)";
+            }
+            continue;
+          }
           if (m->sizes[k] != e.sizes[k]) {
             return who + " size mismatch at dim " + std::to_string(i) + ": expected " +
                    std::to_string(e.sizes[k]) + ", actual " + std::to_string(m->sizes[k]);
           }
         }
-        for (int i = 0; i < e.rank; ++i) {
+        for (int i = 0; i < e.rank && g.check_strides; ++i) {
           const auto k = static_cast<size_t>(i);
           if (m->strides[k] != e.strides[k]) {
             return who + " stride mismatch at dim " + std::to_string(i) + ": expected " +
@@ -361,9 +370,20 @@ std::vector<std::string> GuardSet::describe() const {
   std::vector<std::string> out;
   for (const Guard& g : guards_) {
     switch (g.kind) {
-      case GuardKind::TensorMatch:
-        out.push_back("tensor '" + g.name + "': torch.Tensor " + guards::describe(g.meta));
+      case GuardKind::TensorMatch: {
+        std::string sizes = "[";
+        for (int i = 0; i < g.meta.rank; ++i) {
+          const auto k = static_cast<size_t>(i);
+          sizes += (i ? ", " : "") + (g.dim_symbols[k] >= 0 ? "s" + std::to_string(g.dim_symbols[k])
+                                                            : std::to_string(g.meta.sizes[k]));
+        }
+        sizes += "]";
+        out.push_back("tensor '" + g.name + "': torch.Tensor " + str_of(g.meta.dtype) +
+                      (g.meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
+                      (g.check_strides ? " stride=" + dims_str(g.meta.strides, g.meta.rank) : "") +
+                      (g.meta.requires_grad ? " requires_grad" : ""));
         break;
+      }
       case GuardKind::ScalarEquals:
         out.push_back("L['" + g.name + "'] == " + repr_of(g.object));
         break;

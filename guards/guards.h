@@ -48,7 +48,6 @@ TorchRefs& torch_refs();
 // Reads a tensor's metadata. Returns false with a reason when it cannot be
 // described (rank above kMaxRank); a Python error is cleared into the reason.
 bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why);
-std::string describe(const TensorMeta& m, PyObject* dtype_names_from = nullptr);
 
 struct CallInputs {
   PyObject* const* args = nullptr;  // the frame's first num_args local slots
@@ -76,6 +75,8 @@ struct Guard {
   std::vector<std::string> attrs;  // ModuleAttrIs: the attribute path below the global
   bool from_builtins = false; // GlobalIs: found in builtins, not globals
   TensorMeta meta;            // TensorMatch
+  std::array<int, kMaxRank> dim_symbols{};  // TensorMatch: symbol of each size, -1 if static
+  bool check_strides = true;                // TensorMatch
   PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
   PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
   std::vector<PyObject*> attr_objs;  // strong, interned
@@ -92,7 +93,11 @@ class GuardSet {
   GuardSet(GuardSet&&) noexcept;
   ~GuardSet();
 
-  void add_tensor(int arg, std::string name, const TensorMeta& meta);
+  // dim_symbols[d] >= 0 makes size d a symbol (any size >= 2, bound for the call);
+  // -1 keeps it static. Strides are guarded only when `strides` is set: the kernels
+  // take strides at run time, so dynamic entries leave them free.
+  void add_tensor(int arg, std::string name, const TensorMeta& meta,
+                  const std::array<int, kMaxRank>& dim_symbols, bool strides);
   void add_scalar(int arg, std::string name, PyObject* value);
   void add_global(std::string name, PyObject* object, bool from_builtins);
   void add_closure(int cell, std::string name, PyObject* object);

@@ -49,6 +49,7 @@ struct CodeState {
   std::vector<Fallback> fallbacks;  // most recent last, bounded
   int fallbacks_in_a_row = 0;       // identical fallbacks in a row
   bool skip = false;                // gave up: calls go straight to CPython
+  bool dynamic = true;              // tensor sizes are symbols (framejit.compile(dynamic=...))
   std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
 };
 

@@ -302,7 +302,7 @@ bool init_hook(PyObject* module) {
   return PyModule_AddObjectRef(module, "CompiledFunction", reinterpret_cast<PyObject*>(g_cf_type)) == 0;
 }
 
-PyObject* make_compiled_function(PyObject* fn) {
+PyObject* make_compiled_function(PyObject* fn, bool dynamic) {
   if (!PyFunction_Check(fn)) {
     PyErr_Format(PyExc_TypeError, "framejit.compile expects a Python function, got %.200s",
                  Py_TYPE(fn)->tp_name);
@@ -311,6 +311,7 @@ PyObject* make_compiled_function(PyObject* fn) {
   auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
   CodeState* st = code_state(code, true);
   if (st == nullptr) return nullptr;
+  st->dynamic = dynamic;
   auto* cf = PyObject_GC_New(CompiledFunction, g_cf_type);
   if (cf == nullptr) return nullptr;
   cf->fn = Py_NewRef(fn);

@@ -11,7 +11,8 @@ namespace fj::interp {
 // Registers the CompiledFunction type and the code-extra slot; call once at import.
 bool init_hook(PyObject* module);
 // A new CompiledFunction wrapping a Python function (new reference or NULL + error).
-PyObject* make_compiled_function(PyObject* fn);
+// `dynamic`: tensor sizes are symbols (the default) or static.
+PyObject* make_compiled_function(PyObject* fn, bool dynamic);
 // Calls fn (a function or CompiledFunction) through framejit with a fresh trace that
 // is recorded and not cached. Returns the call's result (new ref, or NULL + error).
 PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec);

@@ -3,6 +3,7 @@
 // trace with a reason (the frame then runs in CPython).
 #include "interp/interpreter.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <functional>
@@ -177,9 +178,21 @@ Status Tracer::bind_arguments() {
       if (!meta->is_cpu) return unsupported("tensor '" + name + "' is not on the CPU");
       if (meta->requires_grad) return unsupported("tensor '" + name + "' requires grad (autograd is not supported yet)");
       jit::Shape shape(meta->sizes.begin(), meta->sizes.begin() + meta->rank);
-      const jit::NodeId n = graph_.placeholder(dt, shape);
+      // With dynamic shapes every size is a symbol, except 0 and 1 (specialized).
+      std::array<int, guards::kMaxRank> dim_symbols;
+      dim_symbols.fill(-1);
+      jit::SymShape sym;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (st_.dynamic && shape[d] >= 2) {
+          dim_symbols[d] = new_symbol(jit::SymType::Int, shape[d], "L['" + name + "'].size()[" + std::to_string(d) + "]");
+          sym.push_back(jit::SymExpr::symbol(dim_symbols[d], jit::SymType::Int, 2));
+        } else {
+          sym.push_back(jit::SymExpr::integer(shape[d]));
+        }
+      }
+      const jit::NodeId n = graph_.placeholder(dt, shape, std::move(sym));
       placeholder_slot_.push_back(i);
-      entry_->guards.add_tensor(i, name, *meta);
+      entry_->guards.add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       fs_.locals[static_cast<size_t>(i)] = Value::tensor(n, src);
     } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
       return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
@@ -607,7 +620,9 @@ Status Tracer::op_call(const Instruction& ins) {
 
 // Size `d` of a tensor value, as a Python int value.
 Value Tracer::dim_value(jit::NodeId node, size_t d) {
-  return Value::constant(PyRef::steal(PyLong_FromLongLong(graph_.node(node).shape[d])));
+  const jit::SymExpr& s = graph_.node(node).sym[d];
+  if (s.is_constant()) return Value::constant(PyRef::steal(PyLong_FromLongLong(*s.as_int())));
+  return Value::sym(s);
 }
 
 Value Tracer::shape_tuple(jit::NodeId node) {
@@ -962,15 +977,18 @@ Status Tracer::finish(const Value& ret) {
   entry_->plan.graph_args = placeholder_slot_;
   for (jit::NodeId id : outputs) {
     const jit::Node& n = graph_.node(id);
-    OutputSpec spec{n.dtype, n.shape, {}, {}};
-    spec.strides.assign(n.shape.size(), 1);
-    for (size_t d = n.shape.size(); d-- > 1;) spec.strides[d - 1] = spec.strides[d] * std::max<int64_t>(n.shape[d], 1);
-    PyObject* sizes = PyTuple_New(static_cast<Py_ssize_t>(n.shape.size()));
-    for (size_t d = 0; d < n.shape.size(); ++d) PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(n.shape[d]));
-    spec.empty_args = PyRef::steal(PyTuple_Pack(1, sizes));
-    Py_DECREF(sizes);
+    OutputSpec spec;
+    spec.dtype = n.dtype;
+    spec.sym = n.sym;
+    spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
+    if (spec.is_static) {
+      spec.shape = n.shape;
+      spec.strides = contiguous_strides(n.shape);
+      spec.empty_args = empty_args_for(n.shape);
+    }
     entry_->plan.outputs.push_back(std::move(spec));
   }
+  for (const jit::SymExpr& a : graph_.assumptions()) entry_->guards.add_expr(a, readable(a));
   return ok();
 }
 

@@ -27,11 +27,16 @@ struct PlanValue {
 };
 
 struct OutputSpec {
-  jit::DType dtype;
+  jit::DType dtype = jit::DType::Float32;
+  jit::SymShape sym;               // sizes, evaluated at each call when not static
+  bool is_static = false;          // then shape, strides and empty_args are precomputed:
   jit::Shape shape;
-  std::vector<int64_t> strides;  // contiguous
-  PyRef empty_args;  // ((sizes...),): the positional arguments of torch.empty
+  std::vector<int64_t> strides;    // contiguous
+  PyRef empty_args;                // ((sizes...),): the positional arguments of torch.empty
 };
+
+std::vector<int64_t> contiguous_strides(const jit::Shape& shape);
+PyRef empty_args_for(const jit::Shape& shape);
 
 struct Plan {
   std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run

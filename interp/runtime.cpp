@@ -1,5 +1,6 @@
 // Running a plan on a cache hit: fetch argument buffers, allocate outputs with
 // torch, run the compiled graph, rebuild the frame's return value.
+#include <algorithm>
 #include <cstdint>
 
 #include "interp/plan.h"
@@ -78,6 +79,20 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
 
 }  // namespace
 
+std::vector<int64_t> contiguous_strides(const jit::Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
+  return strides;
+}
+
+PyRef empty_args_for(const jit::Shape& shape) {
+  PyObject* sizes = PyTuple_New(static_cast<Py_ssize_t>(shape.size()));
+  for (size_t d = 0; d < shape.size(); ++d) PyTuple_SET_ITEM(sizes, d, PyLong_FromLongLong(shape[d]));
+  PyRef args = PyRef::steal(PyTuple_Pack(1, sizes));
+  Py_DECREF(sizes);
+  return args;
+}
+
 double sym_value_to_double(const jit::SymValue& v) {
   switch (v.index()) {
     case 0: return static_cast<double>(std::get<int64_t>(v));
@@ -118,13 +133,34 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
     }
     std::vector<jit::TensorArg> results;
     outs.reserve(plan.outputs.size());
-    for (const OutputSpec& o : plan.outputs) {
-      PyObject* t = PyObject_Call(guards::torch_refs().empty, o.empty_args.get(), dtype_kwargs(o.dtype));
+    // Sizes of outputs with symbolic shapes, for this call (kept alive until run).
+    std::vector<std::pair<jit::Shape, std::vector<int64_t>>> dynamic(plan.outputs.size());
+    for (size_t k = 0; k < plan.outputs.size(); ++k) {
+      const OutputSpec& o = plan.outputs[k];
+      const jit::Shape* shape = &o.shape;
+      const std::vector<int64_t>* strides = &o.strides;
+      PyRef args = o.empty_args;
+      if (!o.is_static) {
+        auto& [sizes, st] = dynamic[k];
+        for (const jit::SymExpr& e : o.sym) {
+          const auto v = e.eval(b);
+          if (!v || v->index() != 0) {
+            PyErr_SetString(PyExc_RuntimeError, "framejit: an output size has no value");
+            return nullptr;
+          }
+          sizes.push_back(std::get<int64_t>(*v));
+        }
+        st = contiguous_strides(sizes);
+        args = empty_args_for(sizes);
+        shape = &sizes;
+        strides = &st;
+      }
+      PyObject* t = PyObject_Call(guards::torch_refs().empty, args.get(), dtype_kwargs(o.dtype));
       if (t == nullptr) return nullptr;
       outs.push_back(PyRef::steal(t));
       void* p = data_ptr(t);
       if (p == nullptr && PyErr_Occurred()) return nullptr;
-      results.push_back(jit::TensorArg{p, o.shape.data(), o.strides.data(), static_cast<int>(o.shape.size())});
+      results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
     }
     plan.graph->run(args, results, scalars.data());
   }

@@ -430,7 +430,7 @@ std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symb
              ("graph output %" + llvm::Twine(outs[pos]) + " is a placeholder or scalar").str());
     KernelPlan* plan = nullptr;
     for (KernelPlan& p : plans) {
-      if (p.shape == n.shape) plan = &p;
+      if (p.shape.size() == n.shape.size() && same_shape(graph.node(graph.outputs()[p.outputs.front()]).sym, n.sym)) plan = &p;
     }
     if (!plan) {
       plans.push_back(KernelPlan{(symbol_prefix + "_k" + llvm::Twine(plans.size())).str(), n.shape,

@@ -41,6 +41,15 @@ Rule rule_of(Op op) {
   return Rule::FloatMath;
 }
 
+std::string shape_str(const SymShape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += s[i].str();
+  }
+  return out + "]";
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -96,20 +105,37 @@ Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-NodeId Graph::placeholder(DType dtype, Shape shape) {
-  Node n{Op::Placeholder, dtype, std::move(shape), {}, 0, static_cast<int32_t>(num_inputs_)};
+bool same_shape(const SymShape& a, const SymShape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].same(b[i])) return false;
+  }
+  return true;
+}
+
+SymShape static_shape(const Shape& s) {
+  SymShape out;
+  for (int64_t d : s) out.push_back(SymExpr::integer(d));
+  return out;
+}
+
+NodeId Graph::placeholder(DType dtype, Shape shape, SymShape sym) {
+  if (sym.empty()) sym = static_shape(shape);
+  FJ_CHECK(sym.size() == shape.size(), "placeholder: symbolic and traced ranks differ");
+  Node n{Op::Placeholder, dtype, std::move(shape), std::move(sym), {}, 0,
+         static_cast<int32_t>(num_inputs_)};
   ++num_inputs_;
   nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
 NodeId Graph::scalar(double value) {
-  nodes_.push_back(Node{Op::Scalar, DType::Float32, {}, {}, value, -1});
+  nodes_.push_back(Node{Op::Scalar, DType::Float32, {}, {}, {}, value, -1});
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
 NodeId Graph::scalar_input() {
-  nodes_.push_back(Node{Op::ScalarInput, DType::Float32, {}, {}, 0,
+  nodes_.push_back(Node{Op::ScalarInput, DType::Float32, {}, {}, {}, 0,
                         static_cast<int32_t>(num_scalar_inputs_)});
   ++num_scalar_inputs_;
   return static_cast<NodeId>(nodes_.size() - 1);
@@ -123,13 +149,31 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   }
   bool any_tensor = false;
   Shape shape;
+  SymShape sym;
+  std::vector<SymExpr> assumed;
   for (NodeId id : inputs) {
     const Node& in = node(id);
     if (is_python_scalar(in)) continue;
     any_tensor = true;
     auto b = broadcast_shapes(shape, in.shape);
     if (!b) return b.take_error();
+    // The same, on symbolic sizes: size-1 dims are always static (1 is specialized),
+    // so a dim either broadcasts statically or must equal the other side.
+    const size_t n = b->size();
+    SymShape out(n);
+    for (size_t i = 0; i < n; ++i) {
+      const bool has_a = i >= n - sym.size(), has_b = i >= n - in.sym.size();
+      const SymExpr* sa = has_a ? &sym[i - (n - sym.size())] : nullptr;
+      const SymExpr* sb = has_b ? &in.sym[i - (n - in.sym.size())] : nullptr;
+      if (sa == nullptr || sa->as_int() == std::optional<int64_t>(1)) out[i] = *sb;
+      else if (sb == nullptr || sb->as_int() == std::optional<int64_t>(1) || sa->same(*sb)) out[i] = *sa;
+      else {
+        out[i] = *sa;
+        assumed.push_back(eq(*sa, *sb));
+      }
+    }
     shape = std::move(*b);
+    sym = std::move(out);
   }
   if (!any_tensor) return Error{std::string(aten_name(op)) + " of Python scalars only"};
 
@@ -153,7 +197,10 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
     return Error{"pow with a tensor exponent is not supported yet"};
   }
 
-  nodes_.push_back(Node{op, out, std::move(shape), inputs, 0, -1});
+  for (SymExpr& a : assumed) {
+    if (!a.is_constant()) assumptions_.push_back(std::move(a));
+  }
+  nodes_.push_back(Node{op, out, std::move(shape), std::move(sym), inputs, 0, -1});
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
@@ -169,7 +216,7 @@ std::string Graph::str() const {
         if (n.op == Op::ScalarInput) {
           os << "scalar_input[" << n.index << "]";
         } else {
-          os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.shape);
+          os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.sym);
         }
         break;
       case Family::Constant:
@@ -178,7 +225,7 @@ std::string Graph::str() const {
       case Family::Pointwise: {
         os << aten_name(n.op) << "(";
         for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", %" : "%") << n.inputs[k];
-        os << ") " << dtype_name(n.dtype) << shape_str(n.shape);
+        os << ") " << dtype_name(n.dtype) << shape_str(n.sym);
         break;
       }
     }

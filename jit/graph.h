@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "jit/common.h"
+#include "jit/symexpr.h"
 
 namespace fj::jit {
 
@@ -38,11 +39,17 @@ size_t dtype_size(DType d);
 
 using NodeId = int32_t;
 using Shape = std::vector<int64_t>;
+using SymShape = std::vector<SymExpr>;
+
+// Two symbolic shapes that are equal for every binding.
+bool same_shape(const SymShape& a, const SymShape& b);
+SymShape static_shape(const Shape& s);
 
 struct Node {
   Op op;
   DType dtype;
-  Shape shape;                  // empty for 0-d and for scalars
+  Shape shape;                  // sizes in the traced call (exact where `sym` is constant); empty for 0-d
+  SymShape sym;                 // symbolic sizes: constants where static, else expressions over symbols
   std::vector<NodeId> inputs;
   double scalar = 0;            // Scalar: the value; PowScalar: unused (exponent is input 1)
   int32_t index = -1;           // Placeholder: position among the graph's tensor inputs;
@@ -51,7 +58,8 @@ struct Node {
 
 class Graph {
  public:
-  NodeId placeholder(DType dtype, Shape shape);
+  // `sym` gives symbolic sizes (one per dim); empty means static sizes.
+  NodeId placeholder(DType dtype, Shape shape, SymShape sym = {});
   // A Python number used as an operand ("weak" type: it takes the tensor's dtype).
   NodeId scalar(double value);
   // A Python number known only at run time (a SymFloat / SymInt value): weak-typed
@@ -70,6 +78,9 @@ class Graph {
   const std::vector<NodeId>& outputs() const { return outputs_; }
   size_t num_inputs() const { return num_inputs_; }  // tensor placeholders
   size_t num_scalar_inputs() const { return num_scalar_inputs_; }
+  // Equalities of symbolic sizes that building the graph relied on (broadcasting
+  // s0 against s1 needs s0 == s1); the interpreter guards each of them.
+  const std::vector<SymExpr>& assumptions() const { return assumptions_; }
   size_t size() const { return nodes_.size(); }
 
   // Stable text form used by golden tests, FRAMEJIT_LOG=graph and explain:
@@ -85,6 +96,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
   size_t num_inputs_ = 0;
+  std::vector<SymExpr> assumptions_;
   size_t num_scalar_inputs_ = 0;
 };
 

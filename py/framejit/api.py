@@ -14,7 +14,9 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
 
     Usable as `framejit.compile(fn)`, `@framejit.compile` or
     `@framejit.compile(fullgraph=...)`. Calling `fn` itself stays untouched.
-    `fullgraph` and `dynamic` are accepted for torch.compile compatibility; in this
+    `dynamic=True` (the default) makes tensor sizes symbols from the first call
+    (except sizes 0 and 1), so new sizes do not recompile; `dynamic=False` keeps
+    shapes static. `fullgraph` is accepted for torch.compile compatibility; in this
     version a frame framejit cannot trace always runs in CPython (a fallback).
     """
     if fn is None:
@@ -26,7 +28,7 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
         return compile(fn.__call__)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
-    wrapper = _C.compile(fn)
+    wrapper = _C.compile(fn, dynamic=bool(dynamic))
     functools.update_wrapper(wrapper, fn)
     return wrapper
 
