@@ -64,6 +64,8 @@ struct ReprCase { double d; const char* repr; };
 
 }  // namespace
 
+TEST_SUITE_BEGIN("symexpr");
+
 TEST_CASE("symexpr: constants, symbols and accessors") {
   CHECK(SymExpr().is_null());
   CHECK(I(3).as_int() == 3);
@@ -721,3 +723,5 @@ TEST_CASE("symexpr: same() and hash() agree on rebuilt random trees") {
     CHECK(compare(a, b) == 0);
   }
 }
+
+TEST_SUITE_END();
