@@ -953,6 +953,7 @@ Status Tracer::finish(const Value& ret) {
       case ValueKind::Sym:
         out->kind = PlanValue::Kind::Sym;
         out->expr = v.expr;
+        entry_->plan.must_evaluate.push_back(v.expr);
         return ok();
       case ValueKind::Tuple:
       case ValueKind::List:
@@ -981,6 +982,9 @@ Status Tracer::finish(const Value& ret) {
     spec.dtype = n.dtype;
     spec.sym = n.sym;
     spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
+    for (const jit::SymExpr& e : n.sym) {
+      if (!e.is_constant()) entry_->plan.must_evaluate.push_back(e);
+    }
     if (spec.is_static) {
       spec.shape = n.shape;
       spec.strides = contiguous_strides(n.shape);

@@ -42,12 +42,14 @@ struct Plan {
   std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run
   std::vector<int> graph_args;                // argument slot of each placeholder
   std::vector<jit::SymExpr> scalar_inputs;    // value of each scalar_input node
+  std::vector<jit::SymExpr> must_evaluate;    // other expressions the plan computes (results, sizes)
   std::vector<OutputSpec> outputs;
   PlanValue ret;
 };
 
-// Evaluates the plan's scalar inputs for these bindings; false when one has no value
-// (a division by zero, an overflow): the call then runs in CPython, which raises.
+// Evaluates the plan's scalar inputs for these bindings; false when one of them or
+// of the plan's other expressions has no value (a division by zero, an overflow):
+// the call then runs in CPython, which raises or computes with big ints.
 bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>* out);
 // Runs a plan on a call's inputs; a new reference, or nullptr with a Python error.
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,

@@ -116,6 +116,9 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
     if (!v) return false;
     out->push_back(sym_value_to_double(*v));
   }
+  for (const jit::SymExpr& e : plan.must_evaluate) {
+    if (!e.eval(b)) return false;
+  }
   return true;
 }
 

@@ -67,8 +67,20 @@ def test_one_graph_and_one_fused_loop_in_the_ir():
     assert "'graphs': 1" in out.stdout
 
 
-def test_repeated_call_is_a_cache_hit_and_new_shape_recompiles_with_reason():
+def test_new_sizes_reuse_the_dynamic_entry():
     cf = framejit.compile(f)
+    for shape in [(4, 8), (4, 16), (9, 3), (2, 2)]:
+        x, y = torch.randn(shape), torch.randn(shape)
+        assert_same(cf(x, y), f(x, y))
+    s = framejit.stats(f)
+    assert (s["compiles"], s["cache_hits"]) == (1, 3)
+    x, y = torch.randn(1, 8), torch.randn(1, 8)  # size 1 is specialized
+    assert_same(cf(x, y), f(x, y))
+    assert framejit.stats(f)["recompiles"] == 1
+
+
+def test_repeated_call_is_a_cache_hit_and_new_shape_recompiles_when_static():
+    cf = framejit.compile(f, dynamic=False)
     x, y = torch.randn(4, 8), torch.randn(4, 8)
     for _ in range(3):
         assert_same(cf(x, y), f(x, y))

@@ -145,7 +145,7 @@ def test_explain_shows_symbolic_guards():
         return x
 
     e = framejit.explain(f, torch.ones(2), 7)
-    assert "L['n'] is an int other than 0 and 1 (s0)" in e.guards
+    assert "L['n'] is an int other than 0 and 1 (s1)" in e.guards  # s0 is x's size
     assert "L['n'] > 4" in e.guards
     assert "scalar_input[0]" in e.graphs[0]
 
@@ -160,3 +160,56 @@ def test_sizes_flow_into_python_arithmetic():
         x = torch.randn(shape)
         assert_same(cf(x), f(x))
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_size_sweep_compiles_once():
+    def f(x, y):
+        return x * y
+
+    cf = framejit.compile(f)
+    for n in range(2, 65):
+        x, y = torch.randn(n), torch.randn(n)
+        assert_same(cf(x, y), f(x, y))
+    assert framejit.stats(f)["compiles"] == 1
+
+
+def test_equal_sizes_are_not_assumed_equal_unless_an_op_needs_it():
+    def f(x, y):
+        return x + 1, y * 2
+
+    cf = framejit.compile(f)
+    a, c = torch.randn(5), torch.randn(5)
+    assert_same(cf(a, c), f(a, c))
+    b = torch.randn(7)
+    assert_same(cf(a, b), f(a, b))
+    assert framejit.stats(f)["compiles"] == 1
+
+
+def test_broadcast_equality_is_guarded_and_mismatch_raises_like_eager():
+    def f(x, y):
+        return x * y + 1
+
+    cf = framejit.compile(f)
+    x, y = torch.randn(3, 4), torch.randn(4)
+    assert_same(cf(x, y), f(x, y))
+    x, y = torch.randn(6, 9), torch.randn(9)
+    assert_same(cf(x, y), f(x, y))
+    assert framejit.stats(f)["compiles"] == 1
+    x, y = torch.randn(3, 4), torch.randn(5)
+    with pytest.raises(RuntimeError) as eager:
+        f(x, y)
+    with pytest.raises(RuntimeError) as compiled:
+        cf(x, y)
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_symbolic_sizes_in_python_arithmetic_and_ops():
+    def f(x, n):
+        m = x.shape[0] * 2 + n
+        return x * m, m // 3, x.shape
+
+    cf = framejit.compile(f)
+    for size, n in [(4, 5), (9, 2), (13, -6)]:
+        x = torch.randn(size, 3)
+        assert_same(cf(x, n), f(x, n))
+    assert framejit.stats(f)["compiles"] == 1
