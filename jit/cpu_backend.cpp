@@ -123,8 +123,9 @@ class CpuCompiledGraph final : public CompiledGraph {
 
 class LlvmCpuBackend final : public CpuBackend {
  public:
-  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm)
-      : jit_(std::move(jit)), tm_(std::move(tm)) {}
+  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm,
+                 LowerOptions lower)
+      : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower) {}
 
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     static std::atomic<uint64_t> next_graph{0};
@@ -133,7 +134,7 @@ class LlvmCpuBackend final : public CpuBackend {
 
     std::lock_guard<std::mutex> lock(mu_);
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx);
+    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx, lower_);
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
     std::string ir = module_text(*module);
@@ -189,12 +190,13 @@ class LlvmCpuBackend final : public CpuBackend {
 
   std::shared_ptr<llvm::orc::LLJIT> jit_;
   std::unique_ptr<llvm::TargetMachine> tm_;  // for the optimizer's cost model
+  const LowerOptions lower_;
   std::mutex mu_;
 };
 
 }  // namespace
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& options) {
   static std::once_flag init;
   std::call_once(init, [] {
     llvm::InitializeNativeTarget();
@@ -205,6 +207,10 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   // Eager semantics: no FP contraction (x*y+1 stays two roundings).
   jtmb->getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  LowerOptions lower;
+  for (const std::string& feature : jtmb->getFeatures().getFeatures()) {
+    if (feature == "+fma") lower.vector_math = options.vector_math;
+  }
   auto tm = jtmb->createTargetMachine();
   if (!tm) return llvm_error("creating the target machine", tm.takeError());
 
@@ -215,7 +221,8 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   if (!libs) return llvm_error("opening the process's symbols", libs.takeError());
   (*jit)->getMainJITDylib().addGenerator(std::move(*libs));
   std::shared_ptr<llvm::orc::LLJIT> shared(std::move(*jit));
-  return std::unique_ptr<CpuBackend>(new LlvmCpuBackend(std::move(shared), std::move(*tm)));
+  return std::unique_ptr<CpuBackend>(
+      new LlvmCpuBackend(std::move(shared), std::move(*tm), lower));
 }
 
 }  // namespace fj::jit

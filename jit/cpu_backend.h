@@ -41,9 +41,15 @@ class CompiledGraph {
   virtual const std::string& ir() const = 0;
 };
 
+struct CpuOptions {
+  // Inline vectorizable exp/log/sin/cos/tanh/sigmoid (within 2 ulp; jit/cpu_math.h)
+  // where the host has FMA; false (or no FMA): glibc's functions, lane by lane.
+  bool vector_math = true;
+};
+
 class CpuBackend {
  public:
-  static Expected<std::unique_ptr<CpuBackend>> create();
+  static Expected<std::unique_ptr<CpuBackend>> create(const CpuOptions& options = {});
   virtual ~CpuBackend() = default;
   virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) = 0;
 };

@@ -41,12 +41,19 @@ struct KernelPlan {
   std::vector<size_t> outputs;       // positions in graph.outputs()
 };
 
+struct LowerOptions {
+  // Inline, vectorizable exp/log/sin/cos/tanh/sigmoid (jit/cpu_math.h; needs FMA).
+  // false: libm per lane (llvm.exp etc., tanhf), bit-identical to glibc.
+  bool vector_math = false;
+};
+
 // Groups the graph's outputs by shape (in order of first appearance).
 std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symbol_prefix);
 
 // Emits one function per plan into a new module of `ctx`.
 std::unique_ptr<llvm::Module> lower_kernels(const Graph& graph,
                                             const std::vector<KernelPlan>& plans,
-                                            llvm::LLVMContext& ctx);
+                                            llvm::LLVMContext& ctx,
+                                            const LowerOptions& options);
 
 }  // namespace fj::jit
