@@ -16,6 +16,9 @@
 // that broadcast in the last dim, 1 for all others) or the innermost size is 1,
 // which the loop vectorizer widens; and a general strided one for anything else.
 // Outputs must not overlap inputs or each other (alias-scope metadata says so).
+// Threads do not change the ABI: CompiledGraph::run calls the kernel once per chunk
+// of the outermost dim of extent > 1, with every ptrs[k] advanced by
+// begin * strides[k * rank + dim] elements and sizes[dim] = end - begin.
 // No LLVM header here: only forward declarations.
 #pragma once
 

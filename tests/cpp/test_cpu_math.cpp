@@ -22,7 +22,7 @@ CpuBackend& math_backend(bool vector_math) {
   static std::unique_ptr<CpuBackend> backends[2];
   std::unique_ptr<CpuBackend>& b = backends[vector_math ? 1 : 0];
   if (!b) {
-    auto created = CpuBackend::create(CpuOptions{vector_math});
+    auto created = CpuBackend::create(CpuOptions{vector_math, /*num_threads=*/1});
     REQUIRE_MESSAGE(created, (created ? "" : created.error()));
     b = std::move(*created);
   }
