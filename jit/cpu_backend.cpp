@@ -14,11 +14,13 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
 #include "jit/cpu_lower.h"
 #include "jit/log.h"
+#include "jit/thread_pool.h"
 
 namespace fj::jit {
 namespace {
@@ -40,9 +42,61 @@ using KernelFn = void (*)(char* const* ptrs, const int64_t* sizes, const int64_t
 struct Kernel {
   KernelFn fn;
   size_t rank;
-  std::vector<int32_t> inputs;  // placeholder indices
-  std::vector<size_t> outputs;  // positions among the graph's outputs
+  std::vector<int32_t> inputs;   // placeholder indices
+  std::vector<size_t> outputs;   // positions among the graph's outputs
+  std::vector<size_t> elem_size; // per buffer (inputs, then outputs), in bytes
 };
+
+// Parallel runs: loops of at least kParallelMinElements are cut into contiguous
+// chunks of their outermost dim of extent > 1, at least kMinChunkElements each,
+// at most one per thread; when that dim is the innermost one, chunk starts are
+// multiples of kChunkAlign elements (whole cache lines for contiguous buffers).
+constexpr int64_t kParallelMinElements = int64_t{1} << 16;
+constexpr int64_t kMinChunkElements = int64_t{1} << 15;
+constexpr int64_t kChunkAlign = 64;
+
+// Calls k.fn over the loop, split into chunks when it is large: each chunk is the
+// same kernel on base pointers advanced to the chunk's start along the split dim,
+// with that dim's size set to the chunk's length (the kernel ABI is unchanged).
+void run_kernel(const Kernel& k, char* const* ptrs, const int64_t* sizes, const int64_t* strides,
+                const double* scalars, size_t num_threads) {
+  int64_t numel = 1;
+  for (size_t d = 0; d < k.rank; ++d) numel *= sizes[d];
+  size_t split = k.rank;
+  for (size_t d = 0; d < k.rank; ++d) {
+    if (sizes[d] > 1) {
+      split = d;
+      break;
+    }
+  }
+  if (num_threads <= 1 || numel < kParallelMinElements || split == k.rank) {
+    k.fn(ptrs, sizes, strides, scalars);
+    return;
+  }
+  const int64_t extent = sizes[split];
+  const auto chunks = static_cast<size_t>(std::min<int64_t>(
+      {static_cast<int64_t>(num_threads), numel / kMinChunkElements, extent}));
+  const bool inner = split + 1 == k.rank;
+  auto start = [&](size_t c) -> int64_t {
+    if (c == 0) return 0;
+    if (c == chunks) return extent;
+    const int64_t s = extent * static_cast<int64_t>(c) / static_cast<int64_t>(chunks);
+    return inner ? s / kChunkAlign * kChunkAlign : s;
+  };
+  const size_t num_buf = k.elem_size.size();
+  ThreadPool::instance().parallel_for(chunks, [&](size_t c) {
+    const int64_t begin = start(c), end = start(c + 1);
+    if (end <= begin) return;
+    std::vector<int64_t> chunk_sizes(sizes, sizes + k.rank);
+    chunk_sizes[split] = end - begin;
+    std::vector<char*> chunk_ptrs(num_buf);
+    for (size_t b = 0; b < num_buf; ++b) {
+      const int64_t offset = begin * strides[b * k.rank + split];
+      chunk_ptrs[b] = ptrs[b] + offset * static_cast<int64_t>(k.elem_size[b]);
+    }
+    k.fn(chunk_ptrs.data(), chunk_sizes.data(), strides, scalars);
+  });
+}
 
 // Strides of `t` broadcast to `sizes` (dims align from the right; a missing or
 // size-1 dim gets stride 0).
@@ -60,14 +114,21 @@ void broadcast_strides(const TensorArg& t, const int64_t* sizes, size_t rank, in
   }
 }
 
+DType placeholder_dtype(const Graph& g, int32_t index) {
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::Placeholder && n.index == index) return n.dtype;
+  }
+  FJ_CHECK(false, "no placeholder with index " + std::to_string(index));
+}
+
 class CpuCompiledGraph final : public CompiledGraph {
  public:
   CpuCompiledGraph(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker,
                    std::vector<Kernel> kernels, size_t num_inputs, size_t num_scalars,
-                   size_t num_outputs, std::string ir)
+                   size_t num_outputs, std::string ir, size_t num_threads)
       : jit_(std::move(jit)), tracker_(std::move(tracker)), kernels_(std::move(kernels)),
         num_inputs_(num_inputs), num_scalars_(num_scalars), num_outputs_(num_outputs),
-        ir_(std::move(ir)) {}
+        ir_(std::move(ir)), num_threads_(num_threads) {}
 
   ~CpuCompiledGraph() override {
     if (!tracker_) return;
@@ -106,7 +167,7 @@ class CpuCompiledGraph final : public CompiledGraph {
         ptrs.push_back(static_cast<char*>(t.data));
         s += k.rank;
       }
-      k.fn(ptrs.data(), sizes, strides.data(), scalars);
+      run_kernel(k, ptrs.data(), sizes, strides.data(), scalars, num_threads_);
     }
   }
 
@@ -119,12 +180,14 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::vector<Kernel> kernels_;
   size_t num_inputs_, num_scalars_, num_outputs_;
   std::string ir_;
+  size_t num_threads_;  // chunks per large loop at most; 1: no threads
 };
 
 class LlvmCpuBackend final : public CpuBackend {
  public:
-  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm)
-      : jit_(std::move(jit)), tm_(std::move(tm)) {}
+  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm,
+                 LowerOptions lower, size_t num_threads)
+      : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower), num_threads_(num_threads) {}
 
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     static std::atomic<uint64_t> next_graph{0};
@@ -133,7 +196,7 @@ class LlvmCpuBackend final : public CpuBackend {
 
     std::lock_guard<std::mutex> lock(mu_);
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx);
+    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx, lower_);
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
     std::string ir = module_text(*module);
@@ -159,11 +222,15 @@ class LlvmCpuBackend final : public CpuBackend {
         if (llvm::Error rm = tracker->remove()) llvm::consumeError(std::move(rm));
         return e;
       }
-      kernels.push_back(Kernel{addr->toPtr<KernelFn>(), p.shape.size(), p.inputs, p.outputs});
+      std::vector<size_t> elem_size;
+      for (int32_t in : p.inputs) elem_size.push_back(dtype_size(placeholder_dtype(graph, in)));
+      for (size_t pos : p.outputs) elem_size.push_back(dtype_size(graph.node(graph.outputs()[pos]).dtype));
+      kernels.push_back(Kernel{addr->toPtr<KernelFn>(), p.shape.size(), p.inputs, p.outputs,
+                               std::move(elem_size)});
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
         jit_, std::move(tracker), std::move(kernels), graph.num_inputs(),
-        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir)));
+        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir), num_threads_));
   }
 
  private:
@@ -189,12 +256,14 @@ class LlvmCpuBackend final : public CpuBackend {
 
   std::shared_ptr<llvm::orc::LLJIT> jit_;
   std::unique_ptr<llvm::TargetMachine> tm_;  // for the optimizer's cost model
+  const LowerOptions lower_;
+  const size_t num_threads_;
   std::mutex mu_;
 };
 
 }  // namespace
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& options) {
   static std::once_flag init;
   std::call_once(init, [] {
     llvm::InitializeNativeTarget();
@@ -205,6 +274,10 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   // Eager semantics: no FP contraction (x*y+1 stays two roundings).
   jtmb->getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  LowerOptions lower;
+  for (const std::string& feature : jtmb->getFeatures().getFeatures()) {
+    if (feature == "+fma") lower.vector_math = options.vector_math;
+  }
   auto tm = jtmb->createTargetMachine();
   if (!tm) return llvm_error("creating the target machine", tm.takeError());
 
@@ -215,7 +288,9 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   if (!libs) return llvm_error("opening the process's symbols", libs.takeError());
   (*jit)->getMainJITDylib().addGenerator(std::move(*libs));
   std::shared_ptr<llvm::orc::LLJIT> shared(std::move(*jit));
-  return std::unique_ptr<CpuBackend>(new LlvmCpuBackend(std::move(shared), std::move(*tm)));
+  return std::unique_ptr<CpuBackend>(
+      new LlvmCpuBackend(std::move(shared), std::move(*tm), lower,
+                         options.num_threads > 0 ? options.num_threads : default_num_threads()));
 }
 
 }  // namespace fj::jit

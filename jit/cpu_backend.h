@@ -3,6 +3,7 @@
 // and run the result. No LLVM type appears in this header.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,8 @@ class CompiledGraph {
   // output, preallocated (contiguous) with the output node's shape and dtype.
   // Inputs with fewer dims or size-1 dims broadcast against each loop's shape.
   // Outputs must not overlap the inputs or each other (the kernels assume so).
+  // A loop of at least 64K elements is split into contiguous chunks of its
+  // outermost dim of extent > 1, run on the process's thread pool (jit/thread_pool.h).
   // scalars: the values of the graph's scalar inputs (Graph::scalar_input), by
   // index, as Python gives them (C doubles); each kernel rounds them to float32 as
   // PyTorch does ((float)value). May be null when the graph has no scalar inputs.
@@ -41,9 +44,19 @@ class CompiledGraph {
   virtual const std::string& ir() const = 0;
 };
 
+struct CpuOptions {
+  // Inline vectorizable exp/log/sin/cos/tanh/sigmoid (within 2 ulp; jit/cpu_math.h)
+  // where the host has FMA; false (or no FMA): glibc's functions, lane by lane.
+  bool vector_math = true;
+  // Chunks (threads) per large loop at most; 0: FRAMEJIT_NUM_THREADS or the
+  // hardware's thread count; 1: every loop runs on the calling thread. Loops of at
+  // least 64K elements are split (see CompiledGraph::run).
+  size_t num_threads = 0;
+};
+
 class CpuBackend {
  public:
-  static Expected<std::unique_ptr<CpuBackend>> create();
+  static Expected<std::unique_ptr<CpuBackend>> create(const CpuOptions& options = {});
   virtual ~CpuBackend() = default;
   virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) = 0;
 };

@@ -11,6 +11,8 @@
 #include <functional>
 #include <map>
 
+#include "jit/cpu_math.h"
+
 namespace fj::jit {
 namespace {
 
@@ -77,8 +79,9 @@ Value* call_tanhf(llvm::IRBuilder<>& b, llvm::Module& m, Value* x) {
 
 class KernelEmitter {
  public:
-  KernelEmitter(const Graph& g, const KernelPlan& plan, llvm::Module& m)
-      : g_(g), plan_(plan), ctx_(m.getContext()), m_(m), b_(ctx_),
+  KernelEmitter(const Graph& g, const KernelPlan& plan, llvm::Module& m,
+                const LowerOptions& options)
+      : g_(g), plan_(plan), options_(options), ctx_(m.getContext()), m_(m), b_(ctx_),
         rank_(plan.shape.size()), num_in_(plan.inputs.size()),
         num_buf_(plan.inputs.size() + plan.outputs.size()) {}
 
@@ -358,13 +361,19 @@ class KernelEmitter {
       case Op::Div: return b_.CreateFDiv(a[0], a[1]);
       case Op::Neg: return b_.CreateFNeg(a[0]);
       case Op::Abs: return unary(llvm::Intrinsic::fabs, a[0]);
-      case Op::Exp: return unary(llvm::Intrinsic::exp, a[0]);
-      case Op::Log: return unary(llvm::Intrinsic::log, a[0]);
+      case Op::Exp:
+        return options_.vector_math ? math::exp(b_, a[0]) : unary(llvm::Intrinsic::exp, a[0]);
+      case Op::Log:
+        return options_.vector_math ? math::log(b_, a[0]) : unary(llvm::Intrinsic::log, a[0]);
       case Op::Sqrt: return unary(llvm::Intrinsic::sqrt, a[0]);
-      case Op::Sin: return unary(llvm::Intrinsic::sin, a[0]);
-      case Op::Cos: return unary(llvm::Intrinsic::cos, a[0]);
-      case Op::Tanh: return call_tanhf(b_, m_, a[0]);
+      case Op::Sin:
+        return options_.vector_math ? math::sin(b_, a[0]) : unary(llvm::Intrinsic::sin, a[0]);
+      case Op::Cos:
+        return options_.vector_math ? math::cos(b_, a[0]) : unary(llvm::Intrinsic::cos, a[0]);
+      case Op::Tanh:
+        return options_.vector_math ? math::tanh(b_, a[0]) : call_tanhf(b_, m_, a[0]);
       case Op::Sigmoid:
+        if (options_.vector_math) return math::sigmoid(b_, a[0]);
         return b_.CreateFDiv(f32(1), b_.CreateFAdd(f32(1), unary(llvm::Intrinsic::exp,
                                                                  b_.CreateFNeg(a[0]))));
       case Op::Relu:
@@ -406,6 +415,7 @@ class KernelEmitter {
 
   const Graph& g_;
   const KernelPlan& plan_;
+  const LowerOptions& options_;
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
@@ -459,9 +469,10 @@ std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symb
 
 std::unique_ptr<llvm::Module> lower_kernels(const Graph& graph,
                                             const std::vector<KernelPlan>& plans,
-                                            llvm::LLVMContext& ctx) {
+                                            llvm::LLVMContext& ctx,
+                                            const LowerOptions& options) {
   auto module = std::make_unique<llvm::Module>("framejit", ctx);
-  for (const KernelPlan& plan : plans) KernelEmitter(graph, plan, *module).emit();
+  for (const KernelPlan& plan : plans) KernelEmitter(graph, plan, *module, options).emit();
   return module;
 }
 

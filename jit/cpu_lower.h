@@ -16,6 +16,9 @@
 // that broadcast in the last dim, 1 for all others) or the innermost size is 1,
 // which the loop vectorizer widens; and a general strided one for anything else.
 // Outputs must not overlap inputs or each other (alias-scope metadata says so).
+// Threads do not change the ABI: CompiledGraph::run calls the kernel once per chunk
+// of the outermost dim of extent > 1, with every ptrs[k] advanced by
+// begin * strides[k * rank + dim] elements and sizes[dim] = end - begin.
 // No LLVM header here: only forward declarations.
 #pragma once
 
@@ -41,12 +44,19 @@ struct KernelPlan {
   std::vector<size_t> outputs;       // positions in graph.outputs()
 };
 
+struct LowerOptions {
+  // Inline, vectorizable exp/log/sin/cos/tanh/sigmoid (jit/cpu_math.h; needs FMA).
+  // false: libm per lane (llvm.exp etc., tanhf), bit-identical to glibc.
+  bool vector_math = false;
+};
+
 // Groups the graph's outputs by shape (in order of first appearance).
 std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symbol_prefix);
 
 // Emits one function per plan into a new module of `ctx`.
 std::unique_ptr<llvm::Module> lower_kernels(const Graph& graph,
                                             const std::vector<KernelPlan>& plans,
-                                            llvm::LLVMContext& ctx);
+                                            llvm::LLVMContext& ctx,
+                                            const LowerOptions& options);
 
 }  // namespace fj::jit

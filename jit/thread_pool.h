@@ -1,0 +1,29 @@
+// A small persistent thread pool for the CPU kernels: parallel_for(n, fn) runs
+// fn(0) .. fn(n-1) on the pool's workers and the calling thread, and returns when
+// all have run. Tasks are handed out one by one (n may exceed the thread count).
+// One job at a time: a caller that finds the pool busy (another thread's job, or a
+// nested call) runs its tasks itself, serially; so does a forked child process,
+// which has no workers. Created on first use, never destroyed (its idle workers do
+// not hold up process exit).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace fj::jit {
+
+// FRAMEJIT_NUM_THREADS when set to a positive integer, else the hardware's count.
+size_t default_num_threads();
+
+class ThreadPool {
+ public:
+  // The process's pool, default_num_threads() threads in all (the caller included).
+  static ThreadPool& instance();
+  virtual ~ThreadPool() = default;
+  virtual void parallel_for(size_t n, const std::function<void(size_t)>& fn) = 0;
+  virtual size_t num_threads() const = 0;  // workers + the calling thread
+  // parallel_for calls with n > 1 so far (for tests: was a loop split?).
+  virtual size_t split_jobs() const = 0;
+};
+
+}  // namespace fj::jit
