@@ -165,8 +165,9 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
       const bool has_a = i >= n - sym.size(), has_b = i >= n - in.sym.size();
       const SymExpr* sa = has_a ? &sym[i - (n - sym.size())] : nullptr;
       const SymExpr* sb = has_b ? &in.sym[i - (n - in.sym.size())] : nullptr;
-      if (sa == nullptr || sa->as_int() == std::optional<int64_t>(1)) out[i] = *sb;
-      else if (sb == nullptr || sb->as_int() == std::optional<int64_t>(1) || sa->same(*sb)) out[i] = *sa;
+      if (sb == nullptr) out[i] = *sa;
+      else if (sa == nullptr || sa->as_int() == std::optional<int64_t>(1)) out[i] = *sb;
+      else if (sb->as_int() == std::optional<int64_t>(1) || sa->same(*sb)) out[i] = *sa;
       else {
         out[i] = *sa;
         assumed.push_back(eq(*sa, *sb));
