@@ -67,9 +67,11 @@ bool scalar_equal(PyObject* a, PyObject* b) noexcept {
 }
 
 PyObject* lookup_global(const Guard& g, const CallInputs& in) noexcept {
-  PyObject* v = PyDict_GetItemWithError(in.globals, g.name_obj);
-  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(in.builtins)) {
-    v = PyDict_GetItemWithError(in.builtins, g.name_obj);
+  PyObject* globals = g.globals ? g.globals : in.globals;
+  PyObject* builtins = g.builtins ? g.builtins : in.builtins;
+  PyObject* v = PyDict_GetItemWithError(globals, g.name_obj);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(builtins)) {
+    v = PyDict_GetItemWithError(builtins, g.name_obj);
   }
   if (PyErr_Occurred()) PyErr_Clear();
   return v;
@@ -140,6 +142,9 @@ GuardSet::~GuardSet() {
     Py_XDECREF(g.object);
     Py_XDECREF(g.name_obj);
     for (PyObject* a : g.attr_objs) Py_DECREF(a);
+    Py_XDECREF(g.globals);
+    Py_XDECREF(g.builtins);
+    Py_XDECREF(g.cell);
   }
 }
 
@@ -164,11 +169,25 @@ void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
   guards_.push_back(std::move(g));
 }
 
-void GuardSet::add_global(std::string name, PyObject* object, bool from_builtins) {
+void GuardSet::add_cell(PyObject* cell, std::string name, PyObject* object) {
   for (const Guard& g : guards_) {
-    if (g.kind == GuardKind::GlobalIs && g.name == name) return;
+    if (g.kind == GuardKind::CellIs && g.cell == cell) return;
+  }
+  Guard g{GuardKind::CellIs};
+  g.cell = Py_NewRef(cell);
+  g.name = std::move(name);
+  g.object = Py_NewRef(object);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals,
+                          PyObject* builtins) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::GlobalIs && g.name == name && g.globals == globals) return;
   }
   Guard g{GuardKind::GlobalIs};
+  g.globals = Py_XNewRef(globals);
+  g.builtins = Py_XNewRef(builtins);
   g.name_obj = interned(name.c_str());
   g.name = std::move(name);
   g.from_builtins = from_builtins;
@@ -207,11 +226,15 @@ void GuardSet::add_expr(jit::SymExpr expr, std::string text) {
 }
 
 void GuardSet::add_module_attr(std::string module_global, std::vector<std::string> attrs,
-                               PyObject* object) {
+                               PyObject* object, PyObject* globals) {
   for (const Guard& g : guards_) {
-    if (g.kind == GuardKind::ModuleAttrIs && g.name == module_global && g.attrs == attrs) return;
+    if (g.kind == GuardKind::ModuleAttrIs && g.name == module_global && g.attrs == attrs &&
+        g.globals == globals) {
+      return;
+    }
   }
   Guard g{GuardKind::ModuleAttrIs};
+  g.globals = Py_XNewRef(globals);
   g.name_obj = interned(module_global.c_str());
   for (const std::string& a : attrs) g.attr_objs.push_back(interned(a.c_str()));
   g.name = std::move(module_global);
@@ -279,12 +302,16 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::CellIs: {
+      PyObject* v = PyCell_GET(g.cell);
+      return v != nullptr && scalar_equal(v, g.object);
+    }
     case GuardKind::GlobalIs: {
       PyObject* v = lookup_global(g, in);
       return v == g.object;
     }
     case GuardKind::ModuleAttrIs: {
-      PyObject* v = PyDict_GetItemWithError(in.globals, g.name_obj);
+      PyObject* v = PyDict_GetItemWithError(g.globals ? g.globals : in.globals, g.name_obj);
       for (PyObject* attr : g.attr_objs) {
         if (v == nullptr || !PyModule_Check(v)) return false;
         // A module's dict, read directly: no __getattr__ runs.
@@ -357,6 +384,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return "L['" + g.name + "'] is not " + symbol_kind(g.sym_type) + ": actual " + repr_of(in.args[g.arg]);
       case GuardKind::ExprTrue:
         return g.name + " is no longer true";
+      case GuardKind::CellIs:
+        return "closure variable '" + g.name + "' of an inlined function is no longer " + repr_of(g.object);
       case GuardKind::GlobalIs:
         return std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is no longer the object the trace read";
       case GuardKind::ModuleAttrIs:
@@ -395,6 +424,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ExprTrue:
         out.push_back(g.name);
+        break;
+      case GuardKind::CellIs:
+        out.push_back("closure variable '" + g.name + "' (inlined) is " + repr_of(g.object));
         break;
       case GuardKind::GlobalIs:
         out.push_back(std::string(g.from_builtins ? "builtin '" : "global '") + g.name + "' is " + repr_of(g.object));

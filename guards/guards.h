@@ -64,6 +64,7 @@ enum class GuardKind : uint8_t {
   GlobalIs,     // globals()[name] (or builtins) is this object
   ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
   ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
+  CellIs,       // the content of `cell` (an inlined function's closure cell) is this object
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -80,6 +81,9 @@ struct Guard {
   PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
   PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
   std::vector<PyObject*> attr_objs;  // strong, interned
+  PyObject* globals = nullptr;       // strong or null: GlobalIs / ModuleAttrIs of an inlined callee
+  PyObject* builtins = nullptr;      // strong or null
+  PyObject* cell = nullptr;          // strong: CellIs
   int symbol = -1;                   // SymbolArg
   jit::SymType sym_type = jit::SymType::Int;
   jit::SymExpr expr;                 // ExprTrue
@@ -99,12 +103,17 @@ class GuardSet {
   void add_tensor(int arg, std::string name, const TensorMeta& meta,
                   const std::array<int, kMaxRank>& dim_symbols, bool strides);
   void add_scalar(int arg, std::string name, PyObject* value);
-  void add_global(std::string name, PyObject* object, bool from_builtins);
+  // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
+  void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,
+                  PyObject* builtins = nullptr);
+  // A cell of an inlined function's closure still holds this object.
+  void add_cell(PyObject* cell, std::string name, PyObject* object);
   void add_closure(int cell, std::string name, PyObject* object);
   void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type);
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
-  void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object);
+  void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
+                       PyObject* globals = nullptr);
 
   // Fast path: true when every guard holds; binds the entry's symbols into `b` (whose
   // storage the caller keeps between calls). Never raises.

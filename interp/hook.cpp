@@ -337,6 +337,11 @@ PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder
   return result;
 }
 
+PyObject* compiled_function_target(PyObject* obj) {
+  if (g_cf_type == nullptr || !Py_IS_TYPE(obj, g_cf_type)) return nullptr;
+  return reinterpret_cast<CompiledFunction*>(obj)->fn;
+}
+
 void set_hook_installed(bool on) {
   if (on && compat::get_eval_frame() != eval_hook) {
     const compat::EvalFn before = compat::get_eval_frame();

@@ -16,6 +16,8 @@ PyObject* make_compiled_function(PyObject* fn, bool dynamic);
 // Calls fn (a function or CompiledFunction) through framejit with a fresh trace that
 // is recorded and not cached. Returns the call's result (new ref, or NULL + error).
 PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec);
+// The function a CompiledFunction wraps (borrowed), or nullptr for anything else.
+PyObject* compiled_function_target(PyObject* obj);
 // Install / remove the hook by hand (the overhead benchmark uses this).
 void set_hook_installed(bool on);
 bool hook_installed();

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "interp/bytecode.h"
+#include "interp/hook.h"
 #include "interp/ops.h"
 #include "jit/cpu_backend.h"
 #include "jit/log.h"
@@ -63,9 +64,13 @@ bool is_foldable(PyObject* o) {
 class Tracer {
  public:
   Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
-      : st_(st), frame_(f), in_(in), code_(code), entry_(std::make_unique<CacheEntry>()) {}
+      : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()) {
+    cur_ = FrameCtx{&root_fs_, &code, st.code, in.globals, in.builtins, nullptr, nullptr, 0};
+  }
 
   std::unique_ptr<CacheEntry> run(Fallback* why);
+  Status execute(Value* result);
+  Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
 
  private:
   using Handler = Status (Tracer::*)(const Instruction&);
@@ -77,12 +82,12 @@ class Tracer {
   Status compile();
 
   Value pop() {
-    Value v = std::move(fs_.stack.back());
-    fs_.stack.pop_back();
+    Value v = std::move(cur_.fs->stack.back());
+    cur_.fs->stack.pop_back();
     return v;
   }
-  void push(Value v) { fs_.stack.push_back(std::move(v)); }
-  Value& top(size_t i = 1) { return fs_.stack[fs_.stack.size() - i]; }
+  void push(Value v) { cur_.fs->stack.push_back(std::move(v)); }
+  Value& top(size_t i = 1) { return cur_.fs->stack[cur_.fs->stack.size() - i]; }
   Status jump_to(int offset);
   Expected<jit::NodeId> operand(const Value& v);
   // Symbolic scalars
@@ -128,28 +133,41 @@ class Tracer {
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
 
+  // The frame being traced: the root frame or an inlined callee.
+  struct FrameCtx {
+    FrameState* fs;
+    const DecodedCode* code;
+    PyCodeObject* co;
+    PyObject* globals;         // borrowed
+    PyObject* builtins;        // borrowed
+    PyObject* guard_globals;   // for guards: nullptr = the call's own globals
+    PyObject* guard_builtins;  // for guards: nullptr = the call's own builtins
+    int depth;                 // 0 for the root frame
+  };
+
   CodeState& st_;
   compat::Frame* frame_;
   const guards::CallInputs& in_;
-  const DecodedCode& code_;
   std::unique_ptr<CacheEntry> entry_;
   jit::Graph graph_;
-  FrameState fs_;
+  FrameState root_fs_;
+  FrameCtx cur_;
+  const Instruction* last_ins_ = nullptr;  // for the location of a failure
+  PyCodeObject* last_co_ = nullptr;
+  int steps_ = 0;
   std::vector<int> placeholder_slot_;  // argument slot of each placeholder
   std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
   jit::Bindings hints_;                    // each symbol's value in the traced call
   std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"
-  bool returned_ = false;
   long stack_drift_ = 0;  // framejit's stack depth minus CPython's, see step()
-  std::optional<Value> ret_;
 };
 
 // ---- setup ----
 
 Status Tracer::bind_arguments() {
-  PyCodeObject* code = st_.code;
+  PyCodeObject* code = cur_.co;
   if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
-  fs_.locals.resize(static_cast<size_t>(code->co_nlocalsplus));
+  cur_.fs->locals.resize(static_cast<size_t>(code->co_nlocalsplus));
   // Free variables: the closure's cells, read now (COPY_FREE_VARS has not run yet)
   // and guarded. Cell variables stay plain locals: no closure is ever created.
   const int first_free = code->co_nlocalsplus - code->co_nfreevars;
@@ -159,7 +177,7 @@ Status Tracer::bind_arguments() {
     if (v == nullptr) continue;  // an empty cell: reading it ends the trace
     const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
     entry_->guards.add_closure(k, name, v);
-    fs_.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+    cur_.fs->locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
   }
   const auto& refs = guards::torch_refs();
   for (int i = 0; i < in_.num_args; ++i) {
@@ -193,7 +211,7 @@ Status Tracer::bind_arguments() {
       const jit::NodeId n = graph_.placeholder(dt, shape, std::move(sym));
       placeholder_slot_.push_back(i);
       entry_->guards.add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
-      fs_.locals[static_cast<size_t>(i)] = Value::tensor(n, src);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
     } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
       return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
     } else if (PyBool_Check(a) || PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
@@ -203,7 +221,7 @@ Status Tracer::bind_arguments() {
       const long long iv = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : 0;
       if (PyLong_CheckExact(a) && (overflow != 0 || iv == 0 || iv == 1)) {
         entry_->guards.add_scalar(i, name, a);
-        fs_.locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+        cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
         continue;
       }
       jit::SymType type = jit::SymType::Int;
@@ -217,40 +235,44 @@ Status Tracer::bind_arguments() {
       }
       const int id = new_symbol(type, hint, "L['" + name + "']");
       entry_->guards.add_symbol_arg(i, name, id, type);
-      fs_.locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       entry_->guards.add_scalar(i, name, a);
-      fs_.locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
     } else {
       // Any other object: passed through unguarded; using it ends the trace.
       Value v = Value::constant(PyRef::borrow(a), src);
       v.opaque = true;
-      fs_.locals[static_cast<size_t>(i)] = std::move(v);
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
     }
   }
   return ok();
 }
 
-std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
-  Status s = bind_arguments();
-  const Instruction* ins = nullptr;
-  for (int steps = 0; !s && !returned_; ++steps) {
-    if (fs_.pc >= code_.instructions.size()) {
-      s = unsupported("ran past the end of the bytecode");
-      break;
+// Runs the current frame until its RETURN_VALUE.
+Status Tracer::execute(Value* result) {
+  while (true) {
+    if (cur_.fs->pc >= cur_.code->instructions.size()) return unsupported("ran past the end of the bytecode");
+    if (++steps_ > kMaxSteps) return unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
+    last_ins_ = &cur_.code->instructions[cur_.fs->pc];
+    last_co_ = cur_.co;
+    if (Status s = step(*last_ins_)) return s;
+    if (cur_.fs->ret) {
+      *result = std::move(*cur_.fs->ret);
+      return ok();
     }
-    if (steps > kMaxSteps) {
-      s = unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
-      break;
-    }
-    ins = &code_.instructions[fs_.pc];
-    s = step(*ins);
   }
-  if (!s) s = finish(*ret_);
+}
+
+std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
+  Value ret;
+  Status s = bind_arguments();
+  if (!s) s = execute(&ret);
+  if (!s) s = finish(ret);
   if (!s) s = compile();
   if (s) {
     why->reason = s->reason;
-    why->location = ins ? location(*ins) : location(code_.instructions.front());
+    why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
     if (PyErr_Occurred()) PyErr_Clear();
     return nullptr;
   }
@@ -259,17 +281,17 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
 
 Status Tracer::step(const Instruction& ins) {
   Handler h = handlers()[static_cast<size_t>(ins.opcode)];
-  const size_t pc = fs_.pc;
-  const size_t depth = fs_.stack.size();
+  const size_t pc = cur_.fs->pc;
+  const size_t depth = cur_.fs->stack.size();
   Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
   if (s) return s;
-  const bool jumped = fs_.pc != pc;
-  if (!jumped) fs_.pc = pc + 1;  // handlers that jump set pc themselves
+  const bool jumped = cur_.fs->pc != pc;
+  if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
   // A handler whose stack effect differs from CPython's would make the trace drift
   // silently: compare with CPython's own table after every instruction.
   if (ins.opcode != op(Opcode::RETURN_VALUE)) {
     const int want = PyCompile_OpcodeStackEffectWithJump(ins.opcode, ins.has_arg() ? ins.arg : 0, jumped ? 1 : 0);
-    const long got = static_cast<long>(fs_.stack.size()) - static_cast<long>(depth);
+    const long got = static_cast<long>(cur_.fs->stack.size()) - static_cast<long>(depth);
     // CPython books a call's effect partly on PRECALL (-argc) and partly on CALL;
     // framejit does it all on CALL, so the two are compared together.
     stack_drift_ += got - want;
@@ -282,9 +304,9 @@ Status Tracer::step(const Instruction& ins) {
   }
   if (log::enabled(log::Channel::Bytecode)) {
     std::string stack;
-    for (const Value& v : fs_.stack) stack += (stack.empty() ? "" : ", ") + describe(v);
-    log::interp().info("{:>4} {:<24} {:<5} line {:<4} stack: [{}]", ins.offset, opcode_name(ins.opcode),
-                       ins.arg, ins.line, stack);
+    for (const Value& v : cur_.fs->stack) stack += (stack.empty() ? "" : ", ") + describe(v);
+    log::interp().info("{:>{}} {:<24} {:<5} line {:<4} stack: [{}]", ins.offset, 4 + 2 * cur_.depth,
+                       opcode_name(ins.opcode), ins.arg, ins.line, stack);
   }
   return ok();
 }
@@ -312,14 +334,15 @@ std::string Tracer::describe(const Value& v) const {
 }
 
 std::string Tracer::location(const Instruction& ins) const {
-  return std::string(PyUnicode_AsUTF8(st_.code->co_filename)) + ":" +
-         std::to_string(ins.line >= 0 ? ins.line : st_.code->co_firstlineno);
+  PyCodeObject* co = last_co_ ? last_co_ : cur_.co;
+  return std::string(PyUnicode_AsUTF8(co->co_filename)) + ":" +
+         std::to_string(ins.line >= 0 ? ins.line : co->co_firstlineno);
 }
 
 Status Tracer::jump_to(int offset) {
-  const int idx = code_.index_at(offset);
+  const int idx = cur_.code->index_at(offset);
   if (idx < 0) return unsupported("jump to an unknown offset " + std::to_string(offset));
-  fs_.pc = static_cast<size_t>(idx);
+  cur_.fs->pc = static_cast<size_t>(idx);
   return ok();
 }
 
@@ -460,7 +483,7 @@ Status Tracer::op_nop(const Instruction&) { return ok(); }
 
 // ( -- value)
 Status Tracer::op_load_fast(const Instruction& ins) {
-  const Value& v = fs_.locals[static_cast<size_t>(ins.arg)];
+  const Value& v = cur_.fs->locals[static_cast<size_t>(ins.arg)];
   if (v.kind == ValueKind::Null) return unsupported("read of an unbound local variable");
   push(v);
   return ok();
@@ -471,7 +494,7 @@ Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins);
 
 // (value -- )
 Status Tracer::op_store_deref(const Instruction& ins) {
-  PyCodeObject* code = st_.code;
+  PyCodeObject* code = cur_.co;
   if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
     return unsupported("assignment to a variable of an enclosing function");
   }
@@ -480,33 +503,34 @@ Status Tracer::op_store_deref(const Instruction& ins) {
 
 // (value -- )
 Status Tracer::op_store_fast(const Instruction& ins) {
-  fs_.locals[static_cast<size_t>(ins.arg)] = pop();
+  cur_.fs->locals[static_cast<size_t>(ins.arg)] = pop();
   return ok();
 }
 
 // ( -- value)
 Status Tracer::op_load_const(const Instruction& ins) {
-  push(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(st_.code->co_consts, ins.arg))));
+  push(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg))));
   return ok();
 }
 
 // ( -- [NULL], value)
 Status Tracer::op_load_global(const Instruction& ins) {
-  PyObject* name = PyTuple_GET_ITEM(st_.code->co_names, ins.arg >> 1);
+  PyObject* name = PyTuple_GET_ITEM(cur_.co->co_names, ins.arg >> 1);
   bool from_builtins = false;
-  PyObject* v = PyDict_GetItemWithError(in_.globals, name);
-  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(in_.builtins)) {
-    v = PyDict_GetItemWithError(in_.builtins, name);
+  PyObject* v = PyDict_GetItemWithError(cur_.globals, name);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(cur_.builtins)) {
+    v = PyDict_GetItemWithError(cur_.builtins, name);
     from_builtins = true;
   }
   if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
   const std::string n = PyUnicode_AsUTF8(name);
-  entry_->guards.add_global(n, v, from_builtins);
+  entry_->guards.add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
   if (ins.arg & 1) push(Value::null());
   Source src;
   src.kind = Source::Kind::Global;
   src.name = n;
   src.from_builtins = from_builtins;
+  src.globals = cur_.guard_globals;
   push(Value::constant(PyRef::borrow(v), src));
   return ok();
 }
@@ -522,14 +546,14 @@ static Status module_attr(Value& base, const std::string& name, Value* out,
   if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
   Source src = base.source;
   src.attrs.push_back(name);
-  guards.add_module_attr(src.name, src.attrs, v);
+  guards.add_module_attr(src.name, src.attrs, v, base.source.globals);
   *out = Value::constant(PyRef::borrow(v), src);
   return ok();
 }
 
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
   if (owner.kind == ValueKind::Tensor) {
     if (name == "shape") {
@@ -550,7 +574,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 
 // (owner -- method_or_NULL, self_or_value)
 Status Tracer::op_load_method(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_names, ins.arg));
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
   if (owner.kind == ValueKind::Tensor) {
     if (!tensor_method_op(name) && !is_shape_method(name)) {
@@ -575,16 +599,17 @@ Status Tracer::op_push_null(const Instruction&) {
 
 // ( -- )
 Status Tracer::op_kw_names(const Instruction& ins) {
-  fs_.kw_names = PyRef::borrow(PyTuple_GET_ITEM(st_.code->co_consts, ins.arg));
+  cur_.fs->kw_names = PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg));
   return ok();
 }
 
 // (method_or_NULL, callable_or_self, args[argc] -- result)
 Status Tracer::op_call(const Instruction& ins) {
   const size_t argc = static_cast<size_t>(ins.arg);
-  if (fs_.kw_names) return unsupported("keyword arguments in a call (not supported yet)");
-  std::vector<Value> args(fs_.stack.end() - static_cast<std::ptrdiff_t>(argc), fs_.stack.end());
-  fs_.stack.resize(fs_.stack.size() - argc);
+  const PyRef kw_names = std::move(cur_.fs->kw_names);
+  cur_.fs->kw_names = PyRef();
+  std::vector<Value> args(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
   Value second = pop();
   Value first = pop();
   Value callable;
@@ -594,6 +619,23 @@ Status Tracer::op_call(const Instruction& ins) {
     callable = std::move(first);
     args.insert(args.begin(), std::move(second));
   }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable) && !kw_names) {
+    if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
+  }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    // A Python function (or a bound method, or a framejit-compiled function): its
+    // body is traced into the same graph.
+    PyObject* target = callable.obj.get();
+    if (PyObject* fn = compiled_function_target(target)) target = fn;
+    if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
+      Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
+      self.opaque = true;
+      args.insert(args.begin(), std::move(self));
+      target = PyMethod_GET_FUNCTION(target);
+    }
+    if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
+  }
+  if (kw_names) return unsupported("keyword arguments in a call of " + describe(callable) + " (not supported yet)");
   if (callable.kind == ValueKind::TensorMethod) {
     if (is_shape_method(callable.method)) return call_shape_method(callable.method, args);
     return call_op(*tensor_method_op(callable.method), args);
@@ -614,6 +656,112 @@ Status Tracer::op_call(const Instruction& ins) {
     if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
   }
   return unsupported("call to " + describe(callable) + " (not supported yet)");
+}
+
+// ---- inlining ----
+
+constexpr int kMaxInlineDepth = 8;
+
+const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
+  CodeState* cs = code_state(co, true);
+  if (cs == nullptr) {
+    PyErr_Clear();
+    *error = "cannot attach framejit state to the code object";
+    return nullptr;
+  }
+  if (!cs->decoded) {
+    auto decoded = decode(co);
+    if (!decoded) {
+      *error = "cannot decode the bytecode: " + decoded.error();
+      return nullptr;
+    }
+    cs->decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
+  }
+  return static_cast<const DecodedCode*>(cs->decoded.get());
+}
+
+// Traces a call of the Python function `fn` in a frame of its own, binding
+// arguments as CPython does (positional, keyword, defaults, *args).
+Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
+  auto* func = reinterpret_cast<PyFunctionObject*>(fn);
+  auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
+  const std::string qualname = PyUnicode_AsUTF8(co->co_qualname);
+  if (cur_.depth >= kMaxInlineDepth) {
+    return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
+  }
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    return unsupported("call of the generator or coroutine " + qualname);
+  }
+  if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
+  std::string error;
+  const DecodedCode* decoded = decoded_code(co, &error);
+  if (decoded == nullptr) return unsupported(error);
+
+  FrameState fs;
+  fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  const size_t npos = args.size() - nkw;
+  const size_t argcount = static_cast<size_t>(co->co_argcount);
+  const size_t nparams = argcount + static_cast<size_t>(co->co_kwonlyargcount);
+  const bool varargs = co->co_flags & CO_VARARGS;
+  const std::string bad = "arguments that do not match " + qualname + "'s parameters (CPython raises)";
+  if (npos > argcount && !varargs) return unsupported(bad);
+  std::vector<bool> set(nparams, false);
+  for (size_t i = 0; i < std::min(npos, argcount); ++i) {
+    fs.locals[i] = std::move(args[i]);
+    set[i] = true;
+  }
+  if (varargs) {
+    std::vector<Value> rest;
+    for (size_t i = argcount; i < npos; ++i) rest.push_back(std::move(args[i]));
+    fs.locals[nparams] = Value::sequence(ValueKind::Tuple, std::move(rest));
+  }
+  for (size_t k = 0; k < nkw; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k));
+    size_t j = static_cast<size_t>(co->co_posonlyargcount);
+    while (j < nparams && PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, j), name) != 0) ++j;
+    if (j == nparams || set[j]) return unsupported(bad);
+    fs.locals[j] = std::move(args[npos + k]);
+    set[j] = true;
+  }
+  PyObject* defaults = func->func_defaults;
+  const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
+  for (size_t j = 0; j < nparams; ++j) {
+    if (set[j]) continue;
+    PyObject* d = nullptr;
+    if (j < argcount && j + ndef >= argcount) {
+      d = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(j + ndef - argcount));
+    } else if (j >= argcount && func->func_kwdefaults != nullptr) {
+      d = PyDict_GetItemWithError(func->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, j));
+    }
+    if (d == nullptr) return unsupported(bad);
+    Value v = Value::constant(PyRef::borrow(d));
+    v.opaque = !is_foldable(d);  // a mutable default is used as-is, never looked into
+    fs.locals[j] = std::move(v);
+  }
+  // Free variables: each closure cell's content, guarded by the cell itself.
+  const int first_free = co->co_nlocalsplus - co->co_nfreevars;
+  for (int k = 0; k < co->co_nfreevars; ++k) {
+    PyObject* cell = PyTuple_GET_ITEM(func->func_closure, k);
+    PyObject* v = PyCell_GET(cell);
+    if (v == nullptr) continue;
+    entry_->guards.add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
+    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+  }
+
+  const FrameCtx caller = cur_;
+  const long caller_drift = std::exchange(stack_drift_, 0);  // the caller is between PRECALL and CALL
+  const bool same_globals = func->func_globals == in_.globals;
+  cur_ = FrameCtx{&fs, decoded, co, func->func_globals, func->func_builtins,
+                  same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
+                  caller.depth + 1};
+  Value ret;
+  Status s = execute(&ret);
+  cur_ = caller;
+  stack_drift_ = caller_drift;
+  if (s) return s;
+  push(std::move(ret));
+  return ok();
 }
 
 // ---- tensor sizes ----
@@ -771,8 +919,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
 // (items[n] -- seq)
 Status Tracer::op_build_seq(const Instruction& ins) {
   const size_t n = static_cast<size_t>(ins.arg);
-  std::vector<Value> items(fs_.stack.end() - static_cast<std::ptrdiff_t>(n), fs_.stack.end());
-  fs_.stack.resize(fs_.stack.size() - n);
+  std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - n);
   push(Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List, std::move(items)));
   return ok();
 }
@@ -874,8 +1022,7 @@ Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
 
 // (value -- )
 Status Tracer::op_return_value(const Instruction&) {
-  ret_ = pop();
-  returned_ = true;
+  cur_.fs->ret = pop();
   return ok();
 }
 
@@ -1040,17 +1187,14 @@ Status Tracer::compile() {
 
 std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
                                         Fallback* why) {
-  if (!state.decoded) {
-    auto decoded = decode(state.code);
-    if (!decoded) {
-      why->reason = "cannot decode the bytecode: " + decoded.error();
-      why->location = PyUnicode_AsUTF8(state.code->co_filename);
-      return nullptr;
-    }
-    state.decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
+  std::string error;
+  const DecodedCode* code = decoded_code(state.code, &error);
+  if (code == nullptr) {
+    why->reason = error;
+    why->location = PyUnicode_AsUTF8(state.code->co_filename);
+    return nullptr;
   }
-  const auto& code = *static_cast<const DecodedCode*>(state.decoded.get());
-  Tracer tracer(state, f, in, code);
+  Tracer tracer(state, f, in, *code);
   return tracer.run(why);
 }
 

@@ -13,6 +13,7 @@
 #include "interp/compat.h"
 
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -49,7 +50,7 @@ struct Source {
   std::string name;                // Arg: parameter name; Global: global name
   std::vector<std::string> attrs;  // attribute path below a global module
   bool from_builtins = false;
-  std::string str() const;
+  PyObject* globals = nullptr;     // Global: the globals dict of an inlined callee (borrowed)
 };
 
 struct Value {
@@ -86,6 +87,7 @@ struct FrameState {
   std::vector<Value> stack;
   size_t pc = 0;           // index into the decoded instructions
   PyRef kw_names;          // set by KW_NAMES for the next CALL
+  std::optional<Value> ret;  // set by RETURN_VALUE
 };
 
 }  // namespace fj::interp

@@ -1,0 +1,114 @@
+"""Calls of Python functions from a compiled function are traced into the same
+graph: arguments bound as CPython binds them, globals and closures guarded."""
+import types
+
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+def helper(a, b=2.0, *, scale=1.0):
+    return (a * b + 1) * scale
+
+
+def uses_helper(x, y):
+    return helper(x, scale=0.5) + helper(y, 3.0)
+
+
+def test_helper_with_defaults_and_keywords_is_inlined():
+    cf = framejit.compile(uses_helper)
+    x, y = torch.randn(4), torch.randn(4)
+    assert_same(cf(x, y), uses_helper(x, y))
+    s = framejit.stats(uses_helper)
+    assert s["graphs"] == 1 and s["fallbacks"] == 0
+    e = framejit.explain(uses_helper, x, y)
+    assert e.ops.count("aten.mul.Tensor") == 4
+
+
+def star(*ts):
+    out = ts[0]
+    for_sum = ts[1] + ts[2]
+    return out * for_sum
+
+
+def test_star_args_helper():
+    def f(a, b, c):
+        return star(a, b, c) + 1
+
+    cf = framejit.compile(f)
+    a, b, c = torch.randn(3), torch.randn(3), torch.randn(3)
+    assert_same(cf(a, b, c), f(a, b, c))
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_closures_are_guarded_by_content():
+    factor = 2.0
+
+    def scaled(t):
+        return t * factor
+
+    def f(x):
+        return scaled(x) + 1
+
+    cf = framejit.compile(f)
+    x = torch.randn(5)
+    assert_same(cf(x), x * 2.0 + 1)
+    factor = 3.0  # a new value in the closure cell: the trace must not reuse 2.0
+    assert_same(cf(x), x * 3.0 + 1)
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_function_from_another_module_reads_its_own_globals():
+    mod = types.ModuleType("fj_test_mod")
+    exec("import torch\nK = 3.0\ndef h(t):\n    return torch.tanh(t) * K\n", mod.__dict__)
+    scope = {"mod": mod, "torch": torch}
+    exec("def f(x):\n    return mod.h(x) - 1\n", scope)
+    f = scope["f"]
+    cf = framejit.compile(f)
+    x = torch.randn(6)
+    assert_same(cf(x), torch.tanh(x) * 3.0 - 1)
+    mod.K = 4.0
+    assert_same(cf(x), torch.tanh(x) * 4.0 - 1)
+    s = framejit.stats(f)
+    assert s["recompiles"] == 1 and s["fallbacks"] == 0
+
+
+def recurse(t, n):
+    if n == 0:
+        return t
+    return recurse(t * 1.5, n - 1)
+
+
+def test_deep_recursion_falls_back_with_reason():
+    def f(x):
+        return recurse(x, 20)
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x), f(x))
+    (fb,) = framejit.fallbacks(f)
+    assert "nested deeper than 8" in fb.reason
+
+
+def test_shallow_recursion_is_inlined():
+    def f(x):
+        return recurse(x, 4)
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x), f(x))
+    assert framejit.stats(f)["graphs"] == 1
+
+
+def test_wrong_call_inside_raises_like_eager():
+    def f(x):
+        return helper(x, 1.0, 2.0)  # too many positional arguments
+
+    cf = framejit.compile(f)
+    with pytest.raises(TypeError) as eager:
+        f(torch.ones(2))
+    with pytest.raises(TypeError) as compiled:
+        cf(torch.ones(2))
+    assert str(compiled.value) == str(eager.value)
