@@ -27,6 +27,10 @@ std::unordered_set<CodeState*>& live_states() {
 Counters g_dropped;
 
 void free_code_state(void* p) {
+  // CPython 3.11's code_dealloc calls every registered freefunc, also for empty
+  // slots: a code object whose co_extra another user (torch's Dynamo) allocated
+  // reaches here with NULL in our slot.
+  if (p == nullptr) return;
   auto* st = static_cast<CodeState*>(p);
   g_dropped.add(st->counters);
   live_states().erase(st);

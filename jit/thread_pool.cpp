@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -13,6 +14,28 @@
 
 namespace fj::jit {
 namespace {
+
+// Workers spin this long for the next job before sleeping, and a caller spins this
+// long for its workers to finish: a sleeping thread takes tens of microseconds or
+// more to wake (on a busy machine), which is as long as a whole chunk of a loop.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until done() or kSpin has passed; returns done().
+template <class Pred>
+bool spin_until(Pred done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (unsigned k = 0; !done(); ++k) {
+    if ((k & 63) == 0 && std::chrono::steady_clock::now() > until) return done();
+    cpu_relax();
+  }
+  return true;
+}
 
 class Pool final : public ThreadPool {
  public:
@@ -32,14 +55,16 @@ class Pool final : public ThreadPool {
       fn_ = &fn;
       n_ = n;
       next_.store(0);
-      busy_ = workers_.size();
-      ++generation_;
+      busy_.store(workers_.size());
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     run_tasks(fn, n);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
+    auto finished = [this] { return busy_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(finished)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_.wait(lock, finished);
+    }
   }
 
   size_t num_threads() const override { return workers_.size() + 1; }
@@ -55,29 +80,33 @@ class Pool final : public ThreadPool {
     for (;;) {
       const std::function<void(size_t)>* fn;
       size_t n;
+      auto fresh = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+      spin_until(fresh);
       {
         std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
+        wake_.wait(lock, fresh);
+        seen = generation_.load();
         fn = fn_;
         n = n_;
       }
       run_tasks(*fn, n);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mu_);  // a caller blocked in wait() sees it
+        done_.notify_one();
+      }
     }
   }
 
   const pid_t pid_;
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // held by the caller for a whole job
-  std::mutex mu_;      // guards the job's fields below and busy_
+  std::mutex mu_;      // guards fn_ and n_, and the sleeps on wake_ and done_
   std::condition_variable wake_, done_;
   const std::function<void(size_t)>* fn_ = nullptr;
   size_t n_ = 0;
   std::atomic<size_t> next_{0};
-  size_t busy_ = 0;  // workers not yet done with the current job
-  uint64_t generation_ = 0;
+  std::atomic<size_t> busy_{0};  // workers not yet done with the current job
+  std::atomic<uint64_t> generation_{0};  // one more per job
   std::atomic<size_t> split_jobs_{0};
 };
 

@@ -122,3 +122,19 @@ def test_numba_and_framejit_in_one_process():
     assert_same(cf(x), g(x))
     assert abs(nsum(x.numpy()) - float(x.sum())) < 1e-3
     assert_same(cf(x + 1), g(x + 1))
+
+
+def test_code_objects_that_torch_dynamo_touched_die_cleanly():
+    # Dynamo stores state in its own code-extra slot; CPython 3.11 then calls
+    # framejit's slot deleter with NULL when such a code object dies (this crashed).
+    import gc
+
+    ns = {}
+    exec("import torch\ndef f(x):\n    return torch.sin(x) * 2\n", ns)
+    x = torch.randn(8)
+    torch.testing.assert_close(torch.compile(ns["f"], backend="eager")(x), torch.sin(x) * 2)
+    torch._dynamo.reset()
+    ns.clear()
+    gc.collect()
+    cf = framejit.compile(lambda t: t + 1)  # framejit still works afterwards
+    torch.testing.assert_close(cf(x), x + 1)
