@@ -8,19 +8,36 @@
 
 Eager torch gets every core (torch.set_num_threads(os.cpu_count())); framejit uses
 its own thread pool (FRAMEJIT_NUM_THREADS, default: every hardware thread).
-Also reported: each compiler's first call (trace + compile + run).
+Each timed call follows an untimed call of the same contender, so that every one
+finds the caches as it left them (not as the previous contender did).
+glibc is told to keep freed memory (GLIBC_TUNABLES, set by re-executing the script
+unless --keep-malloc-defaults): on this kind of machine re-faulting a 16 MB buffer
+that malloc gave back costs ~10 ms, and which contender paid it depended on the
+order of allocations, not on its code.
+Also reported: each compiler's first call (trace + compile + run); Inductor
+compiles into a fresh cache directory (TORCHINDUCTOR_CACHE_DIR unless set), so
+its time is a cold compile.
 
-Usage: python examples/bench_pointwise.py [--n 4194304] [--rounds 21]
-                                           [--no-inductor] [--json PATH]"""
+Usage: python examples/bench_pointwise.py [--n 4194304] [--rounds 21] [--no-inductor]
+                                           [--keep-malloc-defaults] [--json PATH]"""
 import argparse
 import json
 import os
 import statistics
+import sys
+import tempfile
 import time
 
-import torch
+MALLOC_TUNABLES = "glibc.malloc.trim_threshold=4294967296:glibc.malloc.mmap_threshold=33554432"
+if "--keep-malloc-defaults" not in sys.argv and os.environ.get("GLIBC_TUNABLES") != MALLOC_TUNABLES:
+    os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+    os.execv(sys.executable, [sys.executable] + sys.orig_argv[1:])
 
-import framejit
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fj-bench-inductor-"))
+
+import torch  # noqa: E402 (after the cache directory is chosen)
+
+import framejit  # noqa: E402
 
 
 def chain8(x, y):
@@ -48,6 +65,7 @@ def eager_add(x, y):
 
 
 def timed(fn, *args):
+    fn(*args)
     t0 = time.perf_counter()
     fn(*args)
     return time.perf_counter() - t0
@@ -64,6 +82,7 @@ def main():
     ap.add_argument("--n", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--keep-malloc-defaults", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -102,6 +121,7 @@ def main():
         assert s["compiles"] == 1 and s["fallbacks"] == 0, f"{wname}: framejit did not compile it: {s}"
 
     result = {"n": args.n, "rounds": args.rounds, "torch_threads": torch.get_num_threads(),
+              "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
               "framejit_threads": int(os.environ.get("FRAMEJIT_NUM_THREADS", "0")) or os.cpu_count(),
               "eager_add_ms": ms[("add", "eager")], "workloads": {}}
     for wname in workloads:
