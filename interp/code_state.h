@@ -50,6 +50,8 @@ struct CodeState {
   int fallbacks_in_a_row = 0;       // identical fallbacks in a row
   bool skip = false;                // gave up: calls go straight to CPython
   bool dynamic = true;              // tensor sizes are symbols (framejit.compile(dynamic=...))
+  bool fullgraph = false;           // a frame that cannot be traced raises GraphBreakError
+  bool warned_cache_limit = false;
   std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
 };
 
@@ -66,6 +68,9 @@ struct Recorder {
   std::vector<std::string> guards;
   std::vector<Fallback> breaks;
 };
+
+// framejit.GraphBreakError, raised under fullgraph=True (created at module init).
+PyObject* graph_break_error();
 
 // The state of a watched code object, created on first use.
 CodeState* code_state(PyCodeObject* code, bool create);

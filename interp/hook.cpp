@@ -104,6 +104,15 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
       record_fallback(st, {"cache_limit (" + std::to_string(config().cache_limit) +
                            ") reached; raise framejit.config.cache_limit", location_of(code)});
+      if (!st.warned_cache_limit) {
+        st.warned_cache_limit = true;
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                             "framejit: %U (%s) reached framejit.config.cache_limit (%d entries); calls "
+                             "that match none of them run in CPython",
+                             code->co_qualname, location_of(code).c_str(), config().cache_limit) < 0) {
+          return nullptr;  // warnings configured as errors
+        }
+      }
       return compat::eval_default(ts, f, throwflag);
     }
   }
@@ -121,6 +130,12 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why);
   if (!entry) {
     if (PyErr_Occurred()) PyErr_Clear();
+    if (st.fullgraph && t_recorder == nullptr) {
+      PyErr_Format(graph_break_error(), "framejit.compile(fullgraph=True): cannot compile %U: %s (%s)",
+                   code->co_qualname, why.reason.c_str(), why.location.c_str());
+      st.counters.graph_breaks++;
+      return nullptr;
+    }
     record_fallback(st, std::move(why));
     return compat::eval_default(ts, f, throwflag);
   }
@@ -303,10 +318,20 @@ bool init_hook(PyObject* module) {
   if (g_extra_index < 0) return false;
   g_cf_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&cf_spec));
   if (g_cf_type == nullptr) return false;
-  return PyModule_AddObjectRef(module, "CompiledFunction", reinterpret_cast<PyObject*>(g_cf_type)) == 0;
+  if (graph_break_error() == nullptr) return false;
+  return PyModule_AddObjectRef(module, "CompiledFunction", reinterpret_cast<PyObject*>(g_cf_type)) == 0 &&
+         PyModule_AddObjectRef(module, "GraphBreakError", graph_break_error()) == 0;
 }
 
-PyObject* make_compiled_function(PyObject* fn, bool dynamic) {
+PyObject* graph_break_error() {
+  static PyObject* type = PyErr_NewExceptionWithDoc(
+      "framejit.GraphBreakError",
+      "framejit.compile(fullgraph=True) met code it cannot compile; the message names the reason and line.",
+      PyExc_RuntimeError, nullptr);
+  return type;
+}
+
+PyObject* make_compiled_function(PyObject* fn, bool dynamic, bool fullgraph) {
   if (!PyFunction_Check(fn)) {
     PyErr_Format(PyExc_TypeError, "framejit.compile expects a Python function, got %.200s",
                  Py_TYPE(fn)->tp_name);
@@ -316,6 +341,7 @@ PyObject* make_compiled_function(PyObject* fn, bool dynamic) {
   CodeState* st = code_state(code, true);
   if (st == nullptr) return nullptr;
   st->dynamic = dynamic;
+  st->fullgraph = fullgraph;
   auto* cf = PyObject_GC_New(CompiledFunction, g_cf_type);
   if (cf == nullptr) return nullptr;
   cf->fn = Py_NewRef(fn);

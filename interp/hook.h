@@ -12,7 +12,9 @@ namespace fj::interp {
 bool init_hook(PyObject* module);
 // A new CompiledFunction wrapping a Python function (new reference or NULL + error).
 // `dynamic`: tensor sizes are symbols (the default) or static.
-PyObject* make_compiled_function(PyObject* fn, bool dynamic);
+// `fullgraph`: a frame framejit cannot trace raises GraphBreakError instead of
+// running in CPython.
+PyObject* make_compiled_function(PyObject* fn, bool dynamic, bool fullgraph);
 // Calls fn (a function or CompiledFunction) through framejit with a fresh trace that
 // is recorded and not cached. Returns the call's result (new ref, or NULL + error).
 PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec);

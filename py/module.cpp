@@ -68,11 +68,11 @@ PYBIND11_MODULE(_C, m) {
     if (!op) throw py::value_error("unknown framejit op name: " + name);
     interp::register_torch_function(fn.ptr(), *op);
   });
-  m.def("compile", [](py::handle fn, bool dynamic) {
-    PyObject* r = interp::make_compiled_function(fn.ptr(), dynamic);
+  m.def("compile", [](py::handle fn, bool dynamic, bool fullgraph) {
+    PyObject* r = interp::make_compiled_function(fn.ptr(), dynamic, fullgraph);
     if (r == nullptr) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(r);
-  }, py::arg("fn"), py::arg("dynamic") = true);
+  }, py::arg("fn"), py::arg("dynamic") = true, py::arg("fullgraph") = false);
   m.def("stats", [](py::handle fn) {
     if (fn.is_none()) return counters_dict(interp::global_counters());
     interp::CodeState* st = interp::code_state(code_of(fn), false);

@@ -10,7 +10,7 @@ for _fn, _name in _ops.torch_functions():
     _C._register_op(_fn, _name)
 del _fn, _name
 
-from framejit.api import compile, config, explain, fallbacks, reset, stats  # noqa: E402
+from framejit.api import GraphBreakError, compile, config, explain, fallbacks, reset, stats  # noqa: E402
 from framejit.dis import dis  # noqa: E402
 
-__all__ = ["compile", "config", "dis", "explain", "fallbacks", "reset", "stats"]
+__all__ = ["GraphBreakError", "compile", "config", "dis", "explain", "fallbacks", "reset", "stats"]

@@ -8,6 +8,8 @@ import torch
 
 from framejit import _C
 
+GraphBreakError = _C.GraphBreakError
+
 
 def compile(fn=None, *, fullgraph=False, dynamic=True):
     """Returns a wrapper of `fn` whose calls run through framejit.
@@ -16,8 +18,9 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
     `@framejit.compile(fullgraph=...)`. Calling `fn` itself stays untouched.
     `dynamic=True` (the default) makes tensor sizes symbols from the first call
     (except sizes 0 and 1), so new sizes do not recompile; `dynamic=False` keeps
-    shapes static. `fullgraph` is accepted for torch.compile compatibility; in this
-    version a frame framejit cannot trace always runs in CPython (a fallback).
+    shapes static. With `fullgraph=True` a call that framejit cannot compile whole
+    raises framejit.GraphBreakError naming the reason and the source line; by
+    default such a call runs in CPython (a fallback, counted and explained).
     """
     if fn is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic)
@@ -28,7 +31,7 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
         return compile(fn.__call__)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
-    wrapper = _C.compile(fn, dynamic=bool(dynamic))
+    wrapper = _C.compile(fn, dynamic=bool(dynamic), fullgraph=bool(fullgraph))
     functools.update_wrapper(wrapper, fn)
     return wrapper
 

@@ -78,10 +78,16 @@ def test_cache_limit_falls_back_with_reason():
     try:
         cf = framejit.compile(g)
         x = torch.ones(2)
-        for k in (0, 1, 4):  # 0 and 1 are specialized: three entries
-            assert_same(cf(x, k), x * k)
+        assert_same(cf(x, 0), x * 0)
+        assert_same(cf(x, 1), x * 1)
+        with pytest.warns(RuntimeWarning, match="cache_limit"):
+            assert_same(cf(x, 4), x * 4)  # 0 and 1 are specialized: a third entry
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the warning comes once
+            assert_same(cf(x, 5), x * 5)
         s = framejit.stats(g)
-        assert s["compiles"] == 2 and s["fallbacks"] == 1
+        assert s["compiles"] == 2 and s["fallbacks"] == 2
         assert "cache_limit" in framejit.fallbacks(g)[-1].reason
     finally:
         framejit.config.cache_limit = 8
@@ -138,3 +144,18 @@ def test_code_objects_that_torch_dynamo_touched_die_cleanly():
     gc.collect()
     cf = framejit.compile(lambda t: t + 1)  # framejit still works afterwards
     torch.testing.assert_close(cf(x), x + 1)
+
+
+def test_fullgraph_turns_a_fallback_into_an_error_with_reason_and_line():
+    def g(x):
+        y = x + 1
+        print("side effect")
+        return y
+
+    cf = framejit.compile(g, fullgraph=True)
+    with pytest.raises(framejit.GraphBreakError) as err:
+        cf(torch.ones(2))
+    line = g.__code__.co_firstlineno + 2
+    assert "print" in str(err.value) and f"{__file__}:{line}" in str(err.value)
+    ok = framejit.compile(lambda x: x * 2, fullgraph=True)
+    assert_same(ok(torch.ones(3)), torch.ones(3) * 2)
