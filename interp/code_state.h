@@ -17,6 +17,7 @@
 namespace fj::interp {
 
 struct Counters {
+  long calls = 0;  // calls that reached framejit (cache lookups)
   long compiles = 0;
   long recompiles = 0;
   long cache_hits = 0;
@@ -24,7 +25,7 @@ struct Counters {
   long fallbacks = 0;
   long graphs = 0;
   void add(const Counters& o) {
-    compiles += o.compiles; recompiles += o.recompiles; cache_hits += o.cache_hits;
+    calls += o.calls; compiles += o.compiles; recompiles += o.recompiles; cache_hits += o.cache_hits;
     graph_breaks += o.graph_breaks; fallbacks += o.fallbacks; graphs += o.graphs;
   }
 };
@@ -52,6 +53,9 @@ struct CodeState {
   bool dynamic = true;              // tensor sizes are symbols (framejit.compile(dynamic=...))
   bool fullgraph = false;           // a frame that cannot be traced raises GraphBreakError
   bool warned_cache_limit = false;
+  bool direct = false;              // watched without a wrapper: every call is framejit's
+  double compile_seconds = 0;       // time spent tracing and compiling
+  std::vector<std::string> recompile_reasons;  // most recent last, bounded
   std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
 };
 

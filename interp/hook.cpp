@@ -5,6 +5,7 @@
 
 #include <structmember.h>
 
+#include <chrono>
 #include <mutex>
 #include <unordered_set>
 
@@ -18,6 +19,7 @@ Py_ssize_t g_extra_index = -1;
 compat::EvalFn g_previous_eval = nullptr;  // the evaluator ours replaced
 thread_local PyCodeObject* t_armed = nullptr;    // the code whose next frame is ours
 thread_local Recorder* t_recorder = nullptr;     // explain(): record a forced trace
+long g_direct_watched = 0;  // code objects watched without a wrapper (framejit.hook)
 
 // Every live CodeState, and the counters of those whose code objects died.
 std::unordered_set<CodeState*>& live_states() {
@@ -32,6 +34,7 @@ void free_code_state(void* p) {
   // reaches here with NULL in our slot.
   if (p == nullptr) return;
   auto* st = static_cast<CodeState*>(p);
+  if (st->direct) --g_direct_watched;
   g_dropped.add(st->counters);
   live_states().erase(st);
   delete st;
@@ -89,6 +92,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     record_fallback(st, {"generator or coroutine code", location_of(code)});
     return compat::eval_default(ts, f, throwflag);
   }
+  st.counters.calls++;
   guards::CallInputs in;
   gather_inputs(f, &in);
 
@@ -127,7 +131,9 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
 
   Fallback why;
+  const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why);
+  st.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!entry) {
     if (PyErr_Occurred()) PyErr_Clear();
     if (st.fullgraph && t_recorder == nullptr) {
@@ -153,7 +159,11 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     return run_plan(entry->plan, in, bindings, scalars);
   }
   st.counters.compiles++;
-  if (!st.entries.empty()) st.counters.recompiles++;
+  if (!st.entries.empty()) {
+    st.counters.recompiles++;
+    st.recompile_reasons.push_back(recompile_reason);
+    if (st.recompile_reasons.size() > 16) st.recompile_reasons.erase(st.recompile_reasons.begin());
+  }
   if (entry->plan.graph) st.counters.graphs++;
   PyObject* result = run_plan(entry->plan, in, bindings, scalars);
   st.entries.push_back(std::move(entry));
@@ -163,13 +173,20 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
 PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   PyCodeObject* code = compat::frame_code(f);
   void* extra = compat::code_extra(code, g_extra_index);  // the one check for unwatched code
-  if (extra == nullptr || code != t_armed) return eval_previous(ts, f, throwflag);
-  t_armed = nullptr;
-  // The hook has done its job: the frames this one calls (when it runs in CPython)
-  // get CPython's own evaluator back, with its inlined Python-to-Python calls.
-  compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
+  if (extra == nullptr) return eval_previous(ts, f, throwflag);
   auto* st = static_cast<CodeState*>(extra);
-  if (throwflag) return compat::eval_default(ts, f, throwflag);
+  if (code == t_armed) {
+    t_armed = nullptr;
+    // The hook has done its job: unless some code is watched directly (framejit.hook),
+    // the frames this one calls get CPython's own evaluator back, with its inlined
+    // Python-to-Python calls.
+    if (g_direct_watched == 0) compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
+  } else if (!st->direct || st->skip) {
+    return eval_previous(ts, f, throwflag);
+  }
+  if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && st->direct)) {
+    return compat::eval_default(ts, f, throwflag);  // resumed generators included
+  }
   return run_frame(*st, ts, f, throwflag);
 }
 
@@ -310,6 +327,8 @@ void reset_all() {
     st->fallbacks.clear();
     st->fallbacks_in_a_row = 0;
     st->skip = false;
+    st->recompile_reasons.clear();
+    st->compile_seconds = 0;
   }
 }
 
@@ -370,6 +389,25 @@ PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder
 PyObject* compiled_function_target(PyObject* obj) {
   if (g_cf_type == nullptr || !Py_IS_TYPE(obj, g_cf_type)) return nullptr;
   return reinterpret_cast<CompiledFunction*>(obj)->fn;
+}
+
+bool watch_code(PyCodeObject* code, bool on) {
+  CodeState* st = code_state(code, on);
+  if (st == nullptr) return !on;
+  if (st->direct == on) return true;
+  st->direct = on;
+  g_direct_watched += on ? 1 : -1;
+  if (on && compat::get_eval_frame() != eval_hook) set_hook_installed(true);
+  if (!on && g_direct_watched == 0) set_hook_installed(false);
+  return true;
+}
+
+std::vector<CodeState*> watched_states() {
+  std::vector<CodeState*> out;
+  for (CodeState* st : live_states()) {
+    if (st->counters.calls > 0 || st->direct) out.push_back(st);
+  }
+  return out;
 }
 
 void set_hook_installed(bool on) {

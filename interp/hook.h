@@ -6,6 +6,8 @@
 
 #include "interp/code_state.h"
 
+#include <vector>
+
 namespace fj::interp {
 
 // Registers the CompiledFunction type and the code-extra slot; call once at import.
@@ -20,6 +22,11 @@ PyObject* make_compiled_function(PyObject* fn, bool dynamic, bool fullgraph);
 PyObject* call_recorded(PyObject* fn, PyObject* args, PyObject* kwargs, Recorder* rec);
 // The function a CompiledFunction wraps (borrowed), or nullptr for anything else.
 PyObject* compiled_function_target(PyObject* obj);
+// Watches a code object directly (no wrapper; framejit.hook): every call of it goes
+// through framejit while the hook stays installed. on=false stops watching.
+bool watch_code(PyCodeObject* code, bool on);
+// Code objects that framejit has seen calls of, or watches directly.
+std::vector<CodeState*> watched_states();
 // Install / remove the hook by hand (the overhead benchmark uses this).
 void set_hook_installed(bool on);
 bool hook_installed();

@@ -115,6 +115,7 @@ class Tracer {
   Status op_load_attr(const Instruction&);
   Status op_load_method(const Instruction&);
   Status op_push_null(const Instruction&);
+  Status op_make_function(const Instruction&);
   Status op_kw_names(const Instruction&);
   Status op_call(const Instruction&);
   Status op_binary_op(const Instruction&);
@@ -591,6 +592,20 @@ Status Tracer::op_load_method(const Instruction& ins) {
   return ok();
 }
 
+// (code -- function): a nested function without defaults or closure. Its calls are
+// inlined; it must not escape, since eager makes a new one on every call.
+Status Tracer::op_make_function(const Instruction& ins) {
+  Value code = pop();
+  if (ins.arg != 0) return unsupported("a nested function with defaults, annotations or a closure");
+  if (code.kind != ValueKind::Const || !PyCode_Check(code.obj.get())) return unsupported("MAKE_FUNCTION of a non-code value");
+  PyObject* fn = PyFunction_New(code.obj.get(), cur_.globals);
+  if (fn == nullptr) return unsupported("cannot create the nested function");
+  Value v = Value::constant(PyRef::steal(fn));
+  v.fresh = true;
+  push(std::move(v));
+  return ok();
+}
+
 // ( -- NULL)
 Status Tracer::op_push_null(const Instruction&) {
   push(Value::null());
@@ -1040,6 +1055,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
     t[op(Opcode::LOAD_METHOD)] = &Tracer::op_load_method;
     t[op(Opcode::PUSH_NULL)] = &Tracer::op_push_null;
+    t[op(Opcode::MAKE_FUNCTION)] = &Tracer::op_make_function;
     t[op(Opcode::KW_NAMES)] = &Tracer::op_kw_names;
     t[op(Opcode::CALL)] = &Tracer::op_call;
     t[op(Opcode::BINARY_OP)] = &Tracer::op_binary_op;
@@ -1089,6 +1105,7 @@ Status Tracer::finish(const Value& ret) {
         return ok();
       }
       case ValueKind::Const:
+        if (v.fresh) return unsupported("returning a function defined in the frame");
         if (is_opaque(v) || v.source.kind == Source::Kind::Arg) {
           out->kind = PlanValue::Kind::Arg;
           out->index = v.source.arg;

@@ -16,6 +16,7 @@ namespace {
 
 py::dict counters_dict(const interp::Counters& c) {
   py::dict d;
+  d["calls"] = c.calls;
   d["compiles"] = c.compiles;
   d["recompiles"] = c.recompiles;
   d["cache_hits"] = c.cache_hits;
@@ -89,6 +90,25 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("reset", [] { interp::reset_all(); });
+  m.def("watch", [](py::handle code, bool on) {
+    if (!PyCode_Check(code.ptr())) throw py::type_error("framejit._C.watch expects a code object");
+    if (!interp::watch_code(reinterpret_cast<PyCodeObject*>(code.ptr()), on)) throw py::error_already_set();
+  }, py::arg("code"), py::arg("on") = true);
+  m.def("watched", [] {
+    py::list out;
+    for (interp::CodeState* st : interp::watched_states()) {
+      py::dict d = counters_dict(st->counters);
+      d["qualname"] = PyUnicode_AsUTF8(st->code->co_qualname);
+      d["filename"] = PyUnicode_AsUTF8(st->code->co_filename);
+      d["line"] = st->code->co_firstlineno;
+      d["direct"] = st->direct;
+      d["compile_seconds"] = st->compile_seconds;
+      d["recompile_reasons"] = st->recompile_reasons;
+      d["fallback_reasons"] = fallback_list(st->fallbacks);
+      out.append(d);
+    }
+    return out;
+  });
   m.def("explain", [](py::handle fn, py::tuple args, py::dict kwargs) {
     interp::Recorder rec;
     PyObject* r = interp::call_recorded(fn.ptr(), args.ptr(), kwargs.ptr(), &rec);

@@ -12,5 +12,6 @@ del _fn, _name
 
 from framejit.api import GraphBreakError, compile, config, explain, fallbacks, reset, stats  # noqa: E402
 from framejit.dis import dis  # noqa: E402
+from framejit.hooks import hook, unhook  # noqa: E402
 
-__all__ = ["GraphBreakError", "compile", "config", "dis", "explain", "fallbacks", "reset", "stats"]
+__all__ = ["GraphBreakError", "compile", "config", "dis", "explain", "fallbacks", "hook", "reset", "stats", "unhook"]

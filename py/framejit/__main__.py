@@ -1,0 +1,95 @@
+"""python -m framejit run script.py [args...] [--modules a,b] [--report]
+
+Runs a script as __main__ with its functions, and those of the listed modules,
+watched by framejit. --report prints a table at exit (to stderr, so that the
+script's own output is unchanged). Options for framejit come before the script or
+right after it; use -- to pass an option of the same name to the script."""
+
+import atexit
+import os
+import sys
+import types
+
+
+def _split_args(argv):
+    modules, report, rest = [], False, []
+    i = 0
+    script_seen = False
+    while i < len(argv):
+        a = argv[i]
+        if a == "--" and script_seen:
+            rest.extend(argv[i + 1:])
+            break
+        if a == "--report":
+            report = True
+        elif a == "--modules" and i + 1 < len(argv):
+            modules.extend(m for m in argv[i + 1].split(",") if m)
+            i += 1
+        elif a.startswith("--modules="):
+            modules.extend(m for m in a.split("=", 1)[1].split(",") if m)
+        else:
+            script_seen = True
+            rest.append(a)
+        i += 1
+    return modules, report, rest
+
+
+def report_rows():
+    from framejit import _C
+    return [r for r in _C.watched() if r["calls"] > 0]
+
+
+def format_report(rows):
+    lines = ["framejit report", f"{'function':48} {'calls':>6} {'compiles':>8} {'recomp':>6} "
+             f"{'hits':>6} {'breaks':>6} {'fallbk':>6} {'compile ms':>10}"]
+    for r in sorted(rows, key=lambda r: (-r["calls"], r["qualname"])):
+        where = f"{r['qualname']} ({os.path.basename(r['filename'])}:{r['line']})"
+        lines.append(f"{where[:48]:48} {r['calls']:6} {r['compiles']:8} {r['recompiles']:6} "
+                     f"{r['cache_hits']:6} {r['graph_breaks']:6} {r['fallbacks']:6} "
+                     f"{r['compile_seconds'] * 1e3:10.1f}")
+        for reason in dict.fromkeys(r["recompile_reasons"]):
+            lines.append(f"    recompile: {reason}")
+        for reason, location in dict.fromkeys(map(tuple, r["fallback_reasons"])):
+            lines.append(f"    fallback: {reason} ({location})")
+    if not rows:
+        lines.append("(no watched function was called)")
+    return "\n".join(lines)
+
+
+def run(argv):
+    modules, report, rest = _split_args(argv)
+    if not rest:
+        print(__doc__, file=sys.stderr)
+        return 2
+    script, script_args = rest[0], rest[1:]
+    import framejit
+    from framejit import hooks
+
+    if modules:
+        framejit.hook(modules)
+    with open(script, "rb") as fh:
+        source = fh.read()
+    code = compile(source, script, "exec")
+    hooks.watch_code_tree(code)
+    if report:
+        atexit.register(lambda: print(format_report(report_rows()), file=sys.stderr))
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    sys.argv = [script] + script_args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    exec(code, main.__dict__)
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] != "run":
+        print("usage: python -m framejit run script.py [args...] [--modules a,b] [--report]", file=sys.stderr)
+        return 2
+    return run(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

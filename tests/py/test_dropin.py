@@ -1,0 +1,95 @@
+"""Drop-in use: the import hook and `python -m framejit run`, on a script and a
+helper package written into a temporary folder."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import framejit
+from conftest import assert_same
+
+LIB = '''
+import torch
+
+def step(w, g, lr):
+    return w - lr * g
+
+class Block:
+    def forward(self, x):
+        def act(t):
+            return torch.relu(t) * 2
+        return act(x) + 1
+'''
+
+MAIN = '''
+import json, os, sys
+import torch
+import mylib
+
+def loss(x):
+    return (x * x).sum()
+
+torch.manual_seed(0)
+w, g = torch.randn(8), torch.randn(8)
+for i in range(10):
+    w = mylib.step(w, g, 0.01 * (i + 1))
+print("w", [round(v, 5) for v in w.tolist()])
+print("block", [round(v, 5) for v in mylib.Block().forward(torch.linspace(-1, 1, 5)).tolist()])
+if "framejit" in sys.modules:
+    import framejit
+    with open(os.environ["STATS_OUT"], "w") as fh:
+        json.dump({"step": framejit.stats(mylib.step), "forward": framejit.stats(mylib.Block.forward),
+                   "profile": sys.getprofile() is None, "trace": sys.gettrace() is None}, fh)
+'''
+
+
+def write_project(tmp_path):
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text(textwrap.dedent(LIB))
+    (tmp_path / "main.py").write_text(textwrap.dedent(MAIN))
+
+
+def run(args, tmp_path, env=None):
+    full_env = dict(os.environ, STATS_OUT=str(tmp_path / "stats.json"), **(env or {}))
+    return subprocess.run([sys.executable] + args, cwd=tmp_path, capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+def test_cli_runs_a_script_with_its_modules_watched(tmp_path):
+    write_project(tmp_path)
+    plain = run(["main.py"], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    jit = run(["-m", "framejit", "run", "main.py", "--modules", "mylib", "--report"], tmp_path)
+    assert jit.returncode == 0, jit.stderr
+    assert jit.stdout == plain.stdout
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["step"]["compiles"] == 1 and stats["step"]["cache_hits"] == 9
+    assert stats["forward"]["compiles"] == 1 and stats["forward"]["fallbacks"] == 0
+    assert stats["profile"] and stats["trace"]
+    assert "framejit report" in jit.stderr and "step (__init__.py" in jit.stderr, jit.stderr
+
+
+def test_import_hook_in_process(tmp_path, monkeypatch):
+    pkg = tmp_path / "fj_hooked_lib"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(LIB))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    framejit.hook(["fj_hooked_lib"])
+    try:
+        import fj_hooked_lib
+        w, g = torch.randn(4), torch.randn(4)
+        for lr in (0.1, 0.2, 0.3):
+            assert_same(fj_hooked_lib.step(w, g, lr), w - lr * g)
+        assert framejit.stats(fj_hooked_lib.step)["compiles"] == 1
+        assert framejit.stats(fj_hooked_lib.step)["cache_hits"] == 2
+        assert type(fj_hooked_lib.step).__name__ == "function"  # no wrapper
+    finally:
+        framejit.unhook()
+        sys.modules.pop("fj_hooked_lib", None)
+    before = framejit.stats(fj_hooked_lib.step)["calls"]
+    fj_hooked_lib.step(w, g, 0.5)
+    assert framejit.stats(fj_hooked_lib.step)["calls"] == before  # no longer watched
+    assert not framejit._C.hook_installed()
