@@ -40,6 +40,10 @@ struct TorchRefs {
   PyObject* tensor_type = nullptr;
   PyObject* float32 = nullptr;
   PyObject* bool_ = nullptr;
+  PyObject* float64 = nullptr;
+  PyObject* int32 = nullptr;
+  PyObject* int64 = nullptr;
+  PyObject* uint8 = nullptr;
   PyObject* empty = nullptr;  // torch.empty
   PyObject* size_type = nullptr;  // torch.Size
 };

@@ -96,6 +96,7 @@ class Tracer {
   Status guard_truth(const jit::SymExpr& cond, bool* out);
   std::string readable(const jit::SymExpr& e) const;
   Status call_op(jit::Op op, const std::vector<Value>& args);
+  Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
   Value dim_value(jit::NodeId node, size_t d);
   Value shape_tuple(jit::NodeId node);
   Status call_shape_method(const std::string& name, const std::vector<Value>& args);
@@ -121,6 +122,7 @@ class Tracer {
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);
+  Status op_unary_invert(const Instruction&);
   Status op_compare_op(const Instruction&);
   Status op_is_op(const Instruction&);
   Status op_build_seq(const Instruction&);
@@ -190,10 +192,9 @@ Status Tracer::bind_arguments() {
     src.name = name;
     const auto& meta = in_.metas[static_cast<size_t>(i)];
     if (meta) {
-      jit::DType dt;
-      if (meta->dtype == refs.float32) dt = jit::DType::Float32;
-      else if (meta->dtype == refs.bool_) dt = jit::DType::Bool;
-      else return unsupported("tensor '" + name + "' has dtype " + repr_short(meta->dtype) + " (not supported yet)");
+      const std::optional<jit::DType> known = dtype_from_torch(meta->dtype);
+      if (!known) return unsupported("tensor '" + name + "' has dtype " + repr_short(meta->dtype) + " (not supported yet)");
+      const jit::DType dt = *known;
       if (!meta->is_cpu) return unsupported("tensor '" + name + "' is not on the CPU");
       if (meta->requires_grad) return unsupported("tensor '" + name + "' requires grad (autograd is not supported yet)");
       jit::Shape shape(meta->sizes.begin(), meta->sizes.begin() + meta->rank);
@@ -426,24 +427,41 @@ std::string Tracer::readable(const jit::SymExpr& e) const {
   return out;
 }
 
+// A Python number operand keeps its Python type (bool / int / float): it decides
+// type promotion. Runtime values (SymExprs) take the kind of their traced value,
+// which their guarded symbol types fix for every call of the entry.
 Expected<jit::NodeId> Tracer::operand(const Value& v) {
   if (v.kind == ValueKind::Tensor) return v.node;
   if (v.kind == ValueKind::Sym) {
-    if (v.expr.is_constant()) return graph_.scalar(sym_value_to_double(*v.expr.eval(hints_)));
+    const auto hint = v.expr.eval(hints_);
+    if (!hint) return Error{"a scalar operand with no value here (CPython raises)"};
+    if (v.expr.is_constant()) {
+      switch (scalar_kind_of(*hint)) {
+        case jit::ScalarKind::Int: return graph_.scalar_int(std::get<int64_t>(*hint));
+        case jit::ScalarKind::Bool: return graph_.scalar(std::get<bool>(*hint) ? 1 : 0, jit::ScalarKind::Bool);
+        case jit::ScalarKind::Float: return graph_.scalar(std::get<double>(*hint));
+      }
+    }
     for (size_t k = 0; k < entry_->plan.scalar_inputs.size(); ++k) {
       if (entry_->plan.scalar_inputs[k].same(v.expr)) return scalar_nodes_[k];
     }
     entry_->plan.scalar_inputs.push_back(v.expr);
-    scalar_nodes_.push_back(graph_.scalar_input());
+    scalar_nodes_.push_back(graph_.scalar_input(scalar_kind_of(*hint)));
     return scalar_nodes_.back();
   }
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
-    const double d = PyFloat_AsDouble(v.obj.get());
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      return Error{"a Python int too large for a tensor operand"};
+    PyObject* o = v.obj.get();
+    if (PyBool_Check(o)) return graph_.scalar(o == Py_True ? 1 : 0, jit::ScalarKind::Bool);
+    if (PyLong_CheckExact(o)) {
+      int overflow = 0;
+      const long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return Error{"a Python int beyond int64 as a tensor operand"};
+      }
+      return graph_.scalar_int(i);
     }
-    return graph_.scalar(d);
+    return graph_.scalar(PyFloat_AS_DOUBLE(o));
   }
   return Error{"operand " + describe(v) + " is not a tensor or a Python number"};
 }
@@ -459,6 +477,86 @@ Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
   if (!n) return unsupported(std::string(jit::aten_name(op)) + ": " + n.error());
   push(Value::tensor(*n));
   return ok();
+}
+
+// A call of a table op: binds positional and keyword arguments to the op's
+// parameters (defaults filled in), then records the node its Binding says.
+Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
+  const std::string what = op.name + "()";
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  const size_t npos = args.size() - nkw;
+  if (npos > op.params.size()) return unsupported(what + " with too many arguments (CPython raises)");
+  std::vector<std::optional<Value>> bound(op.params.size());
+  for (size_t i = 0; i < npos; ++i) bound[i] = std::move(args[i]);
+  for (size_t k = 0; k < nkw; ++k) {
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k)));
+    const auto it = std::find(op.params.begin(), op.params.end(), name);
+    if (it == op.params.end()) return unsupported(what + " with keyword '" + name + "' (not supported)");
+    const size_t slot = static_cast<size_t>(it - op.params.begin());
+    if (bound[slot]) return unsupported(what + " got '" + name + "' twice (CPython raises)");
+    bound[slot] = std::move(args[npos + k]);
+  }
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i]) continue;
+    PyObject* d = default_object(op.defaults[i]);
+    if (d == nullptr) return unsupported(what + " without '" + op.params[i] + "' (CPython raises)");
+    bound[i] = Value::constant(PyRef::steal(d));
+  }
+  auto is_const = [](const Value& v, PyObject** out) {
+    if (v.kind != ValueKind::Const || is_opaque(v)) return false;
+    *out = v.obj.get();
+    return true;
+  };
+  // Options (parameters past the operands) must equal their defaults under Plain.
+  if (op.binding == Binding::Plain) {
+    for (size_t i = op.operands; i < bound.size(); ++i) {
+      PyObject* o = nullptr;
+      PyRef d = PyRef::steal(default_object(op.defaults[i]));
+      if (!is_const(*bound[i], &o) || !is_foldable(o) || PyObject_RichCompareBool(o, d.get(), Py_EQ) != 1) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return unsupported(what + " with " + op.params[i] + "=" + describe(*bound[i]) + " (not supported)");
+      }
+    }
+  }
+  std::vector<Value> operands;
+  for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
+  switch (op.binding) {
+    case Binding::Plain:
+      return call_op(op.op, operands);
+    case Binding::ClampBounds: {
+      PyObject* o = nullptr;
+      const bool no_min = is_const(operands[1], &o) && o == Py_None;
+      const bool no_max = is_const(operands[2], &o) && o == Py_None;
+      if (no_min && no_max) return unsupported("clamp() without bounds (eager raises)");
+      if (no_min) return call_op(jit::Op::ClampMax, {operands[0], operands[2]});
+      if (no_max) return call_op(jit::Op::ClampMin, {operands[0], operands[1]});
+      return call_op(jit::Op::Clamp, operands);
+    }
+    case Binding::GeluApprox: {
+      PyObject* o = nullptr;
+      if (!is_const(*bound[1], &o) || !PyUnicode_CheckExact(o)) return unsupported("gelu() with a non-constant approximate");
+      const std::string mode = PyUnicode_AsUTF8(o);
+      if (mode == "none") return call_op(jit::Op::Gelu, operands);
+      if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
+      return unsupported("gelu(approximate='" + mode + "') (eager raises)");
+    }
+    case Binding::CastFixed:
+    case Binding::CastTo: {
+      jit::DType to = op.dtype;
+      if (op.binding == Binding::CastTo) {
+        PyObject* o = nullptr;
+        const auto d = is_const(*bound[1], &o) ? dtype_from_torch(o) : std::nullopt;
+        if (!d) return unsupported(what + " to " + describe(*bound[1]) + " (not supported yet)");
+        to = *d;
+      }
+      if (operands[0].kind != ValueKind::Tensor) return unsupported(what + " of " + describe(operands[0]));
+      auto n = graph_.cast(operands[0].node, to);
+      if (!n) return unsupported(what + ": " + n.error());
+      push(*n == operands[0].node ? operands[0] : Value::tensor(*n));
+      return ok();
+    }
+  }
+  return unsupported(what + ": unknown binding");
 }
 
 Status Tracer::truth(const Value& v, bool* out) {
@@ -621,7 +719,7 @@ Status Tracer::op_kw_names(const Instruction& ins) {
 // (method_or_NULL, callable_or_self, args[argc] -- result)
 Status Tracer::op_call(const Instruction& ins) {
   const size_t argc = static_cast<size_t>(ins.arg);
-  const PyRef kw_names = std::move(cur_.fs->kw_names);
+  const PyRef kw_names = std::move(cur_.fs->kw_names);  // this call's (KW_NAMES), if any
   cur_.fs->kw_names = PyRef();
   std::vector<Value> args(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
   cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
@@ -634,8 +732,8 @@ Status Tracer::op_call(const Instruction& ins) {
     callable = std::move(first);
     args.insert(args.begin(), std::move(second));
   }
-  if (callable.kind == ValueKind::Const && !is_opaque(callable) && !kw_names) {
-    if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
+  if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
+    return call_py_op(*op, std::move(args), kw_names.get());
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     // A Python function (or a bound method, or a framejit-compiled function): its
@@ -650,11 +748,12 @@ Status Tracer::op_call(const Instruction& ins) {
     }
     if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
   }
-  if (kw_names) return unsupported("keyword arguments in a call of " + describe(callable) + " (not supported yet)");
   if (callable.kind == ValueKind::TensorMethod) {
-    if (is_shape_method(callable.method)) return call_shape_method(callable.method, args);
-    return call_op(*tensor_method_op(callable.method), args);
+    if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
+    if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
+    return call_shape_method(callable.method, args);
   }
+  if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];
     if (a.kind == ValueKind::Tensor && !graph_.node(a.node).shape.empty()) {
@@ -666,9 +765,6 @@ Status Tracer::op_call(const Instruction& ins) {
       return ok();
     }
     return unsupported("len() of " + describe(a));
-  }
-  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
-    if (auto op = torch_function_op(callable.obj.get())) return call_op(*op, args);
   }
   return unsupported("call to " + describe(callable) + " (not supported yet)");
 }
@@ -885,6 +981,13 @@ Status Tracer::op_unary_not(const Instruction&) {
   return ok();
 }
 
+// (value -- result)
+Status Tracer::op_unary_invert(const Instruction&) {
+  Value v = pop();
+  if (v.kind == ValueKind::Tensor) return call_op(jit::Op::BitwiseNot, {v});
+  return unsupported("~ of " + describe(v) + " (not supported yet)");
+}
+
 // (lhs, rhs -- result)
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
@@ -1061,6 +1164,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::BINARY_OP)] = &Tracer::op_binary_op;
     t[op(Opcode::UNARY_NEGATIVE)] = &Tracer::op_unary_negative;
     t[op(Opcode::UNARY_NOT)] = &Tracer::op_unary_not;
+    t[op(Opcode::UNARY_INVERT)] = &Tracer::op_unary_invert;
     t[op(Opcode::COMPARE_OP)] = &Tracer::op_compare_op;
     t[op(Opcode::IS_OP)] = &Tracer::op_is_op;
     t[op(Opcode::BUILD_TUPLE)] = &Tracer::op_build_seq;
@@ -1157,6 +1261,18 @@ Status Tracer::finish(const Value& ret) {
     entry_->plan.outputs.push_back(std::move(spec));
   }
   for (const jit::SymExpr& a : graph_.assumptions()) entry_->guards.add_expr(a, readable(a));
+  // Runtime numbers whose conversion eager checks (clamp bounds, where values):
+  // guarded into the range that converts; outside it eager raises, so fall back.
+  for (const jit::Graph::ScalarRange& r : graph_.scalar_ranges()) {
+    const jit::SymExpr& e = entry_->plan.scalar_inputs[static_cast<size_t>(r.index)];
+    const bool is_int = graph_.node(scalar_nodes_[static_cast<size_t>(r.index)]).scalar_kind == jit::ScalarKind::Int;
+    auto bound = [&](double v) { return is_int ? jit::SymExpr::integer(static_cast<int64_t>(v)) : jit::SymExpr::real(v); };
+    for (const jit::SymExpr& cond : {jit::ge(e, bound(r.lo)), jit::le(e, bound(r.hi))}) {
+      const auto holds = cond.eval(hints_);
+      if (!holds || holds->index() != 2 || !std::get<bool>(*holds)) return unsupported("a scalar operand out of the range eager converts (eager raises)");
+      if (!cond.is_constant()) entry_->guards.add_expr(cond, readable(cond));
+    }
+  }
   return ok();
 }
 

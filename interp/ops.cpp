@@ -4,38 +4,110 @@
 #include <opcode.h>
 
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace fj::interp {
 namespace {
 
-std::unordered_map<PyObject*, jit::Op>& torch_functions() {
-  static auto* m = new std::unordered_map<PyObject*, jit::Op>();
+std::unordered_map<PyObject*, const PyOp*>& torch_functions() {
+  static auto* m = new std::unordered_map<PyObject*, const PyOp*>();
   return *m;
 }
 
-const std::unordered_map<std::string, jit::Op>& names() {
+using Kind = ParamDefault::Kind;
+const ParamDefault kReq{};
+const ParamDefault kNone{Kind::None};
+ParamDefault num(double v) { return ParamDefault{Kind::Float, v}; }
+ParamDefault integer(double v) { return ParamDefault{Kind::Int, v}; }
+ParamDefault str(const char* s) { return ParamDefault{Kind::Str, 0, s}; }
+
+// The table: name, op, parameters with defaults, number of operand parameters.
+std::vector<PyOp> make_table() {
   using jit::Op;
-  static const std::unordered_map<std::string, Op> m = {
-      {"add", Op::Add},         {"sub", Op::Sub},         {"mul", Op::Mul},     {"div", Op::Div},
-      {"neg", Op::Neg},         {"abs", Op::Abs},         {"exp", Op::Exp},     {"log", Op::Log},
-      {"sqrt", Op::Sqrt},       {"sin", Op::Sin},         {"cos", Op::Cos},     {"tanh", Op::Tanh},
-      {"sigmoid", Op::Sigmoid}, {"relu", Op::Relu},       {"maximum", Op::Maximum},
-      {"minimum", Op::Minimum}, {"where", Op::Where},     {"pow", Op::PowScalar},
-      {"eq", Op::Eq},           {"ne", Op::Ne},           {"lt", Op::Lt},       {"le", Op::Le},
-      {"gt", Op::Gt},           {"ge", Op::Ge},
+  using jit::DType;
+  std::vector<PyOp> t;
+  auto unary = [&](const char* name, Op op) { t.push_back(PyOp{name, op, {"input"}, {kReq}, 1}); };
+  auto binary = [&](const char* name, Op op) {
+    t.push_back(PyOp{name, op, {"input", "other"}, {kReq, kReq}, 2});
   };
-  return m;
+  for (auto [n, o] : {std::pair{"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div},
+                      {"floor_divide", Op::FloorDiv}, {"remainder", Op::Remainder},
+                      {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"eq", Op::Eq}, {"ne", Op::Ne},
+                      {"lt", Op::Lt}, {"le", Op::Le}, {"gt", Op::Gt}, {"ge", Op::Ge},
+                      {"logical_and", Op::LogicalAnd}, {"logical_or", Op::LogicalOr},
+                      {"logical_xor", Op::LogicalXor}, {"bitwise_and", Op::BitwiseAnd},
+                      {"bitwise_or", Op::BitwiseOr}, {"bitwise_xor", Op::BitwiseXor}}) {
+    binary(n, o);
+  }
+  for (auto [n, o] : {std::pair{"neg", Op::Neg}, {"abs", Op::Abs}, {"sign", Op::Sign}, {"exp", Op::Exp},
+                      {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"sin", Op::Sin}, {"cos", Op::Cos},
+                      {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
+                      {"expm1", Op::Expm1}, {"log1p", Op::Log1p}, {"rsqrt", Op::Rsqrt},
+                      {"reciprocal", Op::Reciprocal}, {"floor", Op::Floor}, {"ceil", Op::Ceil},
+                      {"trunc", Op::Trunc}, {"isnan", Op::IsNan}, {"isinf", Op::IsInf},
+                      {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {
+    unary(n, o);
+  }
+  unary("relu", Op::Relu);  // F.relu(x, inplace=...) and F.silu too: the keyword ends the trace
+  unary("silu", Op::Silu);
+  t.push_back(PyOp{"round", Op::Round, {"input", "decimals"}, {kReq, integer(0)}, 1});
+  t.push_back(PyOp{"where", Op::Where, {"condition", "input", "other"}, {kReq, kReq, kReq}, 3});
+  t.push_back(PyOp{"pow", Op::PowScalar, {"input", "exponent"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"masked_fill", Op::MaskedFill, {"input", "mask", "value"}, {kReq, kReq, kReq}, 3});
+  t.push_back(PyOp{"softplus", Op::Softplus, {"input", "beta", "threshold"},
+                   {kReq, integer(1), integer(20)}, 3});
+  t.push_back(PyOp{"nan_to_num", Op::NanToNum, {"input", "nan", "posinf", "neginf"},
+                   {kReq, num(0.0), kNone, kNone}, 1});
+  t.push_back(PyOp{"clamp", Op::Clamp, {"input", "min", "max"}, {kReq, kNone, kNone}, 3,
+                   Binding::ClampBounds});
+  t.push_back(PyOp{"clamp_min", Op::ClampMin, {"input", "min"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"clamp_max", Op::ClampMax, {"input", "max"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"gelu", Op::Gelu, {"input", "approximate"}, {kReq, str("none")}, 1,
+                   Binding::GeluApprox});
+  t.push_back(PyOp{"to", Op::Cast, {"input", "dtype"}, {kReq, kReq}, 1, Binding::CastTo});
+  for (auto [n, d] : {std::pair{"float", DType::Float32}, {"double", DType::Float64},
+                      {"long", DType::Int64}, {"int", DType::Int32}, {"bool", DType::Bool}}) {
+    t.push_back(PyOp{n, Op::Cast, {"input"}, {kReq}, 1, Binding::CastFixed, d});
+  }
+  return t;
+}
+
+const std::unordered_map<std::string, PyOp>& names() {
+  static const auto* m = [] {
+    auto* out = new std::unordered_map<std::string, PyOp>();
+    for (PyOp& op : make_table()) {
+      FJ_CHECK(op.params.size() == op.defaults.size() && op.operands <= op.params.size(),
+               "op table: bad signature of " + op.name);
+      std::string key = op.name;
+      out->emplace(std::move(key), std::move(op));
+    }
+    return out;
+  }();
+  return *m;
 }
 
 }  // namespace
 
-std::optional<jit::Op> op_by_name(const std::string& name) {
-  auto it = names().find(name);
-  if (it == names().end()) return std::nullopt;
-  return it->second;
+PyObject* default_object(const ParamDefault& d) {
+  switch (d.kind) {
+    case Kind::Required: return nullptr;
+    case Kind::None: return Py_NewRef(Py_None);
+    case Kind::Int: return PyLong_FromDouble(d.number);
+    case Kind::Float: return PyFloat_FromDouble(d.number);
+    case Kind::Bool: return PyBool_FromLong(d.number != 0);
+    case Kind::Str: return PyUnicode_FromString(d.str);
+  }
+  return nullptr;
 }
 
-void register_torch_function(PyObject* fn, jit::Op op) {
+const PyOp* op_by_name(const std::string& name) {
+  auto it = names().find(name);
+  if (it == names().end()) return nullptr;
+  return &it->second;
+}
+
+void register_torch_function(PyObject* fn, const PyOp* op) {
   auto [it, fresh] = torch_functions().emplace(fn, op);
   if (fresh) Py_INCREF(fn);  // kept for the process: the key must not be reused
   else it->second = op;
@@ -46,14 +118,14 @@ void clear_torch_functions() {
   torch_functions().clear();
 }
 
-std::optional<jit::Op> torch_function_op(PyObject* fn) {
+const PyOp* torch_function_op(PyObject* fn) {
   auto it = torch_functions().find(fn);
-  if (it == torch_functions().end()) return std::nullopt;
+  if (it == torch_functions().end()) return nullptr;
   return it->second;
 }
 
-std::optional<jit::Op> tensor_method_op(const std::string& name) {
-  if (name == "where") return std::nullopt;  // x.where(cond, y) orders its operands differently
+const PyOp* tensor_method_op(const std::string& name) {
+  if (name == "where") return nullptr;  // x.where(cond, y) orders its operands differently
   return op_by_name(name);
 }
 
@@ -63,7 +135,12 @@ std::optional<jit::Op> binary_tensor_op(int nb_op) {
     case NB_SUBTRACT: return jit::Op::Sub;
     case NB_MULTIPLY: return jit::Op::Mul;
     case NB_TRUE_DIVIDE: return jit::Op::Div;
+    case NB_FLOOR_DIVIDE: return jit::Op::FloorDiv;
+    case NB_REMAINDER: return jit::Op::Remainder;
     case NB_POWER: return jit::Op::PowScalar;
+    case NB_AND: return jit::Op::BitwiseAnd;
+    case NB_OR: return jit::Op::BitwiseOr;
+    case NB_XOR: return jit::Op::BitwiseXor;
     default: return std::nullopt;
   }
 }

@@ -12,15 +12,50 @@
 
 namespace fj::interp {
 
-// The op for a graph op name used by the Python-side table ("add", "relu", ...).
-std::optional<jit::Op> op_by_name(const std::string& name);
+// How a call's bound arguments become a graph node (see PyOp).
+enum class Binding : uint8_t {
+  Plain,        // the operand parameters are the op's operands, in order
+  ClampBounds,  // clamp(input, min=None, max=None): a None bound drops (clamp_min / clamp_max)
+  GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
+  CastFixed,    // x.float() & co: a Cast to PyOp::dtype
+  CastTo,       // x.to(dtype): a Cast to the dtype argument
+};
+
+// A parameter's default: None, a number, or a string.
+struct ParamDefault {
+  enum class Kind : uint8_t { Required, None, Int, Float, Bool, Str } kind = Kind::Required;
+  double number = 0;
+  const char* str = nullptr;
+};
+
+// A Python-level operation (a torch function, a tensor method, an operator): the
+// graph op it records and its Python signature, so that calls with keyword
+// arguments bind by name. The first `operands` parameters are graph operands; the
+// rest are options that the Binding reads (Plain: each must equal its default,
+// e.g. inplace=False, decimals=0). An unknown keyword, a missing argument or an
+// option with another value ends the trace (CPython then runs the call).
+struct PyOp {
+  std::string name;                  // the Python-side table's name: "clamp"
+  jit::Op op;
+  std::vector<std::string> params;   // names in positional order, input/self first
+  std::vector<ParamDefault> defaults;  // one per parameter
+  size_t operands;
+  Binding binding = Binding::Plain;
+  jit::DType dtype = jit::DType::Float32;  // CastFixed: the target
+};
+
+// A default as a Python object (new reference).
+PyObject* default_object(const ParamDefault& d);
+
+// The op for a name used by the Python-side table ("add", "relu", ...).
+const PyOp* op_by_name(const std::string& name);
 // Registers a torch callable (torch.relu, torch.nn.functional.relu, ...) as `op`.
-void register_torch_function(PyObject* fn, jit::Op op);
+void register_torch_function(PyObject* fn, const PyOp* op);
 void clear_torch_functions();
-std::optional<jit::Op> torch_function_op(PyObject* fn);
+const PyOp* torch_function_op(PyObject* fn);
 // Tensor methods with the same signature as the function (self first).
-std::optional<jit::Op> tensor_method_op(const std::string& name);
-// BINARY_OP's argument (NB_ADD, ...) on tensors.
+const PyOp* tensor_method_op(const std::string& name);
+// BINARY_OP's argument (NB_ADD, ...) on tensors (`//`, `%`, `&`, `|`, `^` too).
 std::optional<jit::Op> binary_tensor_op(int nb_op);
 // COMPARE_OP's argument (Py_LT, ...) on tensors.
 jit::Op compare_tensor_op(int cmp);

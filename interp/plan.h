@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
                    const std::vector<double>& scalars);
 double sym_value_to_double(const jit::SymValue& v);
+// A graph scalar input's slot (jit/cpu_lower.h): a double for a float, the int64 bit
+// pattern for an int or bool; scalar_kind_of says which kind the node must have.
+double scalar_slot(const jit::SymValue& v);
+jit::ScalarKind scalar_kind_of(const jit::SymValue& v);
+// torch.float32 & co for a DType (borrowed), and back.
+PyObject* torch_dtype(jit::DType d);
+std::optional<jit::DType> dtype_from_torch(PyObject* dtype);
 // A SymValue as a Python int, float or bool (new reference).
 PyObject* sym_value_to_python(const jit::SymValue& v);
 

@@ -2,6 +2,7 @@
 // torch, run the compiled graph, rebuild the frame's return value.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "interp/plan.h"
 #include "jit/log.h"
@@ -19,14 +20,11 @@ void* data_ptr(PyObject* tensor) {
 }
 
 PyObject* dtype_kwargs(jit::DType d) {
-  static PyObject* kw[2] = {nullptr, nullptr};
+  static PyObject* kw[6] = {};
   const auto i = static_cast<size_t>(d);
   if (kw[i] == nullptr) {
     kw[i] = PyDict_New();
-    switch (d) {
-      case jit::DType::Bool: PyDict_SetItemString(kw[i], "dtype", guards::torch_refs().bool_); break;
-      case jit::DType::Float32: PyDict_SetItemString(kw[i], "dtype", guards::torch_refs().float32); break;
-    }
+    PyDict_SetItemString(kw[i], "dtype", torch_dtype(d));
   }
   return kw[i];
 }
@@ -93,6 +91,47 @@ PyRef empty_args_for(const jit::Shape& shape) {
   return args;
 }
 
+PyObject* torch_dtype(jit::DType d) {
+  const auto& r = guards::torch_refs();
+  switch (d) {
+    case jit::DType::Bool: return r.bool_;
+    case jit::DType::UInt8: return r.uint8;
+    case jit::DType::Int32: return r.int32;
+    case jit::DType::Int64: return r.int64;
+    case jit::DType::Float32: return r.float32;
+    case jit::DType::Float64: return r.float64;
+  }
+  return nullptr;
+}
+
+std::optional<jit::DType> dtype_from_torch(PyObject* dtype) {
+  for (jit::DType d : {jit::DType::Bool, jit::DType::UInt8, jit::DType::Int32, jit::DType::Int64,
+                       jit::DType::Float32, jit::DType::Float64}) {
+    if (dtype != nullptr && dtype == torch_dtype(d)) return d;
+  }
+  return std::nullopt;
+}
+
+double scalar_slot(const jit::SymValue& v) {
+  int64_t bits;
+  switch (v.index()) {
+    case 0: bits = std::get<int64_t>(v); break;
+    case 1: return std::get<double>(v);
+    default: bits = std::get<bool>(v) ? 1 : 0; break;
+  }
+  double out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+jit::ScalarKind scalar_kind_of(const jit::SymValue& v) {
+  switch (v.index()) {
+    case 0: return jit::ScalarKind::Int;
+    case 1: return jit::ScalarKind::Float;
+    default: return jit::ScalarKind::Bool;
+  }
+}
+
 double sym_value_to_double(const jit::SymValue& v) {
   switch (v.index()) {
     case 0: return static_cast<double>(std::get<int64_t>(v));
@@ -114,7 +153,7 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
   for (const jit::SymExpr& e : plan.scalar_inputs) {
     const auto v = e.eval(b);
     if (!v) return false;
-    out->push_back(sym_value_to_double(*v));
+    out->push_back(scalar_slot(*v));
   }
   for (const jit::SymExpr& e : plan.must_evaluate) {
     if (!e.eval(b)) return false;

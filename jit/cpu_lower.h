@@ -10,7 +10,13 @@
 //             the sizes themselves are read at run time; a size 0 runs nothing)
 //   strides = strides[buffer * rank + dim], in elements; 0 for a broadcast dim.
 //   scalars = the graph's scalar inputs by ScalarInput index (all of them, not only
-//             this kernel's), read once before the loops and rounded to float.
+//             this kernel's), read once before the loops: for a ScalarInput of kind
+//             Float the double itself; for kinds Int and Bool the 8 bytes hold an
+//             int64 (its bit pattern, memcpy'd; bool as 0/1), so that every int64
+//             Python int arrives exactly. Each use converts it to its op's type.
+// Element types: Bool is one byte 0/1, UInt8 / Int32 / Int64 / Float32 / Float64 as
+// in C; integer arithmetic wraps, and nothing in a kernel can trap (the graph admits
+// only integer divisions by nonzero constants).
 // The innermost loop has two versions: a "contiguous" one, taken when every
 // buffer's innermost stride is what plan.inner_broadcast predicts (0 for inputs
 // that broadcast in the last dim, 1 for all others) or the innermost size is 1,

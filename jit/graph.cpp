@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 namespace fj::jit {
@@ -13,32 +14,31 @@ struct OpInfo {
   std::string_view name;
   std::string_view aten;
   Family family;
-  int arity;
+  std::string_view operands;
+  DTypeRule rule;
 };
 
 constexpr OpInfo kOps[] = {
-#define FJ_OP(name, aten, family, arity) {#name, aten, Family::family, arity},
+#define FJ_OP(name, aten, family, operands, rule) \
+  {#name, aten, Family::family, operands, DTypeRule::rule},
 #include "jit/ops.def"
 #undef FJ_OP
 };
 
 const OpInfo& info(Op op) { return kOps[static_cast<size_t>(op)]; }
 
-enum class Rule { FloatMath, Compare, Select };
+std::string dt(DType d) { return std::string(dtype_name(d)); }
 
-Rule rule_of(Op op) {
-  switch (op) {
-    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-      return Rule::Compare;
-    case Op::Where:
-      return Rule::Select;
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs:
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Sin: case Op::Cos: case Op::Tanh:
-    case Op::Sigmoid: case Op::Relu: case Op::Maximum: case Op::Minimum:
-    case Op::PowScalar: case Op::Placeholder: case Op::ScalarInput: case Op::Scalar:
-      return Rule::FloatMath;
-  }
-  return Rule::FloatMath;
+// PyTorch's combine_categories (c10 ResultTypeState): `higher` is the state of a
+// stronger operand class (dimensioned over 0-d over Python numbers). A weaker class
+// only lifts the category: it wins when it is floating and the stronger one is not,
+// or when the stronger one is bool.
+std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_floating(*higher)) return higher;
+  if (*higher == DType::Bool || is_floating(*lower)) return promote_types(*higher, *lower);
+  return higher;
 }
 
 std::string shape_str(const SymShape& s) {
@@ -70,12 +70,18 @@ std::string scalar_str(double v) {
 std::string_view op_name(Op op) { return info(op).name; }
 std::string_view aten_name(Op op) { return info(op).aten; }
 Family op_family(Op op) { return info(op).family; }
-int op_arity(Op op) { return info(op).arity; }
+int op_arity(Op op) { return static_cast<int>(info(op).operands.size()); }
+std::string_view op_operands(Op op) { return info(op).operands; }
+DTypeRule op_dtype_rule(Op op) { return info(op).rule; }
 
 std::string_view dtype_name(DType d) {
   switch (d) {
     case DType::Bool: return "bool";
+    case DType::UInt8: return "u8";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
     case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
   }
   return "?";
 }
@@ -83,9 +89,113 @@ std::string_view dtype_name(DType d) {
 size_t dtype_size(DType d) {
   switch (d) {
     case DType::Bool: return 1;
+    case DType::UInt8: return 1;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
     case DType::Float32: return 4;
+    case DType::Float64: return 8;
   }
   return 0;
+}
+
+bool is_floating(DType d) {
+  switch (d) {
+    case DType::Float32: case DType::Float64: return true;
+    case DType::Bool: case DType::UInt8: case DType::Int32: case DType::Int64: return false;
+  }
+  return false;
+}
+
+bool is_integral(DType d) {
+  switch (d) {
+    case DType::UInt8: case DType::Int32: case DType::Int64: return true;
+    case DType::Bool: case DType::Float32: case DType::Float64: return false;
+  }
+  return false;
+}
+
+// With int8 and int16 absent these six are totally ordered by promotion.
+DType promote_types(DType a, DType b) { return static_cast<uint8_t>(a) < static_cast<uint8_t>(b) ? b : a; }
+
+DType scalar_kind_dtype(ScalarKind k) {
+  switch (k) {
+    case ScalarKind::Bool: return DType::Bool;
+    case ScalarKind::Int: return DType::Int64;
+    case ScalarKind::Float: return DType::Float32;
+  }
+  return DType::Float32;
+}
+
+DType result_type(const std::vector<OperandType>& operands) {
+  std::optional<DType> dim, zero, wrapped;
+  for (const OperandType& o : operands) {
+    std::optional<DType>& slot = o.is_scalar ? wrapped : o.zero_dim ? zero : dim;
+    slot = slot ? promote_types(*slot, o.dtype) : o.dtype;
+  }
+  const auto r = combine_categories(dim, combine_categories(zero, wrapped));
+  FJ_CHECK(r.has_value(), "result_type of no operands");
+  return *r;
+}
+
+Expected<OpTypes> infer_types(Op op, const std::vector<OperandType>& operands) {
+  const std::string name(aten_name(op));
+  auto rejected = [&](const std::string& why) { return Error{name + ": " + why}; };
+  bool any_bool = false, any_float = false;
+  for (const OperandType& o : operands) {
+    any_bool |= o.dtype == DType::Bool;
+    any_float |= is_floating(o.dtype);
+  }
+  const DType promoted = result_type(operands);
+  switch (op_dtype_rule(op)) {
+    case DTypeRule::Arith:
+      return OpTypes{promoted, promoted};
+    case DTypeRule::NoBoolOperand:
+      if (any_bool) return rejected("a bool operand (eager raises)");
+      return OpTypes{promoted, promoted};
+    case DTypeRule::NoBool:
+    case DTypeRule::Clamp:
+      if (promoted == DType::Bool) return rejected("on bool (eager raises)");
+      return OpTypes{promoted, promoted};
+    case DTypeRule::TrueDiv:
+    case DTypeRule::FloatMath: {
+      const DType f = is_floating(promoted) ? promoted : DType::Float32;
+      return OpTypes{f, f};
+    }
+    case DTypeRule::FloatOnly:
+      if (!is_floating(operands[0].dtype)) return rejected("on " + dt(operands[0].dtype) + " (eager raises)");
+      return OpTypes{operands[0].dtype, operands[0].dtype};
+    case DTypeRule::IntDiv:
+    case DTypeRule::Pow:
+      if (promoted == DType::Bool) return rejected("on bool (eager raises or is not supported)");
+      return OpTypes{promoted, promoted};
+    case DTypeRule::Compare:
+      return OpTypes{DType::Bool, promoted};
+    case DTypeRule::Predicate:
+      return OpTypes{DType::Bool, operands[0].dtype};
+    case DTypeRule::Logical:
+      return OpTypes{DType::Bool, DType::Bool};
+    case DTypeRule::Bitwise:
+      if (any_float) return rejected("on a floating type (eager raises)");
+      return OpTypes{promoted, promoted};
+    case DTypeRule::Keep:
+      return OpTypes{operands[0].dtype, operands[0].dtype};
+    case DTypeRule::Select: {
+      if (operands[0].dtype != DType::Bool) {
+        return rejected("the condition is a " + dt(operands[0].dtype) + " tensor (eager raises)");
+      }
+      const DType r = result_type({operands[1], operands[2]});
+      return OpTypes{r, r};
+    }
+    case DTypeRule::MaskedFill:
+      if (operands[1].dtype != DType::Bool) {
+        return rejected("the mask is a " + dt(operands[1].dtype) + " tensor (eager raises)");
+      }
+      return OpTypes{operands[0].dtype, operands[0].dtype};
+    case DTypeRule::Cast:
+    case DTypeRule::Input:
+      break;
+  }
+  return rejected("not built by pointwise()");
 }
 
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
@@ -129,30 +239,117 @@ NodeId Graph::placeholder(DType dtype, Shape shape, SymShape sym) {
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
-NodeId Graph::scalar(double value) {
-  nodes_.push_back(Node{Op::Scalar, DType::Float32, {}, {}, {}, value, -1});
+NodeId Graph::scalar(double value, ScalarKind kind) {
+  Node n{Op::Scalar, scalar_kind_dtype(kind), {}, {}, {}, value, -1};
+  n.scalar_kind = kind;
+  if (kind != ScalarKind::Float) {
+    FJ_CHECK(std::nearbyint(value) == value && std::fabs(value) < 0x1p63, "scalar: an int kind needs an integral value");
+    n.int_value = static_cast<int64_t>(value);
+  }
+  nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
-NodeId Graph::scalar_input() {
-  nodes_.push_back(Node{Op::ScalarInput, DType::Float32, {}, {}, {}, 0,
-                        static_cast<int32_t>(num_scalar_inputs_)});
+NodeId Graph::scalar_int(int64_t value) {
+  Node n{Op::Scalar, DType::Int64, {}, {}, {}, static_cast<double>(value), -1};
+  n.scalar_kind = ScalarKind::Int;
+  n.int_value = value;
+  nodes_.push_back(std::move(n));
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+NodeId Graph::scalar_input(ScalarKind kind) {
+  Node n{Op::ScalarInput, scalar_kind_dtype(kind), {}, {}, {}, 0,
+         static_cast<int32_t>(num_scalar_inputs_)};
+  n.scalar_kind = kind;
+  nodes_.push_back(std::move(n));
   ++num_scalar_inputs_;
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
+namespace {
+
+constexpr double kFloatMax = 3.4028234663852886e38;
+
+// For the ops whose eager kernels check a Python number's conversion (clamp bounds,
+// where / masked_fill values raise "value cannot be converted to type ... without
+// overflow"): the range a runtime number of `kind` must lie in for the conversion
+// to `to` to succeed; nullopt when it always succeeds. A runtime float into an
+// integer type is not supported (an empty range).
+std::optional<std::pair<double, double>> runtime_range(ScalarKind kind, DType to) {
+  if (to == DType::Bool || to == DType::Float64 || kind == ScalarKind::Bool) return std::nullopt;
+  if (kind == ScalarKind::Float) {
+    if (to == DType::Float32) return std::make_pair(-kFloatMax, kFloatMax);
+    return std::make_pair(1.0, 0.0);
+  }
+  switch (to) {
+    case DType::UInt8: return std::make_pair(0.0, 255.0);
+    case DType::Int32: return std::make_pair(-2147483648.0, 2147483647.0);
+    case DType::Bool: case DType::Int64: case DType::Float32: case DType::Float64: break;
+  }
+  return std::nullopt;
+}
+
+// Whether a constant Python number converts to `to` as eager's checked conversion
+// does (runtime numbers: see runtime_range).
+bool scalar_converts(const Node& s, DType to) {
+  if (to == DType::Bool || to == DType::Float64) return true;
+  FJ_CHECK(s.op == Op::Scalar, "scalar_converts of a runtime number");
+  double lo = 0, hi = 0;
+  switch (to) {
+    case DType::Float32:
+      return s.scalar_kind != ScalarKind::Float || !std::isfinite(s.scalar) ||
+             std::fabs(s.scalar) <= kFloatMax;
+    case DType::UInt8: lo = 0; hi = 255; break;
+    case DType::Int32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case DType::Int64:
+      if (s.scalar_kind != ScalarKind::Float) return true;
+      lo = -0x1p63; hi = 0x1p63 - 1024; break;
+    case DType::Bool: case DType::Float64: return true;
+  }
+  if (s.scalar_kind != ScalarKind::Float) {
+    return static_cast<double>(s.int_value) >= lo && static_cast<double>(s.int_value) <= hi;
+  }
+  const double t = std::trunc(s.scalar);
+  return std::isfinite(s.scalar) && t >= lo && t <= hi;
+}
+
+// A constant Python int / bool operand that fits `to`, or nullopt.
+std::optional<int64_t> constant_int(const Node& s, DType to) {
+  if (s.op != Op::Scalar || s.scalar_kind == ScalarKind::Float) return std::nullopt;
+  if (!scalar_converts(s, to)) return std::nullopt;
+  return s.int_value;
+}
+
+}  // namespace
+
 Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   FJ_CHECK(op_family(op) == Family::Pointwise, "pointwise() of a non-pointwise op");
+  if (op == Op::PowScalar && inputs.size() == 2 && !is_python_scalar(node(inputs[1]))) op = Op::Pow;
   if (static_cast<int>(inputs.size()) != op_arity(op)) {
     return Error{std::string(aten_name(op)) + " takes " + std::to_string(op_arity(op)) +
                  " operands, got " + std::to_string(inputs.size())};
+  }
+  const std::string_view kinds = op_operands(op);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool scalar = is_python_scalar(node(inputs[i]));
+    if (kinds[i] == 'T' && scalar) {
+      return Error{std::string(aten_name(op)) + ": operand " + std::to_string(i) +
+                   " is a Python number where a tensor is needed"};
+    }
+    if (kinds[i] == 'S' && !scalar) {
+      return Error{std::string(aten_name(op)) + ": operand " + std::to_string(i) +
+                   " is a tensor where a Python number is needed (not supported yet)"};
+    }
   }
   bool any_tensor = false;
   Shape shape;
   SymShape sym;
   std::vector<SymExpr> assumed;
+  std::vector<OperandType> types;
   for (NodeId id : inputs) {
     const Node& in = node(id);
+    types.push_back(OperandType{in.dtype, is_python_scalar(in), in.shape.empty()});
     if (is_python_scalar(in)) continue;
     any_tensor = true;
     auto b = broadcast_shapes(shape, in.shape);
@@ -178,30 +375,60 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   }
   if (!any_tensor) return Error{std::string(aten_name(op)) + " of Python scalars only"};
 
-  DType out = DType::Float32;
-  const Rule rule = rule_of(op);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Node& in = node(inputs[i]);
-    if (is_python_scalar(in)) continue;
-    const bool want_bool = rule == Rule::Select && i == 0;
-    const DType want = want_bool ? DType::Bool : DType::Float32;
-    if (in.dtype != want) {
-      return Error{std::string(aten_name(op)) + " on a " + std::string(dtype_name(in.dtype)) +
-                   " tensor is not supported yet"};
+  auto types_or = infer_types(op, types);
+  if (!types_or) return types_or.take_error();
+  const OpTypes t = *types_or;
+  const std::string name(aten_name(op));
+  const DTypeRule rule = op_dtype_rule(op);
+  if (rule == DTypeRule::IntDiv && !is_floating(t.compute)) {
+    // Eager raises ZeroDivisionError for a zero divisor; a kernel cannot, so only a
+    // nonzero constant divisor is compiled.
+    const auto d = constant_int(node(inputs[1]), t.compute);
+    if (!d || *d == 0) {
+      return Error{name + ": integer division by a tensor or a runtime value (eager raises on zero)"};
     }
   }
-  if (rule == Rule::Select && is_python_scalar(node(inputs[0]))) {
-    return Error{"where() with a Python scalar condition"};
+  if (rule == DTypeRule::Pow && !is_floating(t.compute)) {
+    const auto e = constant_int(node(inputs[1]), t.compute);
+    if (op != Op::PowScalar || !e || *e < 0) {
+      return Error{name + ": integer power with a tensor, runtime or negative exponent (not supported)"};
+    }
   }
-  if (rule == Rule::Compare) out = DType::Bool;
-  if (op == Op::PowScalar && !is_python_scalar(node(inputs[1]))) {
-    return Error{"pow with a tensor exponent is not supported yet"};
+  std::vector<ScalarRange> ranges;
+  if (rule == DTypeRule::Clamp || rule == DTypeRule::Select || rule == DTypeRule::MaskedFill) {
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      const Node& in = node(inputs[i]);
+      if (in.op == Op::Scalar && !scalar_converts(in, t.compute)) {
+        return Error{name + ": a Python number that " + dt(t.compute) +
+                     " cannot hold (eager raises)"};
+      }
+      if (in.op != Op::ScalarInput) continue;
+      if (const auto r = runtime_range(in.scalar_kind, t.compute)) {
+        if (r->first > r->second) {
+          return Error{name + ": a runtime float as a " + dt(t.compute) + " value (not supported)"};
+        }
+        ranges.push_back(ScalarRange{in.index, r->first, r->second});
+      }
+    }
   }
+  scalar_ranges_.insert(scalar_ranges_.end(), ranges.begin(), ranges.end());
 
   for (SymExpr& a : assumed) {
     if (!a.is_constant()) assumptions_.push_back(std::move(a));
   }
-  nodes_.push_back(Node{op, out, std::move(shape), std::move(sym), inputs, 0, -1});
+  Node n{op, t.result, std::move(shape), std::move(sym), inputs, 0, -1};
+  n.compute = t.compute;
+  nodes_.push_back(std::move(n));
+  return static_cast<NodeId>(nodes_.size() - 1);
+}
+
+Expected<NodeId> Graph::cast(NodeId x, DType to) {
+  const Node& in = node(x);
+  if (is_python_scalar(in)) return Error{"cast of a Python number"};
+  if (in.dtype == to) return x;
+  Node n{Op::Cast, to, in.shape, in.sym, {x}, 0, -1};
+  n.compute = to;
+  nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
@@ -216,12 +443,18 @@ std::string Graph::str() const {
       case Family::Input:
         if (n.op == Op::ScalarInput) {
           os << "scalar_input[" << n.index << "]";
+          if (n.scalar_kind == ScalarKind::Int) os << " int";
+          if (n.scalar_kind == ScalarKind::Bool) os << " bool";
         } else {
           os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.sym);
         }
         break;
       case Family::Constant:
-        os << "scalar " << scalar_str(n.scalar);
+        switch (n.scalar_kind) {
+          case ScalarKind::Float: os << "scalar " << scalar_str(n.scalar); break;
+          case ScalarKind::Int: os << "scalar " << n.int_value; break;
+          case ScalarKind::Bool: os << "scalar " << (n.int_value ? "True" : "False"); break;
+        }
         break;
       case Family::Pointwise: {
         os << aten_name(n.op) << "(";

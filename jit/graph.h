@@ -20,22 +20,64 @@
 
 namespace fj::jit {
 
-enum class DType : uint8_t { Bool, Float32 };
+// Tensor element types. Bool is one byte 0/1 in memory. The declaration order is
+// PyTorch's promotion order for these six (bool < uint8 < int32 < int64 < float32
+// < float64): promote_types() of two of them is the later one.
+enum class DType : uint8_t { Bool, UInt8, Int32, Int64, Float32, Float64 };
+
+// What a Python number operand was in Python; it decides how the number takes part
+// in type promotion (a "weak" operand: it lifts the category, never the width).
+enum class ScalarKind : uint8_t { Bool, Int, Float };
 
 enum class Op : uint8_t {
-#define FJ_OP(name, aten, family, arity) name,
+#define FJ_OP(name, aten, family, operands, rule) name,
 #include "jit/ops.def"
 #undef FJ_OP
 };
 
 enum class Family : uint8_t { Input, Constant, Pointwise };
 
+// How a pointwise op's dtypes follow from its operands' (PyTorch's rules):
+//   Arith          result = computation = promoted type of the operands
+//   NoBoolOperand  Arith, and eager rejects any bool operand (sub)
+//   NoBool         Arith, and eager rejects a bool promoted type (neg, abs, floor, ...)
+//   TrueDiv        promoted; integral and bool promote further to float32
+//   FloatMath      as TrueDiv (exp, log, ...)
+//   FloatOnly      floating operands only (gelu, silu, softplus)
+//   IntDiv         promoted, bool alone rejected; an integral computation needs a
+//                  nonzero constant divisor (eager raises on zero, a kernel cannot)
+//   Pow            promoted; integral: constant exponent >= 0 only
+//   Compare        computed in the promoted type, result bool
+//   Predicate      computed in the operand's type, result bool (isnan, isinf)
+//   Logical        operands as bool, result bool
+//   Bitwise        promoted; floating types rejected
+//   Keep           result = computation = the operand's type (sign, nan_to_num)
+//   Clamp          promoted with the bounds; bool rejected
+//   Select         where(cond, a, b): cond bool, the branches promoted
+//   MaskedFill     masked_fill(x, mask, value): x's type, mask bool
+//   Cast           the target type (Graph::cast)
+//   Input          placeholders and scalars
+enum class DTypeRule : uint8_t {
+  Arith, NoBoolOperand, NoBool, TrueDiv, FloatMath, FloatOnly, IntDiv, Pow, Compare,
+  Predicate, Logical, Bitwise, Keep, Clamp, Select, MaskedFill, Cast, Input
+};
+
 std::string_view op_name(Op op);       // "Add"
 std::string_view aten_name(Op op);     // "aten.add.Tensor"
 Family op_family(Op op);
 int op_arity(Op op);
-std::string_view dtype_name(DType d);  // "f32", "bool"
+// Operand kinds, one letter each: T tensor, S Python number, A either.
+std::string_view op_operands(Op op);
+DTypeRule op_dtype_rule(Op op);
+std::string_view dtype_name(DType d);  // "f32", "bool", "i64", ...
 size_t dtype_size(DType d);
+bool is_floating(DType d);
+bool is_integral(DType d);             // UInt8, Int32, Int64 (not Bool)
+// PyTorch's promote_types for two dtypes.
+DType promote_types(DType a, DType b);
+// The dtype a Python number stands for in promotion: bool, int64, float32 (the
+// default dtype).
+DType scalar_kind_dtype(ScalarKind k);
 
 using NodeId = int32_t;
 using Shape = std::vector<int64_t>;
@@ -47,30 +89,41 @@ SymShape static_shape(const Shape& s);
 
 struct Node {
   Op op;
-  DType dtype;
+  DType dtype;                  // the result's; Scalar/ScalarInput: scalar_kind_dtype(scalar_kind)
   Shape shape;                  // sizes in the traced call (exact where `sym` is constant); empty for 0-d
   SymShape sym;                 // symbolic sizes: constants where static, else expressions over symbols
   std::vector<NodeId> inputs;
   double scalar = 0;            // Scalar: the value; PowScalar: unused (exponent is input 1)
   int32_t index = -1;           // Placeholder: position among the graph's tensor inputs;
                                 // ScalarInput: position among its scalar inputs
+  ScalarKind scalar_kind = ScalarKind::Float;  // Scalar, ScalarInput: the Python type
+  int64_t int_value = 0;        // Scalar of kind Int or Bool: the exact value
+  DType compute = DType::Float32;  // pointwise: the type the operands convert to
+                                   // (see DTypeRule); Cast: the target
 };
 
 class Graph {
  public:
   // `sym` gives symbolic sizes (one per dim); empty means static sizes.
   NodeId placeholder(DType dtype, Shape shape, SymShape sym = {});
-  // A Python number used as an operand ("weak" type: it takes the tensor's dtype).
-  NodeId scalar(double value);
-  // A Python number known only at run time (a SymFloat / SymInt value): weak-typed
-  // like scalar(), its value is passed to CompiledGraph::run by index. dtype Float32
-  // stands for "a weak Python number"; shape {}. Indices count scalar inputs only,
+  // A Python number used as an operand ("weak" type, see ScalarKind). Kind Int
+  // needs an integral value (use scalar_int beyond 2^53); kind Bool 0 or 1.
+  NodeId scalar(double value, ScalarKind kind = ScalarKind::Float);
+  NodeId scalar_int(int64_t value);
+  // A Python number known only at run time (a SymFloat / SymInt / SymBool value):
+  // weak-typed like scalar(), its value is passed to CompiledGraph::run by index
+  // (kind Float: the double; kinds Int and Bool: an int64 bit pattern in the
+  // double's 8 bytes, see cpu_lower.h). Shape {}. Indices count scalar inputs only,
   // so placeholders keep their numbering.
-  NodeId scalar_input();
-  // A pointwise op with broadcasting and the skeleton's dtype rules: arithmetic and
-  // math on float32 (scalars allowed), comparisons give bool, Where takes a bool
-  // condition. At least one operand of an op must be a tensor.
+  NodeId scalar_input(ScalarKind kind = ScalarKind::Float);
+  // A pointwise op with broadcasting and PyTorch's type promotion (DTypeRule); an
+  // Error for what eager rejects or framejit cannot compute exactly as eager does.
+  // At least one operand of an op must be a tensor. pow with a tensor exponent
+  // becomes Op::Pow.
   Expected<NodeId> pointwise(Op op, const std::vector<NodeId>& inputs);
+  // x.to(dtype): a Cast node, or x itself when it already has that dtype (as eager
+  // returns self).
+  Expected<NodeId> cast(NodeId x, DType to);
   void set_outputs(std::vector<NodeId> outputs);
 
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
@@ -81,11 +134,19 @@ class Graph {
   // Equalities of symbolic sizes that building the graph relied on (broadcasting
   // s0 against s1 needs s0 == s1); the interpreter guards each of them.
   const std::vector<SymExpr>& assumptions() const { return assumptions_; }
+  // Ranges that scalar inputs must lie in, where eager checks a Python number's
+  // conversion (clamp bounds, where / masked_fill values) and would raise; the
+  // interpreter guards each (and falls back when the traced value is outside).
+  struct ScalarRange {
+    int32_t index;  // ScalarInput index
+    double lo, hi;  // inclusive
+  };
+  const std::vector<ScalarRange>& scalar_ranges() const { return scalar_ranges_; }
   size_t size() const { return nodes_.size(); }
 
   // Stable text form used by golden tests, FRAMEJIT_LOG=graph and explain:
   //   %0 = placeholder[0] f32[4, 8]
-  //   %1 = scalar_input[0]
+  //   %1 = scalar_input[0]          (kind Float; "scalar_input[0] int" / "bool" else)
   //   %2 = aten.mul.Tensor(%0, %1) f32[4, 8]
   //   return (%5)
   std::string str() const;
@@ -97,6 +158,7 @@ class Graph {
   std::vector<NodeId> outputs_;
   size_t num_inputs_ = 0;
   std::vector<SymExpr> assumptions_;
+  std::vector<ScalarRange> scalar_ranges_;
   size_t num_scalar_inputs_ = 0;
 };
 
@@ -104,6 +166,22 @@ class Graph {
 inline bool is_python_scalar(const Node& n) {
   return n.op == Op::Scalar || n.op == Op::ScalarInput;
 }
+
+// The dtypes of a pointwise op on these operands (tensor dtypes and ranks, Python
+// scalar kinds), or the reason eager or framejit rejects it. Exposed for tests.
+struct OperandType {
+  DType dtype;
+  bool is_scalar;  // a Python number (dtype = scalar_kind_dtype of its kind)
+  bool zero_dim;   // a 0-d tensor
+};
+struct OpTypes {
+  DType result;
+  DType compute;
+};
+Expected<OpTypes> infer_types(Op op, const std::vector<OperandType>& operands);
+// torch.result_type over the operands (dimensioned tensors, then 0-d tensors, then
+// Python numbers, each category able to lift only the category).
+DType result_type(const std::vector<OperandType>& operands);
 
 // Broadcast two shapes by PyTorch's rules; an Error names the mismatching dim.
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b);

@@ -56,8 +56,13 @@ PYBIND11_MODULE(_C, m) {
   log::configure_from_env();
 
   m.def("_init", [](py::handle tensor_type, py::handle float32, py::handle bool_, py::handle empty,
-                    py::handle size_type) {
+                    py::handle size_type, py::handle float64, py::handle int32, py::handle int64,
+                    py::handle uint8) {
     auto& r = guards::torch_refs();
+    r.float64 = Py_NewRef(float64.ptr());
+    r.int32 = Py_NewRef(int32.ptr());
+    r.int64 = Py_NewRef(int64.ptr());
+    r.uint8 = Py_NewRef(uint8.ptr());
     r.size_type = Py_NewRef(size_type.ptr());
     r.tensor_type = Py_NewRef(tensor_type.ptr());
     r.float32 = Py_NewRef(float32.ptr());
@@ -65,9 +70,9 @@ PYBIND11_MODULE(_C, m) {
     r.empty = Py_NewRef(empty.ptr());
   });
   m.def("_register_op", [](py::handle fn, const std::string& name) {
-    auto op = interp::op_by_name(name);
+    const interp::PyOp* op = interp::op_by_name(name);
     if (!op) throw py::value_error("unknown framejit op name: " + name);
-    interp::register_torch_function(fn.ptr(), *op);
+    interp::register_torch_function(fn.ptr(), op);
   });
   m.def("compile", [](py::handle fn, bool dynamic, bool fullgraph) {
     PyObject* r = interp::make_compiled_function(fn.ptr(), dynamic, fullgraph);

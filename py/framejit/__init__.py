@@ -5,7 +5,8 @@ import torch
 from framejit import _C
 from framejit import ops as _ops
 
-_C._init(torch.Tensor, torch.float32, torch.bool, torch.empty, torch.Size)
+_C._init(torch.Tensor, torch.float32, torch.bool, torch.empty, torch.Size,
+         torch.float64, torch.int32, torch.int64, torch.uint8)
 for _fn, _name in _ops.torch_functions():
     _C._register_op(_fn, _name)
 del _fn, _name

@@ -91,6 +91,13 @@ float reference(Op op, float xf) {
     case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs: case Op::Sqrt: case Op::Relu:
     case Op::Maximum: case Op::Minimum: case Op::Where: case Op::PowScalar: case Op::Eq:
     case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::FloorDiv: case Op::Remainder: case Op::Sign: case Op::Pow: case Op::Erf: case
+    Op::Expm1: case Op::Log1p: case Op::Rsqrt: case Op::Reciprocal: case Op::Gelu: case
+    Op::GeluTanh: case Op::Silu: case Op::Softplus: case Op::Floor: case Op::Ceil: case
+    Op::Round: case Op::Trunc: case Op::Clamp: case Op::ClampMin: case Op::ClampMax: case
+    Op::MaskedFill: case Op::NanToNum: case Op::IsNan: case Op::IsInf: case Op::LogicalAnd: case
+    Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot: case Op::BitwiseAnd: case
+    Op::BitwiseOr: case Op::BitwiseXor: case Op::BitwiseNot: case Op::Cast:
       break;
   }
   FAIL("no reference for " << op_name(op));
@@ -112,6 +119,13 @@ float glibc(Op op, float x) {
     case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs: case Op::Sqrt: case Op::Relu:
     case Op::Maximum: case Op::Minimum: case Op::Where: case Op::PowScalar: case Op::Eq:
     case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::FloorDiv: case Op::Remainder: case Op::Sign: case Op::Pow: case Op::Erf: case
+    Op::Expm1: case Op::Log1p: case Op::Rsqrt: case Op::Reciprocal: case Op::Gelu: case
+    Op::GeluTanh: case Op::Silu: case Op::Softplus: case Op::Floor: case Op::Ceil: case
+    Op::Round: case Op::Trunc: case Op::Clamp: case Op::ClampMin: case Op::ClampMax: case
+    Op::MaskedFill: case Op::NanToNum: case Op::IsNan: case Op::IsInf: case Op::LogicalAnd: case
+    Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot: case Op::BitwiseAnd: case
+    Op::BitwiseOr: case Op::BitwiseXor: case Op::BitwiseNot: case Op::Cast:
       break;
   }
   FAIL("no glibc function for " << op_name(op));
