@@ -12,6 +12,7 @@
 
 #include "interp/bytecode.h"
 #include "interp/hook.h"
+#include "interp/trace_dump.h"
 #include "interp/ops.h"
 #include "jit/cpu_backend.h"
 #include "jit/log.h"
@@ -158,6 +159,9 @@ class Tracer {
   const Instruction* last_ins_ = nullptr;  // for the location of a failure
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
+
+ public:
+  std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
   std::vector<int> placeholder_slot_;  // argument slot of each placeholder
   std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
   jit::Bindings hints_;                    // each symbol's value in the traced call
@@ -303,6 +307,13 @@ Status Tracer::step(const Instruction& ins) {
       FJ_DEBUG_CHECK(false, "stack effect mismatch");
       return unsupported("internal error: stack effect mismatch at " + std::string(opcode_name(ins.opcode)));
     }
+  }
+  if (trace_log_ != nullptr) {
+    std::string stack;
+    for (const Value& v : cur_.fs->stack) stack += (stack.empty() ? "" : ", ") + describe(v);
+    *trace_log_ += std::string(static_cast<size_t>(2 * cur_.depth), ' ') + std::to_string(ins.offset) + " " +
+                   std::string(opcode_name(ins.opcode)) + " " + std::to_string(ins.arg) + "  (" +
+                   location(ins) + ")  stack: [" + stack + "]\n";
   }
   if (log::enabled(log::Channel::Bytecode)) {
     std::string stack;
@@ -1328,7 +1339,12 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, cons
     return nullptr;
   }
   Tracer tracer(state, f, in, *code);
-  return tracer.run(why);
+  if (log::trace_dir().empty()) return tracer.run(why);
+  std::string trace;
+  tracer.trace_log_ = &trace;
+  std::unique_ptr<CacheEntry> entry = tracer.run(why);
+  write_trace_dump(state.code, trace, entry.get(), *why);
+  return entry;
 }
 
 }  // namespace fj::interp

@@ -125,10 +125,10 @@ class CpuCompiledGraph final : public CompiledGraph {
  public:
   CpuCompiledGraph(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker,
                    std::vector<Kernel> kernels, size_t num_inputs, size_t num_scalars,
-                   size_t num_outputs, std::string ir, size_t num_threads)
+                   size_t num_outputs, std::string ir, std::string optimized_ir, size_t num_threads)
       : jit_(std::move(jit)), tracker_(std::move(tracker)), kernels_(std::move(kernels)),
         num_inputs_(num_inputs), num_scalars_(num_scalars), num_outputs_(num_outputs),
-        ir_(std::move(ir)), num_threads_(num_threads) {}
+        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads) {}
 
   ~CpuCompiledGraph() override {
     if (!tracker_) return;
@@ -173,6 +173,7 @@ class CpuCompiledGraph final : public CompiledGraph {
 
   size_t num_kernels() const override { return kernels_.size(); }
   const std::string& ir() const override { return ir_; }
+  const std::string& optimized_ir() const override { return optimized_ir_; }
 
  private:
   std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
@@ -180,6 +181,7 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::vector<Kernel> kernels_;
   size_t num_inputs_, num_scalars_, num_outputs_;
   std::string ir_;
+  std::string optimized_ir_;
   size_t num_threads_;  // chunks per large loop at most; 1: no threads
 };
 
@@ -205,9 +207,9 @@ class LlvmCpuBackend final : public CpuBackend {
     llvm::raw_string_ostream broken_os(broken);
     FJ_CHECK(!llvm::verifyModule(*module, &broken_os), "invalid kernel IR: " + broken);
     optimize(*module);
-    if (log::enabled(log::Channel::Ir)) {
-      log::jit().info("optimized LLVM IR of {}:\n{}", prefix, module_text(*module));
-    }
+    std::string optimized;
+    if (log::enabled(log::Channel::Ir) || !log::trace_dir().empty()) optimized = module_text(*module);
+    if (log::enabled(log::Channel::Ir)) log::jit().info("optimized LLVM IR of {}:\n{}", prefix, optimized);
 
     llvm::orc::ResourceTrackerSP tracker = jit_->getMainJITDylib().createResourceTracker();
     llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(ctx));
@@ -230,7 +232,7 @@ class LlvmCpuBackend final : public CpuBackend {
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
         jit_, std::move(tracker), std::move(kernels), graph.num_inputs(),
-        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir), num_threads_));
+        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir), std::move(optimized), num_threads_));
   }
 
  private:

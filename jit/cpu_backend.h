@@ -42,6 +42,8 @@ class CompiledGraph {
   virtual size_t num_kernels() const = 0;
   // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
   virtual const std::string& ir() const = 0;
+  // After optimization; empty unless FRAMEJIT_LOG=ir or FRAMEJIT_TRACE_DIR is set.
+  virtual const std::string& optimized_ir() const = 0;
 };
 
 struct CpuOptions {

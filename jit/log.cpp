@@ -58,10 +58,20 @@ std::string configure(const std::string& spec) {
   return unknown;
 }
 
+std::string& trace_dir_storage() {
+  static std::string dir;
+  return dir;
+}
+
 void configure_from_env() {
   const char* spec = std::getenv("FRAMEJIT_LOG");
   configure(spec ? spec : "");
+  const char* dir = std::getenv("FRAMEJIT_TRACE_DIR");
+  set_trace_dir(dir ? dir : "");
 }
+
+const std::string& trace_dir() { return trace_dir_storage(); }
+void set_trace_dir(std::string dir) { trace_dir_storage() = std::move(dir); }
 
 bool enabled(Channel c) {
   return (g_mask.load(std::memory_order_relaxed) & static_cast<unsigned>(c)) != 0;

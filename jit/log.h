@@ -22,6 +22,9 @@ std::string configure(const std::string& spec);
 // Reads FRAMEJIT_LOG from the environment.
 void configure_from_env();
 bool enabled(Channel c);
+// FRAMEJIT_TRACE_DIR: where per-compile dumps go; empty when off.
+const std::string& trace_dir();
+void set_trace_dir(std::string dir);
 
 // Loggers by subsystem: "interp", "guards", "jit", "runtime".
 spdlog::logger& interp();

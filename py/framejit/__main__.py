@@ -1,4 +1,5 @@
 """python -m framejit run script.py [args...] [--modules a,b] [--report]
+python -m framejit trace-view DIR
 
 Runs a script as __main__ with its functions, and those of the listed modules,
 watched by framejit. --report prints a table at exit (to stderr, so that the
@@ -83,10 +84,41 @@ def run(argv):
     return 0
 
 
+def trace_view(directory):
+    """A summary of a FRAMEJIT_TRACE_DIR folder: one line per trace."""
+    if not os.path.isdir(directory):
+        print(f"trace-view: {directory} is not a folder", file=sys.stderr)
+        return 2
+    traces = sorted(d for d in os.listdir(directory) if os.path.isdir(os.path.join(directory, d)))
+    print(f"{len(traces)} traces in {directory}")
+    for name in traces:
+        path = os.path.join(directory, name)
+
+        def read(f):
+            p = os.path.join(path, f)
+            return open(p).read() if os.path.exists(p) else ""
+
+        outcome = read("outcome.txt").splitlines()
+        instructions = len(read("bytecode.txt").splitlines())
+        ops = [l for l in read("graph.txt").splitlines() if "aten." in l]
+        guards = read("guards.txt").splitlines()
+        head = outcome[0] if outcome else "?"
+        print(f"{name}: {head}: {instructions} instructions traced, {len(ops)} ops, {len(guards)} guards")
+        for line in outcome[1:]:
+            print(f"    {line}")
+    return 0
+
+
+USAGE = "usage: python -m framejit run script.py [args...] [--modules a,b] [--report]\n" \
+        "       python -m framejit trace-view DIR"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "trace-view":
+        return trace_view(argv[1])
     if not argv or argv[0] != "run":
-        print("usage: python -m framejit run script.py [args...] [--modules a,b] [--report]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     return run(argv[1:])
 

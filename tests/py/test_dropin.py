@@ -93,3 +93,23 @@ def test_import_hook_in_process(tmp_path, monkeypatch):
     fj_hooked_lib.step(w, g, 0.5)
     assert framejit.stats(fj_hooked_lib.step)["calls"] == before  # no longer watched
     assert not framejit._C.hook_installed()
+
+
+def test_trace_dumps_and_trace_view(tmp_path):
+    write_project(tmp_path)
+    dump = tmp_path / "dump"
+    jit = run(["-m", "framejit", "run", "main.py", "--modules", "mylib"], tmp_path,
+              env={"FRAMEJIT_TRACE_DIR": str(dump)})
+    assert jit.returncode == 0, jit.stderr
+    traces = sorted(p.name for p in dump.iterdir())
+    step = dump / next(n for n in traces if n.endswith("step"))
+    for f in ("bytecode.txt", "graph.txt", "plan.txt", "guards.txt", "ir.ll", "ir_optimized.ll", "outcome.txt"):
+        assert (step / f).is_file(), f
+    assert "BINARY_OP" in (step / "bytecode.txt").read_text()
+    assert "__init__.py:5" in (step / "bytecode.txt").read_text()
+    assert "aten.mul.Tensor" in (step / "graph.txt").read_text()
+    assert "L['lr'] is a float" in (step / "guards.txt").read_text()
+    assert "define void @fj_g" in (step / "ir_optimized.ll").read_text()
+    view = run(["-m", "framejit", "trace-view", str(dump)], tmp_path)
+    assert view.returncode == 0, view.stderr
+    assert f"{len(traces)} traces" in view.stdout and "compiled step" in view.stdout
