@@ -1,0 +1,218 @@
+// CALL: torch ops from the op table, tensor methods and sizes, len(), and calls of
+// Python functions, which are inlined (traced in a frame of their own).
+#include "interp/tracer.h"
+
+#include <algorithm>
+
+#include "interp/hook.h"
+
+namespace fj::interp {
+
+Status Tracer::op_call(const Instruction& ins) {
+  const size_t argc = static_cast<size_t>(ins.arg);
+  const PyRef kw_names = std::move(cur_.fs->kw_names);  // this call's (KW_NAMES), if any
+  cur_.fs->kw_names = PyRef();
+  std::vector<Value> args(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
+  Value second = pop();
+  Value first = pop();
+  Value callable;
+  if (first.kind == ValueKind::Null) {
+    callable = std::move(second);
+  } else {
+    callable = std::move(first);
+    args.insert(args.begin(), std::move(second));
+  }
+  if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
+    return call_py_op(*op, std::move(args), kw_names.get());
+  }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    // A Python function (or a bound method, or a framejit-compiled function): its
+    // body is traced into the same graph.
+    PyObject* target = callable.obj.get();
+    if (PyObject* fn = compiled_function_target(target)) target = fn;
+    if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
+      Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
+      self.opaque = true;
+      args.insert(args.begin(), std::move(self));
+      target = PyMethod_GET_FUNCTION(target);
+    }
+    if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
+  }
+  if (callable.kind == ValueKind::TensorMethod) {
+    if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
+    if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
+    return call_shape_method(callable.method, args);
+  }
+  if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
+  if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
+    const Value& a = args[0];
+    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).shape.empty()) {
+      push(dim_value(a.node, 0));
+      return ok();
+    }
+    if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+      return ok();
+    }
+    return unsupported("len() of " + describe(a));
+  }
+  return unsupported("call to " + describe(callable) + " (not supported yet)");
+}
+
+
+// ---- inlining ----
+
+
+
+const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
+  CodeState* cs = code_state(co, true);
+  if (cs == nullptr) {
+    PyErr_Clear();
+    *error = "cannot attach framejit state to the code object";
+    return nullptr;
+  }
+  if (!cs->decoded) {
+    auto decoded = decode(co);
+    if (!decoded) {
+      *error = "cannot decode the bytecode: " + decoded.error();
+      return nullptr;
+    }
+    cs->decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
+  }
+  return static_cast<const DecodedCode*>(cs->decoded.get());
+}
+
+// Traces a call of the Python function `fn` in a frame of its own, binding
+// arguments as CPython does (positional, keyword, defaults, *args).
+Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
+  auto* func = reinterpret_cast<PyFunctionObject*>(fn);
+  auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
+  const std::string qualname = PyUnicode_AsUTF8(co->co_qualname);
+  if (cur_.depth >= kMaxInlineDepth) {
+    return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
+  }
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    return unsupported("call of the generator or coroutine " + qualname);
+  }
+  if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
+  std::string error;
+  const DecodedCode* decoded = decoded_code(co, &error);
+  if (decoded == nullptr) return unsupported(error);
+
+  FrameState fs;
+  fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  const size_t npos = args.size() - nkw;
+  const size_t argcount = static_cast<size_t>(co->co_argcount);
+  const size_t nparams = argcount + static_cast<size_t>(co->co_kwonlyargcount);
+  const bool varargs = co->co_flags & CO_VARARGS;
+  const std::string bad = "arguments that do not match " + qualname + "'s parameters (CPython raises)";
+  if (npos > argcount && !varargs) return unsupported(bad);
+  std::vector<bool> set(nparams, false);
+  for (size_t i = 0; i < std::min(npos, argcount); ++i) {
+    fs.locals[i] = std::move(args[i]);
+    set[i] = true;
+  }
+  if (varargs) {
+    std::vector<Value> rest;
+    for (size_t i = argcount; i < npos; ++i) rest.push_back(std::move(args[i]));
+    fs.locals[nparams] = Value::sequence(ValueKind::Tuple, std::move(rest));
+  }
+  for (size_t k = 0; k < nkw; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k));
+    size_t j = static_cast<size_t>(co->co_posonlyargcount);
+    while (j < nparams && PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, j), name) != 0) ++j;
+    if (j == nparams || set[j]) return unsupported(bad);
+    fs.locals[j] = std::move(args[npos + k]);
+    set[j] = true;
+  }
+  PyObject* defaults = func->func_defaults;
+  const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
+  for (size_t j = 0; j < nparams; ++j) {
+    if (set[j]) continue;
+    PyObject* d = nullptr;
+    if (j < argcount && j + ndef >= argcount) {
+      d = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(j + ndef - argcount));
+    } else if (j >= argcount && func->func_kwdefaults != nullptr) {
+      d = PyDict_GetItemWithError(func->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, j));
+    }
+    if (d == nullptr) return unsupported(bad);
+    Value v = Value::constant(PyRef::borrow(d));
+    v.opaque = !is_foldable(d);  // a mutable default is used as-is, never looked into
+    fs.locals[j] = std::move(v);
+  }
+  // Free variables: each closure cell's content, guarded by the cell itself.
+  const int first_free = co->co_nlocalsplus - co->co_nfreevars;
+  for (int k = 0; k < co->co_nfreevars; ++k) {
+    PyObject* cell = PyTuple_GET_ITEM(func->func_closure, k);
+    PyObject* v = PyCell_GET(cell);
+    if (v == nullptr) continue;
+    entry_->guards.add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
+    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+  }
+
+  const FrameCtx caller = cur_;
+  const long caller_drift = std::exchange(stack_drift_, 0);  // the caller is between PRECALL and CALL
+  const bool same_globals = func->func_globals == in_.globals;
+  cur_ = FrameCtx{&fs, decoded, co, func->func_globals, func->func_builtins,
+                  same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
+                  caller.depth + 1};
+  Value ret;
+  Status s = execute(&ret);
+  cur_ = caller;
+  stack_drift_ = caller_drift;
+  if (s) return s;
+  push(std::move(ret));
+  return ok();
+}
+
+// ---- tensor sizes ----
+
+// Size `d` of a tensor value, as a Python int value.
+Value Tracer::dim_value(jit::NodeId node, size_t d) {
+  const jit::SymExpr& s = graph_.node(node).sym[d];
+  if (s.is_constant()) return Value::constant(PyRef::steal(PyLong_FromLongLong(*s.as_int())));
+  return Value::sym(s);
+}
+
+Value Tracer::shape_tuple(jit::NodeId node) {
+  std::vector<Value> dims;
+  for (size_t d = 0; d < graph_.node(node).shape.size(); ++d) dims.push_back(dim_value(node, d));
+  Value size = Value::sequence(ValueKind::Tuple, std::move(dims));
+  size.torch_size = true;
+  return size;
+}
+
+// x.size(), x.size(d), x.dim(), x.numel()
+Status Tracer::call_shape_method(const std::string& name, const std::vector<Value>& args) {
+  const jit::NodeId node = args[0].node;
+  const size_t rank = graph_.node(node).shape.size();
+  if (name == "dim" && args.size() == 1) {
+    push(Value::constant(PyRef::steal(PyLong_FromSize_t(rank))));
+    return ok();
+  }
+  if (name == "numel" && args.size() == 1) {
+    jit::SymExpr n = jit::SymExpr::integer(1);
+    for (size_t d = 0; d < rank; ++d) n = jit::mul(n, *as_sym(dim_value(node, d)));
+    return push_sym(n, "numel()");
+  }
+  if (name == "size" && args.size() == 1) {
+    push(shape_tuple(node));
+    return ok();
+  }
+  if (name == "size" && args.size() == 2) {
+    const Value& i = args[1];
+    if (i.kind != ValueKind::Const || !PyLong_CheckExact(i.obj.get())) {
+      return unsupported("size() with a non-constant dimension");
+    }
+    long d = PyLong_AsLong(i.obj.get());
+    if (d < 0) d += static_cast<long>(rank);
+    if (d < 0 || d >= static_cast<long>(rank)) return unsupported("size() dimension out of range (CPython raises)");
+    push(dim_value(node, static_cast<size_t>(d)));
+    return ok();
+  }
+  return unsupported("tensor ." + name + "() with these arguments");
+}
+
+}  // namespace fj::interp

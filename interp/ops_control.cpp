@@ -1,0 +1,118 @@
+// Handlers for sequences, the value stack, jumps and RETURN_VALUE.
+#include "interp/tracer.h"
+
+namespace fj::interp {
+
+// ---- sequences and stack ----
+
+// (items[n] -- seq)
+Status Tracer::op_build_seq(const Instruction& ins) {
+  const size_t n = static_cast<size_t>(ins.arg);
+  std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - n);
+  push(Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List, std::move(items)));
+  return ok();
+}
+
+// (seq -- items[n], reversed)
+Status Tracer::op_unpack_sequence(const Instruction& ins) {
+  Value seq = pop();
+  std::vector<Value> items;
+  if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    items = seq.items;
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) && PyTuple_CheckExact(seq.obj.get())) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.obj.get()); ++i) {
+      items.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(seq.obj.get(), i))));
+    }
+  } else {
+    return unsupported("unpacking " + describe(seq));
+  }
+  if (items.size() != static_cast<size_t>(ins.arg)) return unsupported("unpacking a sequence of the wrong length");
+  for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+  return ok();
+}
+
+// (container, index -- item)
+Status Tracer::op_binary_subscr(const Instruction&) {
+  Value index = pop();
+  Value seq = pop();
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
+      PyLong_CheckExact(index.obj.get())) {
+    long i = PyLong_AsLong(index.obj.get());
+    const long n = static_cast<long>(seq.items.size());
+    if (i < 0) i += n;
+    if (PyErr_Occurred() || i < 0 || i >= n) return unsupported("index out of range (CPython raises)");
+    push(seq.items[static_cast<size_t>(i)]);
+    return ok();
+  }
+  return unsupported("subscript of " + describe(seq) + " (not supported yet)");
+}
+
+// (value -- )
+Status Tracer::op_pop_top(const Instruction&) {
+  pop();
+  return ok();
+}
+
+// (items[n] -- items[n], items[0])
+Status Tracer::op_copy(const Instruction& ins) {
+  push(top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// swaps TOS with the n-th item
+Status Tracer::op_swap(const Instruction& ins) {
+  std::swap(top(1), top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// ---- control flow ----
+
+// ( -- )
+Status Tracer::op_jump(const Instruction& ins) { return jump_to(ins.target); }
+
+// (cond -- )
+Status Tracer::op_pop_jump_if(const Instruction& ins) {
+  Value v = pop();
+  bool jump = false;
+  switch (ins.opcode) {
+    case op(Opcode::POP_JUMP_FORWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE): {
+      bool is_none;
+      if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
+      else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Sym || v.kind == ValueKind::Tuple ||
+               v.kind == ValueKind::List) is_none = false;
+      else return unsupported("'is None' test of " + describe(v));
+      const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);
+      jump = is_none == want_none;
+      break;
+    }
+    default: {
+      bool t = false;
+      if (Status s = truth(v, &t)) return s;
+      const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
+      jump = t == want;
+      break;
+    }
+  }
+  return jump ? jump_to(ins.target) : ok();
+}
+
+// (cond -- cond if jumping)
+Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
+  bool t = false;
+  if (Status s = truth(top(), &t)) return s;
+  if (t == (ins.opcode == op(Opcode::JUMP_IF_TRUE_OR_POP))) return jump_to(ins.target);
+  pop();
+  return ok();
+}
+
+// (value -- )
+Status Tracer::op_return_value(const Instruction&) {
+  cur_.fs->ret = pop();
+  return ok();
+}
+
+}  // namespace fj::interp

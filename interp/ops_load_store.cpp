@@ -1,0 +1,152 @@
+// Handlers for loads and stores: locals, cells, constants, globals, attributes of
+// modules and tensors, methods, nested functions.
+#include "interp/tracer.h"
+
+#include "jit/log.h"
+
+namespace fj::interp {
+
+// ---- loads and stores ----
+
+// ( -- )
+Status Tracer::op_nop(const Instruction&) { return ok(); }
+
+// ( -- value)
+Status Tracer::op_load_fast(const Instruction& ins) {
+  const Value& v = cur_.fs->locals[static_cast<size_t>(ins.arg)];
+  if (v.kind == ValueKind::Null) return unsupported("read of an unbound local variable");
+  push(v);
+  return ok();
+}
+
+// ( -- value): a cell or free variable, kept as a plain local while tracing
+Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins); }
+
+// (value -- )
+Status Tracer::op_store_deref(const Instruction& ins) {
+  PyCodeObject* code = cur_.co;
+  if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
+    return unsupported("assignment to a variable of an enclosing function");
+  }
+  return op_store_fast(ins);
+}
+
+// (value -- )
+Status Tracer::op_store_fast(const Instruction& ins) {
+  cur_.fs->locals[static_cast<size_t>(ins.arg)] = pop();
+  return ok();
+}
+
+// ( -- value)
+Status Tracer::op_load_const(const Instruction& ins) {
+  push(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg))));
+  return ok();
+}
+
+// ( -- [NULL], value)
+Status Tracer::op_load_global(const Instruction& ins) {
+  PyObject* name = PyTuple_GET_ITEM(cur_.co->co_names, ins.arg >> 1);
+  bool from_builtins = false;
+  PyObject* v = PyDict_GetItemWithError(cur_.globals, name);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(cur_.builtins)) {
+    v = PyDict_GetItemWithError(cur_.builtins, name);
+    from_builtins = true;
+  }
+  if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
+  const std::string n = PyUnicode_AsUTF8(name);
+  entry_->guards.add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
+  if (ins.arg & 1) push(Value::null());
+  Source src;
+  src.kind = Source::Kind::Global;
+  src.name = n;
+  src.from_builtins = from_builtins;
+  src.globals = cur_.guard_globals;
+  push(Value::constant(PyRef::borrow(v), src));
+  return ok();
+}
+
+// Reads `name` of a module value read from a global (guarded by its attribute path).
+static Status module_attr(Value& base, const std::string& name, Value* out,
+                          guards::GuardSet& guards) {
+  if (base.kind != ValueKind::Const || !PyModule_Check(base.obj.get()) ||
+      base.source.kind != Source::Kind::Global || base.source.from_builtins) {
+    return unsupported("attribute '" + name + "' of a value other than a global module");
+  }
+  PyObject* v = PyDict_GetItemString(PyModule_GetDict(base.obj.get()), name.c_str());
+  if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
+  Source src = base.source;
+  src.attrs.push_back(name);
+  guards.add_module_attr(src.name, src.attrs, v, base.source.globals);
+  *out = Value::constant(PyRef::borrow(v), src);
+  return ok();
+}
+
+// (owner -- value)
+Status Tracer::op_load_attr(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  Value owner = pop();
+  if (owner.kind == ValueKind::Tensor) {
+    if (name == "shape") {
+      push(shape_tuple(owner.node));
+      return ok();
+    }
+    if (name == "ndim") {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).shape.size()))));
+      return ok();
+    }
+    return unsupported("tensor attribute '." + name + "' (not supported yet)");
+  }
+  Value out;
+  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  push(std::move(out));
+  return ok();
+}
+
+// (owner -- method_or_NULL, self_or_value)
+Status Tracer::op_load_method(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  Value owner = pop();
+  if (owner.kind == ValueKind::Tensor) {
+    if (!tensor_method_op(name) && !is_shape_method(name)) {
+      return unsupported("tensor method '." + name + "()' (not supported yet)");
+    }
+    push(Value::tensor_method(name));
+    push(std::move(owner));
+    return ok();
+  }
+  Value out;
+  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  push(Value::null());
+  push(std::move(out));
+  return ok();
+}
+
+// (code -- function): a nested function without defaults or closure. Its calls are
+// inlined; it must not escape, since eager makes a new one on every call.
+Status Tracer::op_make_function(const Instruction& ins) {
+  Value code = pop();
+  if (ins.arg != 0) return unsupported("a nested function with defaults, annotations or a closure");
+  if (code.kind != ValueKind::Const || !PyCode_Check(code.obj.get())) return unsupported("MAKE_FUNCTION of a non-code value");
+  PyObject* fn = PyFunction_New(code.obj.get(), cur_.globals);
+  if (fn == nullptr) return unsupported("cannot create the nested function");
+  Value v = Value::constant(PyRef::steal(fn));
+  v.fresh = true;
+  push(std::move(v));
+  return ok();
+}
+
+// ( -- NULL)
+Status Tracer::op_push_null(const Instruction&) {
+  push(Value::null());
+  return ok();
+}
+
+// ( -- )
+Status Tracer::op_kw_names(const Instruction& ins) {
+  cur_.fs->kw_names = PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg));
+  return ok();
+}
+
+// (method_or_NULL, callable_or_self, args[argc] -- result)
+
+}  // namespace fj::interp

@@ -1,0 +1,162 @@
+// The tracer: the state of one symbolic execution of a frame (and of the calls it
+// inlines), shared by the opcode handlers in interp/ops_*.cpp.
+//
+// Design: a Tracer runs the bytecode of one frame on symbolic Values (value.h),
+// recording tensor work into a jit::Graph, symbolic scalars into SymExprs, and every
+// assumption into the entry's GuardSet. Each handler implements one opcode family and
+// returns a Status: nullopt to go on, or Unsupported with a reason, which ends the
+// trace (the frame then runs in CPython and the reason is recorded with file:line).
+// An inlined call switches `cur_` to a FrameCtx of its own and back.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interp/bytecode.h"
+#include "interp/code_state.h"
+#include "interp/ops.h"
+#include "interp/value.h"
+
+namespace fj::interp {
+
+constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
+constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
+constexpr int kMaxInlineDepth = 8;     // deeper calls end the trace
+
+constexpr int op(Opcode o) { return static_cast<int>(o); }
+
+// A reason to stop tracing; the frame runs in CPython.
+struct Unsupported {
+  std::string reason;
+};
+
+using Status = std::optional<Unsupported>;
+inline Status ok() { return std::nullopt; }
+inline Status unsupported(std::string why) { return Unsupported{std::move(why)}; }
+
+std::string repr_short(PyObject* o);
+bool is_plain_scalar(PyObject* o);
+// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+bool is_foldable(PyObject* o);
+inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+bool is_shape_method(const std::string& name);
+PyObject* len_builtin();
+// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+std::optional<jit::SymExpr> as_sym(const Value& v);
+// The decoded bytecode of a code object, decoded once and kept in its CodeState.
+const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
+
+class Tracer {
+ public:
+  Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
+      : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()) {
+    cur_ = FrameCtx{&root_fs_, &code, st.code, in.globals, in.builtins, nullptr, nullptr, 0};
+  }
+
+  std::unique_ptr<CacheEntry> run(Fallback* why);
+  Status execute(Value* result);
+  Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
+
+ private:
+  using Handler = Status (Tracer::*)(const Instruction&);
+  static const std::array<Handler, 256>& handlers();
+
+  Status bind_arguments();
+  Status step(const Instruction& ins);
+  Status finish(const Value& ret);
+  Status compile();
+
+  Value pop() {
+    Value v = std::move(cur_.fs->stack.back());
+    cur_.fs->stack.pop_back();
+    return v;
+  }
+  void push(Value v) { cur_.fs->stack.push_back(std::move(v)); }
+  Value& top(size_t i = 1) { return cur_.fs->stack[cur_.fs->stack.size() - i]; }
+  Status jump_to(int offset);
+  Expected<jit::NodeId> operand(const Value& v);
+  // Symbolic scalars
+  int new_symbol(jit::SymType type, jit::SymValue hint, std::string source);
+  Status push_sym(jit::SymExpr e, const char* what);
+  Status guard_truth(const jit::SymExpr& cond, bool* out);
+  std::string readable(const jit::SymExpr& e) const;
+  Status call_op(jit::Op op, const std::vector<Value>& args);
+  Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
+  Value dim_value(jit::NodeId node, size_t d);
+  Value shape_tuple(jit::NodeId node);
+  Status call_shape_method(const std::string& name, const std::vector<Value>& args);
+  Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status truth(const Value& v, bool* out);
+  std::string describe(const Value& v) const;
+  std::string location(const Instruction& ins) const;
+
+  // ---- handlers, one per opcode family; each starts with its stack effect ----
+  Status op_nop(const Instruction&);
+  Status op_load_fast(const Instruction&);
+  Status op_store_fast(const Instruction&);
+  Status op_load_deref(const Instruction&);
+  Status op_store_deref(const Instruction&);
+  Status op_load_const(const Instruction&);
+  Status op_load_global(const Instruction&);
+  Status op_load_attr(const Instruction&);
+  Status op_load_method(const Instruction&);
+  Status op_push_null(const Instruction&);
+  Status op_make_function(const Instruction&);
+  Status op_kw_names(const Instruction&);
+  Status op_call(const Instruction&);
+  Status op_binary_op(const Instruction&);
+  Status op_unary_negative(const Instruction&);
+  Status op_unary_not(const Instruction&);
+  Status op_unary_invert(const Instruction&);
+  Status op_compare_op(const Instruction&);
+  Status op_is_op(const Instruction&);
+  Status op_build_seq(const Instruction&);
+  Status op_unpack_sequence(const Instruction&);
+  Status op_binary_subscr(const Instruction&);
+  Status op_pop_top(const Instruction&);
+  Status op_copy(const Instruction&);
+  Status op_swap(const Instruction&);
+  Status op_jump(const Instruction&);
+  Status op_pop_jump_if(const Instruction&);
+  Status op_jump_if_or_pop(const Instruction&);
+  Status op_return_value(const Instruction&);
+
+  // The frame being traced: the root frame or an inlined callee.
+  struct FrameCtx {
+    FrameState* fs;
+    const DecodedCode* code;
+    PyCodeObject* co;
+    PyObject* globals;         // borrowed
+    PyObject* builtins;        // borrowed
+    PyObject* guard_globals;   // for guards: nullptr = the call's own globals
+    PyObject* guard_builtins;  // for guards: nullptr = the call's own builtins
+    int depth;                 // 0 for the root frame
+  };
+
+  CodeState& st_;
+  compat::Frame* frame_;
+  const guards::CallInputs& in_;
+  std::unique_ptr<CacheEntry> entry_;
+  jit::Graph graph_;
+  FrameState root_fs_;
+  FrameCtx cur_;
+  const Instruction* last_ins_ = nullptr;  // for the location of a failure
+  PyCodeObject* last_co_ = nullptr;
+  int steps_ = 0;
+
+ public:
+  std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
+  std::vector<int> placeholder_slot_;  // argument slot of each placeholder
+  std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
+  jit::Bindings hints_;                    // each symbol's value in the traced call
+  std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"
+  long stack_drift_ = 0;  // framejit's stack depth minus CPython's, see step()
+};
+
+
+}  // namespace fj::interp
