@@ -513,7 +513,12 @@ class KernelEmitter {
         return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
         Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
-        return b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
+        Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
+        if (c == DType::Float64) return g;
+        // Eager's vectorized float32 erf gives NaN at +inf, so gelu(+inf) is NaN in
+        // every tensor of more than a few elements (a lone element takes the scalar
+        // path: inf). framejit follows the vectorized path.
+        return b_.CreateSelect(b_.CreateFCmpOEQ(a[0], fconst(ty, INFINITY)), fconst(ty, NAN), g);
       }
       case Op::GeluTanh: {  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
         Value* cube = b_.CreateFMul(b_.CreateFMul(a[0], a[0]), a[0]);

@@ -283,7 +283,7 @@ std::optional<std::pair<double, double>> runtime_range(ScalarKind kind, DType to
     return std::make_pair(1.0, 0.0);
   }
   switch (to) {
-    case DType::UInt8: return std::make_pair(0.0, 255.0);
+    case DType::UInt8: return std::make_pair(-255.0, 255.0);
     case DType::Int32: return std::make_pair(-2147483648.0, 2147483647.0);
     case DType::Bool: case DType::Int64: case DType::Float32: case DType::Float64: break;
   }
@@ -295,12 +295,15 @@ std::optional<std::pair<double, double>> runtime_range(ScalarKind kind, DType to
 bool scalar_converts(const Node& s, DType to) {
   if (to == DType::Bool || to == DType::Float64) return true;
   FJ_CHECK(s.op == Op::Scalar, "scalar_converts of a runtime number");
+  // c10::overflows: an int into uint8 may be negative down to -255 (it wraps); a
+  // float is compared before truncation.
+  const bool is_float = s.scalar_kind == ScalarKind::Float;
   double lo = 0, hi = 0;
   switch (to) {
     case DType::Float32:
       return s.scalar_kind != ScalarKind::Float || !std::isfinite(s.scalar) ||
              std::fabs(s.scalar) <= kFloatMax;
-    case DType::UInt8: lo = 0; hi = 255; break;
+    case DType::UInt8: lo = is_float ? 0 : -255; hi = 255; break;
     case DType::Int32: lo = -2147483648.0; hi = 2147483647.0; break;
     case DType::Int64:
       if (s.scalar_kind != ScalarKind::Float) return true;
@@ -310,8 +313,7 @@ bool scalar_converts(const Node& s, DType to) {
   if (s.scalar_kind != ScalarKind::Float) {
     return static_cast<double>(s.int_value) >= lo && static_cast<double>(s.int_value) <= hi;
   }
-  const double t = std::trunc(s.scalar);
-  return std::isfinite(s.scalar) && t >= lo && t <= hi;
+  return std::isfinite(s.scalar) && s.scalar >= lo && s.scalar <= hi;
 }
 
 // A constant Python int / bool operand that fits `to`, or nullopt.
