@@ -105,19 +105,23 @@ bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
   static PyObject* s_dtype = interned("dtype");
   static PyObject* s_is_cpu = interned("is_cpu");
   static PyObject* s_requires_grad = interned("requires_grad");
+  static PyObject* s_is_neg = interned("is_neg");
 
   PyObject* shape = PyObject_GetAttr(t, s_shape);
   PyObject* strides = shape ? PyObject_CallMethodNoArgs(t, s_stride) : nullptr;
   PyObject* dtype = strides ? PyObject_GetAttr(t, s_dtype) : nullptr;
   PyObject* is_cpu = dtype ? PyObject_GetAttr(t, s_is_cpu) : nullptr;
   PyObject* rg = is_cpu ? PyObject_GetAttr(t, s_requires_grad) : nullptr;
-  bool ok = rg != nullptr;
+  // A lazily negated view (x.conj().imag) reads negated values from raw memory.
+  PyObject* neg = rg ? PyObject_CallMethodNoArgs(t, s_is_neg) : nullptr;
+  bool ok = neg == Py_False;
+  if (neg == Py_True && why) *why = "tensor with the negative bit set (a lazily negated view)";
   int rank = 0, srank = 0;
   if (ok) {
     ok = read_int_tuple(shape, out->sizes, &rank) && read_int_tuple(strides, out->strides, &srank) &&
          rank == srank;
     if (!ok && why) *why = "tensor of rank above " + std::to_string(kMaxRank);
-  } else if (why) {
+  } else if (why && neg != Py_True) {
     *why = "cannot read tensor metadata";
   }
   if (ok) {
@@ -132,16 +136,18 @@ bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
   Py_XDECREF(dtype);
   Py_XDECREF(is_cpu);
   Py_XDECREF(rg);
+  Py_XDECREF(neg);
   return ok;
 }
 
-GuardSet::GuardSet(GuardSet&& o) noexcept : guards_(std::move(o.guards_)) {}
+GuardSet::GuardSet(GuardSet&& o) noexcept
+    : guards_(std::move(o.guards_)), num_symbols_(o.num_symbols_) {}
 
 GuardSet::~GuardSet() {
   for (Guard& g : guards_) {
     Py_XDECREF(g.object);
     Py_XDECREF(g.name_obj);
-    for (PyObject* a : g.attr_objs) Py_DECREF(a);
+    for (PyObject* a : g.attr_objs) Py_XDECREF(a);
     Py_XDECREF(g.globals);
     Py_XDECREF(g.builtins);
     Py_XDECREF(g.cell);
@@ -177,6 +183,18 @@ void GuardSet::add_cell(PyObject* cell, std::string name, PyObject* object) {
   g.cell = Py_NewRef(cell);
   g.name = std::move(name);
   g.object = Py_NewRef(object);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_function(PyObject* fn) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::FunctionUnchanged && g.object == fn) return;
+  }
+  auto* f = reinterpret_cast<PyFunctionObject*>(fn);
+  Guard g{GuardKind::FunctionUnchanged};
+  g.object = Py_NewRef(fn);
+  g.name = PyUnicode_AsUTF8(f->func_qualname);
+  g.attr_objs = {Py_NewRef(f->func_code), Py_XNewRef(f->func_defaults), Py_XNewRef(f->func_kwdefaults)};
   guards_.push_back(std::move(g));
 }
 
@@ -302,6 +320,11 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::FunctionUnchanged: {
+      auto* f = reinterpret_cast<PyFunctionObject*>(g.object);
+      return f->func_code == g.attr_objs[0] && f->func_defaults == g.attr_objs[1] &&
+             f->func_kwdefaults == g.attr_objs[2];
+    }
     case GuardKind::CellIs: {
       PyObject* v = PyCell_GET(g.cell);
       return v != nullptr && scalar_equal(v, g.object);
@@ -384,6 +407,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return "L['" + g.name + "'] is not " + symbol_kind(g.sym_type) + ": actual " + repr_of(in.args[g.arg]);
       case GuardKind::ExprTrue:
         return g.name + " is no longer true";
+      case GuardKind::FunctionUnchanged:
+        return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
         return "closure variable '" + g.name + "' of an inlined function is no longer " + repr_of(g.object);
       case GuardKind::GlobalIs:
@@ -424,6 +449,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ExprTrue:
         out.push_back(g.name);
+        break;
+      case GuardKind::FunctionUnchanged:
+        out.push_back("inlined function " + g.name + " keeps its __code__, __defaults__ and __kwdefaults__");
         break;
       case GuardKind::CellIs:
         out.push_back("closure variable '" + g.name + "' (inlined) is " + repr_of(g.object));

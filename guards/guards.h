@@ -69,6 +69,7 @@ enum class GuardKind : uint8_t {
   ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
   ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
   CellIs,       // the content of `cell` (an inlined function's closure cell) is this object
+  FunctionUnchanged,  // an inlined function keeps its __code__, __defaults__, __kwdefaults__
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -84,7 +85,7 @@ struct Guard {
   bool check_strides = true;                // TensorMatch
   PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
   PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
-  std::vector<PyObject*> attr_objs;  // strong, interned
+  std::vector<PyObject*> attr_objs;  // strong, interned (FunctionUnchanged: code, defaults, kwdefaults)
   PyObject* globals = nullptr;       // strong or null: GlobalIs / ModuleAttrIs of an inlined callee
   PyObject* builtins = nullptr;      // strong or null
   PyObject* cell = nullptr;          // strong: CellIs
@@ -110,6 +111,8 @@ class GuardSet {
   // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
   void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,
                   PyObject* builtins = nullptr);
+  // An inlined function still has the code and defaults the trace used.
+  void add_function(PyObject* fn);
   // A cell of an inlined function's closure still holds this object.
   void add_cell(PyObject* cell, std::string name, PyObject* object);
   void add_closure(int cell, std::string name, PyObject* object);

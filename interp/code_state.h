@@ -45,7 +45,7 @@ struct Fallback {
 
 struct CodeState {
   PyCodeObject* code = nullptr;  // borrowed: this state lives in the code's extra slot
-  std::vector<std::unique_ptr<CacheEntry>> entries;
+  std::vector<std::shared_ptr<CacheEntry>> entries;  // shared: a running plan keeps its entry alive
   Counters counters;
   std::vector<Fallback> fallbacks;  // most recent last, bounded
   int fallbacks_in_a_row = 0;       // identical fallbacks in a row

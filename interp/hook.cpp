@@ -96,13 +96,16 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   guards::CallInputs in;
   gather_inputs(f, &in);
 
-  thread_local jit::Bindings bindings;     // storage reused across calls
-  thread_local std::vector<double> scalars;
+  // Per call, not per thread: running a plan calls into torch, which may re-enter.
+  jit::Bindings bindings;
+  std::vector<double> scalars;
   if (t_recorder == nullptr) {
-    for (const auto& e : st.entries) {
-      if (e->guards.check(in, &bindings) && eval_scalars(e->plan, bindings, &scalars)) {
+    for (size_t i = 0; i < st.entries.size(); ++i) {
+      if (st.entries[i]->guards.check(in, &bindings) && eval_scalars(st.entries[i]->plan, bindings, &scalars)) {
         st.counters.cache_hits++;
-        return run_plan(e->plan, in, bindings, scalars);
+        // Held while it runs: torch may release the GIL, and framejit.reset() may run.
+        const std::shared_ptr<CacheEntry> entry = st.entries[i];
+        return run_plan(entry->plan, in, bindings, scalars);
       }
     }
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
@@ -165,9 +168,9 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     if (st.recompile_reasons.size() > 16) st.recompile_reasons.erase(st.recompile_reasons.begin());
   }
   if (entry->plan.graph) st.counters.graphs++;
-  PyObject* result = run_plan(entry->plan, in, bindings, scalars);
-  st.entries.push_back(std::move(entry));
-  return result;
+  const std::shared_ptr<CacheEntry> shared = std::move(entry);
+  st.entries.push_back(shared);
+  return run_plan(shared->plan, in, bindings, scalars);
 }
 
 PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
@@ -212,7 +215,8 @@ PyObject* call_armed(PyCodeObject* code, Call&& call) {
 struct CompiledFunction {
   PyObject_HEAD
   PyObject* fn;        // the wrapped Python function
-  CodeState* state;    // owned by fn's code object
+  PyObject* code;      // strong: the code object whose extra slot owns `state`
+  CodeState* state;    // owned by `code`
   PyObject* dict;      // __dict__, filled by functools.update_wrapper
   PyObject* weaklist;
   vectorcallfunc vectorcall;
@@ -220,6 +224,15 @@ struct CompiledFunction {
 
 PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* cf = reinterpret_cast<CompiledFunction*>(self);
+  PyObject* code = PyFunction_GET_CODE(cf->fn);
+  if (code != cf->code) {  // fn.__code__ was replaced: watch the new code instead
+    CodeState* st = code_state(reinterpret_cast<PyCodeObject*>(code), true);
+    if (st == nullptr) return nullptr;
+    st->dynamic = cf->state->dynamic;
+    st->fullgraph = cf->state->fullgraph;
+    Py_SETREF(cf->code, Py_NewRef(code));
+    cf->state = st;
+  }
   if (cf->state->skip) return PyObject_Vectorcall(cf->fn, args, nargsf, kwnames);
   return call_armed(cf->state->code, [&] { return PyObject_Vectorcall(cf->fn, args, nargsf, kwnames); });
 }
@@ -229,6 +242,7 @@ void cf_dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);
   if (cf->weaklist) PyObject_ClearWeakRefs(self);
   Py_CLEAR(cf->fn);
+  Py_CLEAR(cf->code);
   Py_CLEAR(cf->dict);
   PyTypeObject* type = Py_TYPE(self);
   type->tp_free(self);
@@ -238,6 +252,7 @@ void cf_dealloc(PyObject* self) {
 int cf_traverse(PyObject* self, visitproc visit, void* arg) {
   auto* cf = reinterpret_cast<CompiledFunction*>(self);
   Py_VISIT(cf->fn);
+  Py_VISIT(cf->code);
   Py_VISIT(cf->dict);
   return 0;
 }
@@ -245,6 +260,7 @@ int cf_traverse(PyObject* self, visitproc visit, void* arg) {
 int cf_clear(PyObject* self) {
   auto* cf = reinterpret_cast<CompiledFunction*>(self);
   Py_CLEAR(cf->fn);
+  Py_CLEAR(cf->code);
   Py_CLEAR(cf->dict);
   return 0;
 }
@@ -364,6 +380,7 @@ PyObject* make_compiled_function(PyObject* fn, bool dynamic, bool fullgraph) {
   auto* cf = PyObject_GC_New(CompiledFunction, g_cf_type);
   if (cf == nullptr) return nullptr;
   cf->fn = Py_NewRef(fn);
+  cf->code = Py_NewRef(reinterpret_cast<PyObject*>(code));
   cf->state = st;
   cf->dict = nullptr;
   cf->weaklist = nullptr;

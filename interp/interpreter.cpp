@@ -302,10 +302,10 @@ Status Tracer::finish(const Value& ret) {
       }
       case ValueKind::Const:
         if (v.fresh) return unsupported("returning a function defined in the frame");
-        if (is_opaque(v) || v.source.kind == Source::Kind::Arg) {
-          out->kind = PlanValue::Kind::Arg;
+        if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0) {
+          out->kind = PlanValue::Kind::Arg;  // the call's own argument object
           out->index = v.source.arg;
-        } else {
+        } else {  // a constant, a default value or a bound method's self: fixed by guards
           out->kind = PlanValue::Kind::Const;
           out->obj = v.obj;
         }

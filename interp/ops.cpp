@@ -4,6 +4,7 @@
 #include <opcode.h>
 
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -107,11 +108,20 @@ const PyOp* op_by_name(const std::string& name) {
   return &it->second;
 }
 
-void register_torch_function(PyObject* fn, const PyOp* op) {
+std::unordered_set<PyObject*>& scalar_first_ok() {
+  static auto* s = new std::unordered_set<PyObject*>();
+  return *s;
+}
+
+void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first) {
   auto [it, fresh] = torch_functions().emplace(fn, op);
   if (fresh) Py_INCREF(fn);  // kept for the process: the key must not be reused
   else it->second = op;
+  if (tensor_first) scalar_first_ok().erase(fn);
+  else scalar_first_ok().insert(fn);
 }
+
+bool takes_scalar_first(PyObject* fn) { return scalar_first_ok().count(fn) != 0; }
 
 void clear_torch_functions() {
   for (auto& [fn, op] : torch_functions()) Py_DECREF(fn);

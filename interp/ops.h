@@ -50,7 +50,10 @@ PyObject* default_object(const ParamDefault& d);
 // The op for a name used by the Python-side table ("add", "relu", ...).
 const PyOp* op_by_name(const std::string& name);
 // Registers a torch callable (torch.relu, torch.nn.functional.relu, ...) as `op`.
-void register_torch_function(PyObject* fn, const PyOp* op);
+// `tensor_first`: the callable rejects a Python number as its first argument (torch.eq(2.0, x)
+// raises; operator.eq(2.0, x) and torch.pow(2, x) do not).
+void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first);
+bool takes_scalar_first(PyObject* fn);
 void clear_torch_functions();
 const PyOp* torch_function_op(PyObject* fn);
 // Tensor methods with the same signature as the function (self first).

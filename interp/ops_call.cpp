@@ -24,6 +24,10 @@ Status Tracer::op_call(const Instruction& ins) {
     args.insert(args.begin(), std::move(second));
   }
   if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
+    const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
+    if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || args[0].kind != ValueKind::Tensor)) {
+      return unsupported(op->name + "() whose first argument is not a tensor (CPython raises)");
+    }
     return call_py_op(*op, std::move(args), kw_names.get());
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
@@ -96,6 +100,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     return unsupported("call of the generator or coroutine " + qualname);
   }
   if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
+  entry_->guards.add_function(fn);
   std::string error;
   const DecodedCode* decoded = decoded_code(co, &error);
   if (decoded == nullptr) return unsupported(error);

@@ -47,6 +47,9 @@ Status Tracer::push_sym(jit::SymExpr e, const char* what) {
   if (e.is_constant()) {
     push(Value::constant(PyRef::steal(sym_value_to_python(*value))));
   } else {
+    // Checked at every cache hit even if nothing uses it: eager raises when it has
+    // no value (10 // (n - 5) with n == 5), so such a call must not hit.
+    entry_->plan.must_evaluate.push_back(e);
     push(Value::sym(std::move(e)));
   }
   return ok();
@@ -325,7 +328,14 @@ Status Tracer::op_is_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   bool same;
-  const auto known = [](const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v); };
+  // Constants from arguments are guarded by value, not identity (an equal string or a
+  // big int may be another object next time): `is` on them ends the trace, except
+  // for the singletons None, True and False.
+  const auto singleton = [](PyObject* o) { return o == Py_None || o == Py_True || o == Py_False; };
+  const auto known = [&](const Value& v) {
+    return v.kind == ValueKind::Const && !is_opaque(v) &&
+           (v.source.kind != Source::Kind::Arg || singleton(v.obj.get()));
+  };
   if (known(lhs) && known(rhs)) {
     same = lhs.obj.get() == rhs.obj.get();
   } else if ((lhs.kind == ValueKind::Tensor && known(rhs)) || (rhs.kind == ValueKind::Tensor && known(lhs))) {
@@ -333,8 +343,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
              (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
     same = false;  // a number is never None
-  } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor) {
-    same = lhs.node == rhs.node;
+  } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
+    same = true;  // two tensors of different nodes may still be one object (f(a, a))
   } else {
     return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));
   }

@@ -508,8 +508,8 @@ class KernelEmitter {
       case Op::Rsqrt: return b_.CreateFDiv(one(), unary(llvm::Intrinsic::sqrt, a[0]));
       case Op::Reciprocal: return b_.CreateFDiv(one(), a[0]);
       case Op::Relu:
-        // x <= 0 is false for NaN, so NaN passes through as in eager.
-        if (fp) return b_.CreateSelect(b_.CreateFCmpOLE(a[0], zero()), zero(), a[0]);
+        // x < 0 is false for NaN and for -0.0, which pass through as in eager.
+        if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), zero(), a[0]);
         return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
         Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));

@@ -69,10 +69,10 @@ PYBIND11_MODULE(_C, m) {
     r.bool_ = Py_NewRef(bool_.ptr());
     r.empty = Py_NewRef(empty.ptr());
   });
-  m.def("_register_op", [](py::handle fn, const std::string& name) {
+  m.def("_register_op", [](py::handle fn, const std::string& name, bool tensor_first) {
     const interp::PyOp* op = interp::op_by_name(name);
     if (!op) throw py::value_error("unknown framejit op name: " + name);
-    interp::register_torch_function(fn.ptr(), op);
+    interp::register_torch_function(fn.ptr(), op, tensor_first);
   });
   m.def("compile", [](py::handle fn, bool dynamic, bool fullgraph) {
     PyObject* r = interp::make_compiled_function(fn.ptr(), dynamic, fullgraph);

@@ -6,6 +6,13 @@ import torch
 import torch.nn.functional as F
 
 
+def tensor_first(fn):
+    """Whether `fn` rejects a Python number as its first argument: torch functions and
+    Tensor methods do (torch.eq(2.0, x) raises), operators, abs() and torch.pow do not."""
+    return not (getattr(fn, "__module__", None) in ("_operator", "operator", "builtins")
+                or fn is torch.pow or fn is abs)
+
+
 def torch_functions():
     """Pairs (callable, op name) for every torch function framejit can record."""
     T = torch.Tensor
