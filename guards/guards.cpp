@@ -3,6 +3,7 @@
 #include "guards/guards.h"
 
 #include <cstring>
+#include <unordered_map>
 
 namespace fj::guards {
 namespace {
@@ -94,6 +95,30 @@ std::string path_of(const Guard& g) {
 
 }  // namespace
 
+std::unordered_map<std::string, PyObject*>& tensor_attr_snapshot() {
+  static auto* m = new std::unordered_map<std::string, PyObject*>();
+  return *m;
+}
+
+PyObject* current_tensor_attr(PyObject* interned_name) {
+  auto* type = reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type);
+  return type ? _PyType_Lookup(type, interned_name) : nullptr;
+}
+
+void snapshot_tensor_attrs(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    PyObject* key = interned(n.c_str());
+    PyObject* v = current_tensor_attr(key);
+    Py_DECREF(key);
+    if (v != nullptr) tensor_attr_snapshot()[n] = Py_NewRef(v);
+  }
+}
+
+PyObject* original_tensor_attr(const std::string& name) {
+  auto it = tensor_attr_snapshot().find(name);
+  return it == tensor_attr_snapshot().end() ? nullptr : it->second;
+}
+
 TorchRefs& torch_refs() {
   static TorchRefs refs;
   return refs;
@@ -182,6 +207,17 @@ void GuardSet::add_cell(PyObject* cell, std::string name, PyObject* object) {
   Guard g{GuardKind::CellIs};
   g.cell = Py_NewRef(cell);
   g.name = std::move(name);
+  g.object = Py_NewRef(object);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_tensor_attr(const std::string& name, PyObject* object) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::TensorAttrIs && g.name == name) return;
+  }
+  Guard g{GuardKind::TensorAttrIs};
+  g.name = name;
+  g.name_obj = interned(name.c_str());
   g.object = Py_NewRef(object);
   guards_.push_back(std::move(g));
 }
@@ -320,6 +356,8 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::TensorAttrIs:
+      return current_tensor_attr(g.name_obj) == g.object;
     case GuardKind::FunctionUnchanged: {
       auto* f = reinterpret_cast<PyFunctionObject*>(g.object);
       return f->func_code == g.attr_objs[0] && f->func_defaults == g.attr_objs[1] &&
@@ -407,6 +445,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return "L['" + g.name + "'] is not " + symbol_kind(g.sym_type) + ": actual " + repr_of(in.args[g.arg]);
       case GuardKind::ExprTrue:
         return g.name + " is no longer true";
+      case GuardKind::TensorAttrIs:
+        return "torch.Tensor." + g.name + " was replaced";
       case GuardKind::FunctionUnchanged:
         return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
@@ -449,6 +489,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ExprTrue:
         out.push_back(g.name);
+        break;
+      case GuardKind::TensorAttrIs:
+        out.push_back("torch.Tensor." + g.name + " is torch's own");
         break;
       case GuardKind::FunctionUnchanged:
         out.push_back("inlined function " + g.name + " keeps its __code__, __defaults__ and __kwdefaults__");

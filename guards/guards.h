@@ -48,6 +48,12 @@ struct TorchRefs {
   PyObject* size_type = nullptr;  // torch.Size
 };
 TorchRefs& torch_refs();
+// torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
+PyObject* original_tensor_attr(const std::string& name);
+// torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.
+PyObject* current_tensor_attr(PyObject* interned_name);
+// Records torch.Tensor's methods and operators as they are now (called at import).
+void snapshot_tensor_attrs(const std::vector<std::string>& names);
 
 // Reads a tensor's metadata. Returns false with a reason when it cannot be
 // described (rank above kMaxRank); a Python error is cleared into the reason.
@@ -70,6 +76,7 @@ enum class GuardKind : uint8_t {
   ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
   CellIs,       // the content of `cell` (an inlined function's closure cell) is this object
   FunctionUnchanged,  // an inlined function keeps its __code__, __defaults__, __kwdefaults__
+  TensorAttrIs, // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -111,6 +118,8 @@ class GuardSet {
   // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
   void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,
                   PyObject* builtins = nullptr);
+  // torch.Tensor's attribute `name` still resolves to `object` (not monkeypatched).
+  void add_tensor_attr(const std::string& name, PyObject* object);
   // An inlined function still has the code and defaults the trace used.
   void add_function(PyObject* fn);
   // A cell of an inlined function's closure still holds this object.

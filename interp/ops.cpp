@@ -121,6 +121,22 @@ void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first) {
   else scalar_first_ok().insert(fn);
 }
 
+std::vector<const char*> binary_dunders(int nb_op) {
+  switch (nb_op) {
+    case NB_ADD: return {"__add__", "__radd__"};
+    case NB_SUBTRACT: return {"__sub__", "__rsub__"};
+    case NB_MULTIPLY: return {"__mul__", "__rmul__"};
+    case NB_TRUE_DIVIDE: return {"__truediv__", "__rtruediv__"};
+    case NB_FLOOR_DIVIDE: return {"__floordiv__", "__rfloordiv__"};
+    case NB_REMAINDER: return {"__mod__", "__rmod__"};
+    case NB_POWER: return {"__pow__", "__rpow__"};
+    case NB_AND: return {"__and__", "__rand__"};
+    case NB_OR: return {"__or__", "__ror__"};
+    case NB_XOR: return {"__xor__", "__rxor__"};
+    default: return {};
+  }
+}
+
 bool takes_scalar_first(PyObject* fn) { return scalar_first_ok().count(fn) != 0; }
 
 void clear_torch_functions() {

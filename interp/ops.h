@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "jit/graph.h"
 #include "jit/symexpr.h"
@@ -60,6 +61,8 @@ const PyOp* torch_function_op(PyObject* fn);
 const PyOp* tensor_method_op(const std::string& name);
 // BINARY_OP's argument (NB_ADD, ...) on tensors (`//`, `%`, `&`, `|`, `^` too).
 std::optional<jit::Op> binary_tensor_op(int nb_op);
+// The torch.Tensor dunders that BINARY_OP's argument reaches ("__add__", "__radd__").
+std::vector<const char*> binary_dunders(int nb_op);
 // COMPARE_OP's argument (Py_LT, ...) on tensors.
 jit::Op compare_tensor_op(int cmp);
 // BINARY_OP on symbolic scalars (nullopt for operators not traced symbolically).

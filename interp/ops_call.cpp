@@ -44,6 +44,7 @@ Status Tracer::op_call(const Instruction& ins) {
     if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
   }
   if (callable.kind == ValueKind::TensorMethod) {
+    if (Status s = require_tensor_attr(callable.method)) return s;
     if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
     if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
     return call_shape_method(callable.method, args);

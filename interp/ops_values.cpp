@@ -254,11 +254,24 @@ Status Tracer::fold_binary(int nb_op, const Value& lhs, const Value& rhs) {
 }
 
 // (lhs, rhs -- result)
+Status Tracer::require_tensor_attr(const std::string& name) {
+  PyObject* original = guards::original_tensor_attr(name);
+  PyObject* key = PyUnicode_InternFromString(name.c_str());
+  PyObject* now = guards::current_tensor_attr(key);
+  Py_DECREF(key);
+  if (original == nullptr || now != original) return unsupported("torch.Tensor." + name + " is not torch's own");
+  entry_->guards.add_tensor_attr(name, original);
+  return ok();
+}
+
 Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     if (ins.arg >= kNbInplaceAdd) return unsupported("in-place operator on a tensor (not supported yet)");
+    for (const char* dunder : binary_dunders(ins.arg)) {
+      if (Status s = require_tensor_attr(dunder)) return s;
+    }
     if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
     return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
   }
@@ -275,7 +288,10 @@ Status Tracer::op_binary_op(const Instruction& ins) {
 // (value -- result)
 Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
-  if (v.kind == ValueKind::Tensor) return call_op(jit::Op::Neg, {v});
+  if (v.kind == ValueKind::Tensor) {
+    if (Status s = require_tensor_attr("__neg__")) return s;
+    return call_op(jit::Op::Neg, {v});
+  }
   if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
     push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
@@ -297,7 +313,10 @@ Status Tracer::op_unary_not(const Instruction&) {
 // (value -- result)
 Status Tracer::op_unary_invert(const Instruction&) {
   Value v = pop();
-  if (v.kind == ValueKind::Tensor) return call_op(jit::Op::BitwiseNot, {v});
+  if (v.kind == ValueKind::Tensor) {
+    if (Status s = require_tensor_attr("__invert__")) return s;
+    return call_op(jit::Op::BitwiseNot, {v});
+  }
   return unsupported("~ of " + describe(v) + " (not supported yet)");
 }
 
@@ -306,6 +325,10 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
+    static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    static const char* const kReflected[] = {"__gt__", "__ge__", "__eq__", "__ne__", "__lt__", "__le__"};
+    if (Status s = require_tensor_attr(kCompare[ins.arg])) return s;
+    if (Status s = require_tensor_attr(kReflected[ins.arg])) return s;
     return call_op(compare_tensor_op(ins.arg), {lhs, rhs});
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {

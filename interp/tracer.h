@@ -86,6 +86,9 @@ class Tracer {
   Status guard_truth(const jit::SymExpr& cond, bool* out);
   std::string readable(const jit::SymExpr& e) const;
   Status call_op(jit::Op op, const std::vector<Value>& args);
+  // The trace records torch.Tensor's `name` by meaning: it must be torch's own (not
+  // monkeypatched), now and at every cache hit.
+  Status require_tensor_attr(const std::string& name);
   Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
   Value dim_value(jit::NodeId node, size_t d);
   Value shape_tuple(jit::NodeId node);

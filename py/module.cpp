@@ -69,6 +69,9 @@ PYBIND11_MODULE(_C, m) {
     r.bool_ = Py_NewRef(bool_.ptr());
     r.empty = Py_NewRef(empty.ptr());
   });
+  m.def("_snapshot_tensor_attrs", [](const std::vector<std::string>& names) {
+    guards::snapshot_tensor_attrs(names);
+  });
   m.def("_register_op", [](py::handle fn, const std::string& name, bool tensor_first) {
     const interp::PyOp* op = interp::op_by_name(name);
     if (!op) throw py::value_error("unknown framejit op name: " + name);

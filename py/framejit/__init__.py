@@ -10,6 +10,9 @@ _C._init(torch.Tensor, torch.float32, torch.bool, torch.empty, torch.Size,
 for _fn, _name in _ops.torch_functions():
     _C._register_op(_fn, _name, _ops.tensor_first(_fn))
 del _fn, _name
+# Tensor methods and operators as torch defines them: a trace records them by meaning,
+# so a monkeypatched one must not be (guards compare against this snapshot).
+_C._snapshot_tensor_attrs(_ops.tensor_attr_names())
 
 from framejit.api import GraphBreakError, compile, config, explain, fallbacks, reset, stats  # noqa: E402
 from framejit.dis import dis  # noqa: E402

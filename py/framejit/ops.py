@@ -81,3 +81,13 @@ def torch_functions():
     for name, fns in table.items():
         for fn in fns:
             yield fn, name
+
+
+def tensor_attr_names():
+    """torch.Tensor methods and operator dunders that traces record by meaning."""
+    dunders = [f"__{n}__" for n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv",
+                                     "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "and", "rand",
+                                     "or", "ror", "xor", "rxor", "neg", "invert", "abs",
+                                     "lt", "le", "eq", "ne", "gt", "ge")]
+    methods = [n for n in dir(torch.Tensor) if not n.startswith("_")]
+    return dunders + methods

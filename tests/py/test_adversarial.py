@@ -487,3 +487,21 @@ def test_wrapped_function_code_replaced():
     gc.collect()
     for _ in range(3):
         check(f, (t,), cf=cf)
+
+
+def test_monkeypatched_tensor_method_and_operator():
+    def f(x):
+        return x.sigmoid() + x * 2
+
+    cf = framejit.compile(f)
+    t = torch.randn(4)
+    check(f, (t,), cf=cf)
+    original_sigmoid, original_mul = torch.Tensor.sigmoid, torch.Tensor.__mul__
+    try:
+        torch.Tensor.sigmoid = lambda self: self * 0
+        check(f, (t,), cf=cf)
+        torch.Tensor.__mul__ = lambda self, other: torch.zeros_like(self)
+        check(f, (t,), cf=cf)
+    finally:
+        torch.Tensor.sigmoid, torch.Tensor.__mul__ = original_sigmoid, original_mul
+    check(f, (t,), cf=cf)
