@@ -50,6 +50,9 @@ Status Tracer::op_call(const Instruction& ins) {
     return call_shape_method(callable.method, args);
   }
   if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
+  if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
+    return call_range(args);
+  }
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];
     if (a.kind == ValueKind::Tensor && !graph_.node(a.node).shape.empty()) {
@@ -65,6 +68,38 @@ Status Tracer::op_call(const Instruction& ins) {
   return unsupported("call to " + describe(callable) + " (not supported yet)");
 }
 
+
+// range(...) of ints: symbolic bounds are fixed to their traced values (guarded),
+// since a loop over the range is unrolled.
+Status Tracer::call_range(const std::vector<Value>& args) {
+  if (args.empty() || args.size() > 3) return unsupported("range() with these arguments (CPython raises)");
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  PyRef holder = PyRef::steal(tuple);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    PyObject* v = nullptr;
+    if (a.kind == ValueKind::Sym && a.expr.type() == jit::SymType::Int) {
+      const auto hint = a.expr.eval(hints_);
+      if (!hint) return unsupported("range() bound with no value");
+      const int64_t n = std::get<int64_t>(*hint);
+      entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)),
+                              readable(a.expr) + " == " + std::to_string(n));
+      v = PyLong_FromLongLong(n);
+    } else if (a.kind == ValueKind::Const && !is_opaque(a) && PyLong_CheckExact(a.obj.get())) {
+      v = Py_NewRef(a.obj.get());
+    } else {
+      return unsupported("range() of " + describe(a));
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
+  }
+  PyObject* r = PyObject_Call(reinterpret_cast<PyObject*>(&PyRange_Type), tuple, nullptr);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return unsupported("range() raised (CPython raises)");
+  }
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
 
 // ---- inlining ----
 

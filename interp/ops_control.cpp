@@ -109,6 +109,50 @@ Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
   return ok();
 }
 
+// ---- loops: unrolled over sequences known while tracing ----
+
+constexpr size_t kMaxUnroll = 1024;  // longer loops end the trace
+
+// (iterable -- iterator)
+Status Tracer::op_get_iter(const Instruction&) {
+  Value seq = pop();
+  Value it;
+  it.kind = ValueKind::Iterator;
+  if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    it.items = std::move(seq.items);
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
+             (PyTuple_CheckExact(seq.obj.get()) || PyRange_Check(seq.obj.get()))) {
+    PyObject* o = seq.obj.get();
+    const Py_ssize_t n = PyObject_Length(o);
+    if (n < 0 || static_cast<size_t>(n) > kMaxUnroll) {
+      PyErr_Clear();
+      return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_GetItem(o, i);
+      if (item == nullptr) return unsupported("cannot read the loop's items");
+      it.items.push_back(Value::constant(PyRef::steal(item)));
+    }
+  } else {
+    return unsupported("iterating over " + describe(seq) + " (not supported yet)");
+  }
+  push(std::move(it));
+  return ok();
+}
+
+// (iterator -- iterator, item) or, when exhausted, (iterator -- ) and jump
+Status Tracer::op_for_iter(const Instruction& ins) {
+  Value& it = top();
+  if (it.kind != ValueKind::Iterator) return unsupported("FOR_ITER over " + describe(it));
+  if (it.next < it.items.size()) {
+    Value item = it.items[it.next++];
+    push(std::move(item));
+    return ok();
+  }
+  pop();
+  return jump_to(ins.target);
+}
+
 // (value -- )
 Status Tracer::op_return_value(const Instruction&) {
   cur_.fs->ret = pop();

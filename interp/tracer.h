@@ -128,6 +128,9 @@ class Tracer {
   Status op_pop_jump_if(const Instruction&);
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
+  Status op_get_iter(const Instruction&);
+  Status op_for_iter(const Instruction&);
+  Status call_range(const std::vector<Value>& args);
 
   // The frame being traced: the root frame or an inlined callee.
   struct FrameCtx {

@@ -2,7 +2,8 @@
 //
 // Design: a Value is a small copyable variant: a tensor (a node of the graph being
 // recorded), a constant Python object (strong reference), a symbolic Python int,
-// float or bool (a SymExpr over the frame's symbols), a tuple or list of
+// float or bool (a SymExpr over the frame's symbols), a tuple or list of values, an
+// iterator over such a sequence (a for loop is unrolled), a tuple or list of
 // values, the NULL that CPython pushes before a call, or a tensor method waiting
 // for its CALL. Each value carries its source when it came from the frame (an
 // argument slot, a global, a module attribute path) so that guards can be written
@@ -41,7 +42,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
@@ -58,7 +59,8 @@ struct Value {
   jit::NodeId node = -1;       // Tensor
   PyRef obj;                   // Const
   jit::SymExpr expr;           // Sym
-  std::vector<Value> items;    // Tuple, List
+  std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`)
+  size_t next = 0;             // Iterator: position of the next item
   std::string method;          // TensorMethod: name (self is the next stack item)
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
   bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())

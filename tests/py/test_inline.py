@@ -112,3 +112,47 @@ def test_wrong_call_inside_raises_like_eager():
     with pytest.raises(TypeError) as compiled:
         cf(torch.ones(2))
     assert str(compiled.value) == str(eager.value)
+
+
+def test_loops_over_ranges_and_sequences_are_unrolled():
+    def f(x, w1, w2, n):
+        for w in (w1, w2):
+            x = x * w + 1
+        for i in range(n):
+            x = x - i * 0.5
+        for k in (1.0, 2.0):
+            x = x / k
+        return x
+
+    cf = framejit.compile(f)
+    x, w1, w2 = torch.randn(5), torch.randn(5), torch.randn(5)
+    for n in (3, 3, 4):
+        assert_same(cf(x, w1, w2, n), f(x, w1, w2, n))
+    s = framejit.stats(f)
+    assert (s["compiles"], s["cache_hits"], s["fallbacks"]) == (2, 1, 0)  # one entry per loop length
+
+
+def test_loop_over_a_symbolic_range_specializes_its_length():
+    def f(x, n):
+        for i in range(n):
+            x = x + i
+        return x
+
+    cf = framejit.compile(f)
+    x = torch.randn(4)
+    for n in (3, 3, 5, 3):
+        assert_same(cf(x, n), f(x, n))
+    s = framejit.stats(f)
+    assert s["compiles"] == 2 and s["fallbacks"] == 0
+    assert "L['n'] == 3" in framejit.explain(f, x, 3).guards
+
+
+def test_long_loops_fall_back():
+    def f(x):
+        for i in range(5000):
+            x = x + 1
+        return x
+
+    cf = framejit.compile(f)
+    assert_same(cf(torch.zeros(2)), f(torch.zeros(2)))
+    assert "more than 1024 iterations" in framejit.fallbacks(f)[0].reason
