@@ -1,7 +1,10 @@
 // FRAMEJIT_LOG parsing and the per-subsystem spdlog loggers (all to stderr).
 #include "jit/log.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <cstdlib>
@@ -23,8 +26,21 @@ constexpr Name kNames[] = {
     {"ptx", Channel::Ptx},
 };
 
+// stderr, or FRAMEJIT_LOG_FILE (appended) when set.
+spdlog::sink_ptr shared_sink() {
+  const char* path = std::getenv("FRAMEJIT_LOG_FILE");
+  if (path != nullptr && *path != '\0') {
+    try {
+      return std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+    } catch (const spdlog::spdlog_ex& e) {
+      std::fprintf(stderr, "framejit: cannot open FRAMEJIT_LOG_FILE=%s (%s); logging to stderr\n", path, e.what());
+    }
+  }
+  return std::make_shared<spdlog::sinks::stderr_sink_mt>();
+}
+
 spdlog::logger& make(const char* name) {
-  static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  static spdlog::sink_ptr sink = shared_sink();
   auto* logger = new spdlog::logger(name, sink);  // lives for the process
   logger->set_pattern("[framejit:%n] %v");
   logger->set_level(spdlog::level::info);

@@ -67,6 +67,7 @@ class ExplainOutput:
     guards: list = field(default_factory=list)
     graph_breaks: list = field(default_factory=list)
     result: object = None
+    recompile_reasons: list = field(default_factory=list)
 
     @property
     def graph_count(self):
@@ -80,6 +81,9 @@ class ExplainOutput:
         lines.append(f"ops: {', '.join(self.ops) or '(none)'}")
         lines.append("guards:")
         lines.extend(f"  {g}" for g in self.guards)
+        if self.recompile_reasons:
+            lines.append("recompiles:")
+            lines.extend(f"  {r}" for r in self.recompile_reasons)
         if self.graph_breaks:
             lines.append("fallbacks / graph breaks:")
             lines.extend(f"  {b.reason} ({b.location})" for b in self.graph_breaks)
@@ -89,9 +93,18 @@ class ExplainOutput:
 def explain(fn, *args, **kwargs):
     """Traces fn on these arguments (a fresh trace, not cached) and tells what
     framejit made of it: the graphs, their ops, the guards, and why any part ran
-    in CPython. The call itself runs, and its result is in `.result`."""
+    in CPython; `.recompile_reasons` lists the reasons of fn's recompiles so far.
+    The call itself runs, and its result is in `.result`."""
     result, info = _C.explain(fn, args, kwargs)
+    target = getattr(fn, "__wrapped__", fn)
+    reasons = []
+    if isinstance(target, types.FunctionType):
+        reasons = [r["recompile_reasons"] for r in _C.watched()
+                   if r["qualname"] == target.__code__.co_qualname
+                   and r["filename"] == target.__code__.co_filename and r["line"] == target.__code__.co_firstlineno]
+        reasons = reasons[0] if reasons else []
     return ExplainOutput(
+        recompile_reasons=list(reasons),
         graphs=info["graphs"],
         ops=info["ops"],
         guards=info["guards"],

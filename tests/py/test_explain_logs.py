@@ -85,3 +85,28 @@ def test_golden_graph(name):
     e = framejit.explain(scope["fn"], *scope["args"])
     assert e.graph_count == 1
     assert e.graphs[0] == expected, e.graphs[0]
+
+
+def test_explain_lists_recompile_reasons():
+    def g(x, n):
+        if n > 3:
+            return x * n
+        return x - n
+
+    cf = framejit.compile(g)
+    cf(torch.ones(2), 5)
+    cf(torch.ones(2), 2)
+    e = framejit.explain(g, torch.ones(2), 7)
+    assert e.recompile_reasons == ["L['n'] > 3 is no longer true"]
+    assert "L['n'] > 3 is no longer true" in str(e)
+
+
+def test_log_file(tmp_path):
+    log = tmp_path / "fj.log"
+    out = run_python(
+        "import torch, framejit\n"
+        "framejit.compile(lambda x: x + 1)(torch.ones(2))\n",
+        env={"FRAMEJIT_LOG": "graph", "FRAMEJIT_LOG_FILE": str(log)})
+    assert out.returncode == 0, out.stderr
+    assert "aten.add.Tensor" in log.read_text()
+    assert "aten.add.Tensor" not in out.stderr
