@@ -217,6 +217,7 @@ std::string Tracer::describe(const Value& v) const {
       return s + (v.kind == ValueKind::Tuple ? ")" : "]");
     }
     case ValueKind::TensorMethod: return "Tensor." + v.method;
+    case ValueKind::GradModeExit: return "<grad mode __exit__>";
     case ValueKind::Iterator: return "<iterator at " + std::to_string(v.next) + " of " + std::to_string(v.items.size()) + ">";
   }
   return "?";
@@ -276,6 +277,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
     t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
     t[op(Opcode::GET_ITER)] = &Tracer::op_get_iter;
+    t[op(Opcode::BEFORE_WITH)] = &Tracer::op_before_with;
     t[op(Opcode::FOR_ITER)] = &Tracer::op_for_iter;
     return t;
   }();
@@ -331,6 +333,7 @@ Status Tracer::finish(const Value& ret) {
       case ValueKind::Null:
       case ValueKind::TensorMethod:
       case ValueKind::Iterator:
+      case ValueKind::GradModeExit:
         return unsupported("returning " + describe(v));
     }
     return unsupported("returning an unknown value");

@@ -137,6 +137,27 @@ std::vector<const char*> binary_dunders(int nb_op) {
   }
 }
 
+std::vector<PyObject*>& grad_mode_classes() {
+  static auto* v = new std::vector<PyObject*>();
+  return *v;
+}
+
+void register_grad_mode_class(PyObject* cls) { grad_mode_classes().push_back(Py_NewRef(cls)); }
+
+bool is_grad_mode_class(PyObject* obj) {
+  for (PyObject* c : grad_mode_classes()) {
+    if (obj == c) return true;
+  }
+  return false;
+}
+
+bool is_grad_mode_manager(PyObject* obj) {
+  for (PyObject* c : grad_mode_classes()) {
+    if (Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(c)) return true;  // exact: no subclasses
+  }
+  return false;
+}
+
 bool takes_scalar_first(PyObject* fn) { return scalar_first_ok().count(fn) != 0; }
 
 void clear_torch_functions() {

@@ -55,6 +55,10 @@ const PyOp* op_by_name(const std::string& name);
 // raises; operator.eq(2.0, x) and torch.pow(2, x) do not).
 void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first);
 bool takes_scalar_first(PyObject* fn);
+// torch.no_grad and torch.enable_grad (registered at import), and their instances.
+void register_grad_mode_class(PyObject* cls);
+bool is_grad_mode_class(PyObject* obj);
+bool is_grad_mode_manager(PyObject* obj);
 void clear_torch_functions();
 const PyOp* torch_function_op(PyObject* fn);
 // Tensor methods with the same signature as the function (self first).

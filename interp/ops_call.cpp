@@ -50,6 +50,19 @@ Status Tracer::op_call(const Instruction& ins) {
     return call_shape_method(callable.method, args);
   }
   if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
+  if (callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
+    push(Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.empty() && !kw_names && is_grad_mode_class(callable.obj.get())) {
+    PyObject* mgr = PyObject_CallNoArgs(callable.obj.get());  // torch.no_grad(): no side effect
+    if (mgr == nullptr) {
+      PyErr_Clear();
+      return unsupported("creating " + describe(callable) + " raised");
+    }
+    push(Value::constant(PyRef::steal(mgr)));
+    return ok();
+  }
   if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
     return call_range(args);
   }

@@ -153,6 +153,22 @@ Status Tracer::op_for_iter(const Instruction& ins) {
   return jump_to(ins.target);
 }
 
+// (manager -- exit, entered): `with torch.no_grad():` and `with torch.enable_grad():`.
+// framejit compiles only frames whose tensors do not require grad, so the grad mode
+// changes nothing in what they compute: the block is traced as it stands. The
+// exception path of the block is never traced (a raise ends the trace).
+Status Tracer::op_before_with(const Instruction&) {
+  Value mgr = pop();
+  if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
+    return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
+  }
+  Value exit;
+  exit.kind = ValueKind::GradModeExit;
+  push(std::move(exit));
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
+}
+
 // (value -- )
 Status Tracer::op_return_value(const Instruction&) {
   cur_.fs->ret = pop();

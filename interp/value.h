@@ -3,7 +3,8 @@
 // Design: a Value is a small copyable variant: a tensor (a node of the graph being
 // recorded), a constant Python object (strong reference), a symbolic Python int,
 // float or bool (a SymExpr over the frame's symbols), a tuple or list of values, an
-// iterator over such a sequence (a for loop is unrolled), a tuple or list of
+// iterator over such a sequence (a for loop is unrolled), the __exit__ of a
+// `with torch.no_grad()` block, a tuple or list of
 // values, the NULL that CPython pushes before a call, or a tensor method waiting
 // for its CALL. Each value carries its source when it came from the frame (an
 // argument slot, a global, a module attribute path) so that guards can be written
@@ -42,7 +43,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {

@@ -156,3 +156,33 @@ def test_long_loops_fall_back():
     cf = framejit.compile(f)
     assert_same(cf(torch.zeros(2)), f(torch.zeros(2)))
     assert "more than 1024 iterations" in framejit.fallbacks(f)[0].reason
+
+
+def test_with_no_grad_and_enable_grad_blocks():
+    def f(x, y):
+        with torch.no_grad():
+            a = x * y + 1
+            with torch.enable_grad():
+                b = a.sigmoid()
+        return a + b
+
+    def early(x):
+        with torch.no_grad():
+            return x * 2
+
+    for fn, args in ((f, (torch.randn(4), torch.randn(4))), (early, (torch.randn(3),))):
+        cf = framejit.compile(fn)
+        assert_same(cf(*args), fn(*args))
+        s = framejit.stats(fn)
+        assert s["graphs"] == 1 and s["fallbacks"] == 0, framejit.fallbacks(fn)
+    assert torch.is_grad_enabled()
+
+
+def test_inference_mode_block_falls_back():
+    def f(x):
+        with torch.inference_mode():
+            return x + 1
+
+    cf = framejit.compile(f)
+    out = cf(torch.ones(2))
+    assert out.is_inference() and framejit.stats(f)["fallbacks"] == 1
