@@ -119,6 +119,62 @@ PyObject* original_tensor_attr(const std::string& name) {
   return it == tensor_attr_snapshot().end() ? nullptr : it->second;
 }
 
+PyObject* g_module_getattr = nullptr;
+
+bool generic_getattribute(PyTypeObject* tp) noexcept {
+  static PyObject* s_getattribute = interned("__getattribute__");
+  static PyObject* object_getattribute = _PyType_Lookup(&PyBaseObject_Type, s_getattribute);
+  // A C type with the generic slot, or a class that does not override __getattribute__
+  // (it may define __getattr__, which only runs for missing attributes).
+  return tp->tp_getattro == PyObject_GenericGetAttr || _PyType_Lookup(tp, s_getattribute) == object_getattribute;
+}
+
+void set_module_getattr(PyObject* fn) { g_module_getattr = Py_NewRef(fn); }
+
+PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
+  static PyObject* s_getattr = interned("__getattr__");
+  static PyObject* module_dicts[] = {interned("_parameters"), interned("_buffers"), interned("_modules")};
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!generic_getattribute(tp)) return nullptr;  // may run code
+  PyObject* descr = _PyType_Lookup(tp, name);
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property, slot
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  PyObject* dict = dictptr != nullptr ? *dictptr : nullptr;
+  if (dict != nullptr) {
+    PyObject* v = PyDict_GetItemWithError(dict, name);
+    if (v != nullptr) return v;
+    PyErr_Clear();
+  }
+  if (descr != nullptr) return Py_TYPE(descr)->tp_descr_get == nullptr ? descr : nullptr;
+  // Not found the normal way: nn.Module.__getattr__ looks in these dicts.
+  if (dict == nullptr || g_module_getattr == nullptr || _PyType_Lookup(tp, s_getattr) != g_module_getattr) {
+    return nullptr;
+  }
+  for (PyObject* key : module_dicts) {
+    PyObject* d = PyDict_GetItemWithError(dict, key);
+    if (d == nullptr || !PyDict_Check(d)) continue;
+    PyObject* v = PyDict_GetItemWithError(d, name);
+    if (v != nullptr) return v;
+  }
+  PyErr_Clear();
+  return nullptr;
+}
+
+PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept {
+  PyObject* v = nullptr;
+  if (g.root.arg >= 0) {
+    v = in.args[g.root.arg];
+  } else {
+    v = PyDict_GetItemWithError(g.root.globals ? g.root.globals : in.globals, g.root.global_name);
+    if (v == nullptr) PyErr_Clear();
+  }
+  for (PyObject* attr : g.attr_objs) {
+    if (v == nullptr) return nullptr;
+    v = plain_attr(v, attr);
+  }
+  return v;
+}
+
 TorchRefs& torch_refs() {
   static TorchRefs refs;
   return refs;
@@ -176,6 +232,8 @@ GuardSet::~GuardSet() {
     Py_XDECREF(g.globals);
     Py_XDECREF(g.builtins);
     Py_XDECREF(g.cell);
+    Py_XDECREF(g.root.global_name);
+    Py_XDECREF(g.root.globals);
   }
 }
 
@@ -209,6 +267,44 @@ void GuardSet::add_cell(PyObject* cell, std::string name, PyObject* object) {
   g.name = std::move(name);
   g.object = Py_NewRef(object);
   guards_.push_back(std::move(g));
+}
+
+namespace {
+void set_path(Guard& g, const PathRoot& root, const std::vector<std::string>& attrs) {
+  g.root.arg = root.arg;
+  g.root.global_name = Py_XNewRef(root.global_name);
+  g.root.globals = Py_XNewRef(root.globals);
+  for (const std::string& a : attrs) g.attr_objs.push_back(interned(a.c_str()));
+}
+}  // namespace
+
+void GuardSet::add_path(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                        PyObject* object) {
+  Guard g{GuardKind::PathIs};
+  g.name = std::move(name);
+  set_path(g, root, attrs);
+  g.object = Py_NewRef(object);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                               const std::string& method, PyObject* fn) {
+  Guard g{GuardKind::PathMethodIs};
+  g.name = std::move(name);
+  set_path(g, root, attrs);
+  g.name_obj = interned(method.c_str());
+  g.object = Py_NewRef(fn);
+  guards_.push_back(std::move(g));
+}
+
+int GuardSet::add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                              const TensorMeta& meta, const std::array<int, kMaxRank>& dim_symbols,
+                              bool strides) {
+  add_tensor(-1, std::move(name), meta, dim_symbols, strides);
+  Guard& g = guards_.back();
+  set_path(g, root, attrs);
+  g.path_index = num_path_tensors_++;
+  return g.path_index;
 }
 
 void GuardSet::add_tensor_attr(const std::string& name, PyObject* object) {
@@ -324,8 +420,19 @@ bool bind_symbol(const Guard& g, PyObject* v, jit::Bindings& b) noexcept {
 bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept {
   switch (g.kind) {
     case GuardKind::TensorMatch: {
-      const auto& m = in.metas[static_cast<size_t>(g.arg)];
-      if (!m) return false;
+      const TensorMeta* m = nullptr;
+      if (g.path_index < 0) {
+        const auto& am = in.metas[static_cast<size_t>(g.arg)];
+        if (!am) return false;
+        m = &*am;
+      } else {  // a tensor attribute: found and read now, kept for the plan
+        PyObject* t = walk_path(g, in);
+        if (t == nullptr || Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type)) return false;
+        const auto k = static_cast<size_t>(g.path_index);
+        if (!read_tensor_meta(t, &in.path_metas[k], nullptr)) return false;
+        in.path_tensors[k] = t;
+        m = &in.path_metas[k];
+      }
       const TensorMeta& e = g.meta;
       if (m->dtype != e.dtype || m->is_cpu != e.is_cpu || m->requires_grad != e.requires_grad ||
           m->rank != e.rank) {
@@ -358,6 +465,19 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
     }
     case GuardKind::TensorAttrIs:
       return current_tensor_attr(g.name_obj) == g.object;
+    case GuardKind::PathIs: {
+      PyObject* v = walk_path(g, in);
+      return v != nullptr && scalar_equal(v, g.object);
+    }
+    case GuardKind::PathMethodIs: {
+      PyObject* v = walk_path(g, in);
+      if (v == nullptr || _PyType_Lookup(Py_TYPE(v), g.name_obj) != g.object) return false;
+      PyObject** dictptr = _PyObject_GetDictPtr(v);
+      if (dictptr == nullptr || *dictptr == nullptr) return true;
+      PyObject* shadow = PyDict_GetItemWithError(*dictptr, g.name_obj);
+      if (shadow == nullptr) PyErr_Clear();
+      return shadow == nullptr;
+    }
     case GuardKind::FunctionUnchanged: {
       auto* f = reinterpret_cast<PyFunctionObject*>(g.object);
       return f->func_code == g.attr_objs[0] && f->func_defaults == g.attr_objs[1] &&
@@ -389,6 +509,10 @@ bool GuardSet::check(const CallInputs& in, jit::Bindings* b) const noexcept {
   if (b->values.size() < static_cast<size_t>(num_symbols_)) {
     b->values.resize(static_cast<size_t>(num_symbols_));  // grows once, kept by the caller
   }
+  if (in.path_tensors.size() < static_cast<size_t>(num_path_tensors_)) {
+    in.path_tensors.resize(static_cast<size_t>(num_path_tensors_));
+    in.path_metas.resize(static_cast<size_t>(num_path_tensors_));
+  }
   for (const Guard& g : guards_) {
     if (!holds(g, in, *b)) return false;
   }
@@ -398,12 +522,23 @@ bool GuardSet::check(const CallInputs& in, jit::Bindings* b) const noexcept {
 std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
   jit::Bindings b;
   b.values.resize(static_cast<size_t>(num_symbols_));
+  in.path_tensors.resize(std::max(in.path_tensors.size(), static_cast<size_t>(num_path_tensors_)));
+  in.path_metas.resize(std::max(in.path_metas.size(), static_cast<size_t>(num_path_tensors_)));
   for (const Guard& g : guards_) {
     if (holds(g, in, b)) continue;
     switch (g.kind) {
       case GuardKind::TensorMatch: {
-        const auto& m = in.metas[static_cast<size_t>(g.arg)];
         const std::string who = "tensor '" + g.name + "'";
+        if (g.path_index >= 0) {
+          PyObject* t = walk_path(g, in);
+          if (t == nullptr) return who + " can no longer be read";
+          if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type)) {
+            return who + " is no longer a torch.Tensor: got " + Py_TYPE(t)->tp_name;
+          }
+        }
+        const std::optional<TensorMeta> m =
+            g.path_index >= 0 ? std::optional<TensorMeta>(in.path_metas[static_cast<size_t>(g.path_index)])
+                              : in.metas[static_cast<size_t>(g.arg)];
         if (!m) return who + " is no longer a torch.Tensor: got " + Py_TYPE(in.args[g.arg])->tp_name;
         const TensorMeta& e = g.meta;
         if (m->dtype != e.dtype) return who + " dtype mismatch: expected " + str_of(e.dtype) + ", actual " + str_of(m->dtype);
@@ -447,6 +582,10 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return g.name + " is no longer true";
       case GuardKind::TensorAttrIs:
         return "torch.Tensor." + g.name + " was replaced";
+      case GuardKind::PathIs:
+        return g.name + " is no longer " + repr_of(g.object);
+      case GuardKind::PathMethodIs:
+        return g.name + " no longer calls " + repr_of(g.object);
       case GuardKind::FunctionUnchanged:
         return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
@@ -489,6 +628,12 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ExprTrue:
         out.push_back(g.name);
+        break;
+      case GuardKind::PathIs:
+        out.push_back(g.name + " is " + repr_of(g.object));
+        break;
+      case GuardKind::PathMethodIs:
+        out.push_back(g.name + " calls " + repr_of(g.object));
         break;
       case GuardKind::TensorAttrIs:
         out.push_back("torch.Tensor." + g.name + " is torch's own");

@@ -66,7 +66,28 @@ struct CallInputs {
   PyObject* builtins = nullptr;
   PyObject* closure = nullptr;      // the function's tuple of cells, or NULL
   std::vector<std::optional<TensorMeta>> metas;  // one per argument
+  // Tensors reached through attribute paths (`self.weight`), found by the entry's
+  // guards during check() for the plan to use: one per path tensor of the entry.
+  mutable std::vector<PyObject*> path_tensors;  // borrowed
+  mutable std::vector<TensorMeta> path_metas;
 };
+
+// Where an attribute path starts: an argument slot, or a global (in `globals`, or
+// the call's own globals when null).
+struct PathRoot {
+  int arg = -1;
+  PyObject* global_name = nullptr;  // interned, strong
+  PyObject* globals = nullptr;      // strong or null
+};
+
+// obj.name read the plain way, running no user code: the instance dict, a plain class
+// attribute (not a data descriptor), or nn.Module's parameters, buffers and
+// submodules. Borrowed, or nullptr (no error set) when that cannot be done.
+PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept;
+// Attribute reads of objects of this type go through object.__getattribute__'s logic.
+bool generic_getattribute(PyTypeObject* tp) noexcept;
+// Registers nn.Module.__getattr__ (whose dicts plain_attr may read), at import.
+void set_module_getattr(PyObject* fn);
 
 enum class GuardKind : uint8_t {
   TensorMatch,  // arg is a torch.Tensor with this dtype, device, rank, sizes, strides, requires_grad
@@ -77,6 +98,8 @@ enum class GuardKind : uint8_t {
   CellIs,       // the content of `cell` (an inlined function's closure cell) is this object
   FunctionUnchanged,  // an inlined function keeps its __code__, __defaults__, __kwdefaults__
   TensorAttrIs, // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own
+  PathIs,       // root.a.b (plain attribute reads) is this object (numbers, str: equal to it)
+  PathMethodIs, // type(root.a.b).<name> is this function, not shadowed by the instance dict
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -99,6 +122,8 @@ struct Guard {
   int symbol = -1;                   // SymbolArg
   jit::SymType sym_type = jit::SymType::Int;
   jit::SymExpr expr;                 // ExprTrue
+  PathRoot root;                     // PathIs, TensorMatch of a path tensor (attr_objs: the path)
+  int path_index = -1;               // TensorMatch of a path tensor: its slot in CallInputs
 };
 
 class GuardSet {
@@ -120,6 +145,16 @@ class GuardSet {
                   PyObject* builtins = nullptr);
   // torch.Tensor's attribute `name` still resolves to `object` (not monkeypatched).
   void add_tensor_attr(const std::string& name, PyObject* object);
+  // root.attrs... is `object`; `name` is its readable source ("L['self'].scale").
+  void add_path(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                PyObject* object);
+  // Calling root.attrs....<method> reaches the function `fn` of the object's class.
+  void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                       const std::string& method, PyObject* fn);
+  // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in
+  // CallInputs::path_tensors.
+  int add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                      const TensorMeta& meta, const std::array<int, kMaxRank>& dim_symbols, bool strides);
   // An inlined function still has the code and defaults the trace used.
   void add_function(PyObject* fn);
   // A cell of an inlined function's closure still holds this object.
@@ -145,6 +180,7 @@ class GuardSet {
   bool holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept;
   std::vector<Guard> guards_;
   int num_symbols_ = 0;
+  int num_path_tensors_ = 0;
 };
 
 }  // namespace fj::guards

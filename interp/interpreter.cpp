@@ -46,6 +46,29 @@ bool is_foldable(PyObject* o) {
 
 // ---- setup ----
 
+// A tensor input of the graph: its placeholder, with sizes that are symbols (except
+// 0 and 1) when the code is compiled with dynamic shapes.
+Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
+                            std::array<int, guards::kMaxRank>* dim_symbols) {
+  const std::optional<jit::DType> known = dtype_from_torch(meta.dtype);
+  if (!known) return unsupported("tensor " + source + " has dtype " + repr_short(meta.dtype) + " (not supported yet)");
+  if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
+  if (meta.requires_grad) return unsupported("tensor " + source + " requires grad (autograd is not supported yet)");
+  jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
+  dim_symbols->fill(-1);
+  jit::SymShape sym;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (st_.dynamic && shape[d] >= 2) {
+      (*dim_symbols)[d] = new_symbol(jit::SymType::Int, shape[d], source + ".size()[" + std::to_string(d) + "]");
+      sym.push_back(jit::SymExpr::symbol((*dim_symbols)[d], jit::SymType::Int, 2));
+    } else {
+      sym.push_back(jit::SymExpr::integer(shape[d]));
+    }
+  }
+  *node = graph_.placeholder(*known, shape, std::move(sym));
+  return ok();
+}
+
 Status Tracer::bind_arguments() {
   PyCodeObject* code = cur_.co;
   if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
@@ -71,25 +94,9 @@ Status Tracer::bind_arguments() {
     src.name = name;
     const auto& meta = in_.metas[static_cast<size_t>(i)];
     if (meta) {
-      const std::optional<jit::DType> known = dtype_from_torch(meta->dtype);
-      if (!known) return unsupported("tensor '" + name + "' has dtype " + repr_short(meta->dtype) + " (not supported yet)");
-      const jit::DType dt = *known;
-      if (!meta->is_cpu) return unsupported("tensor '" + name + "' is not on the CPU");
-      if (meta->requires_grad) return unsupported("tensor '" + name + "' requires grad (autograd is not supported yet)");
-      jit::Shape shape(meta->sizes.begin(), meta->sizes.begin() + meta->rank);
-      // With dynamic shapes every size is a symbol, except 0 and 1 (specialized).
       std::array<int, guards::kMaxRank> dim_symbols;
-      dim_symbols.fill(-1);
-      jit::SymShape sym;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        if (st_.dynamic && shape[d] >= 2) {
-          dim_symbols[d] = new_symbol(jit::SymType::Int, shape[d], "L['" + name + "'].size()[" + std::to_string(d) + "]");
-          sym.push_back(jit::SymExpr::symbol(dim_symbols[d], jit::SymType::Int, 2));
-        } else {
-          sym.push_back(jit::SymExpr::integer(shape[d]));
-        }
-      }
-      const jit::NodeId n = graph_.placeholder(dt, shape, std::move(sym));
+      jit::NodeId n;
+      if (Status s = tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols)) return s;
       placeholder_slot_.push_back(i);
       entry_->guards.add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
@@ -295,8 +302,9 @@ Status Tracer::finish(const Value& ret) {
       case ValueKind::Tensor: {
         const jit::Node& n = graph_.node(v.node);
         if (n.op == jit::Op::Placeholder) {
-          out->kind = PlanValue::Kind::Arg;
-          out->index = placeholder_slot_[static_cast<size_t>(n.index)];
+          const int slot = placeholder_slot_[static_cast<size_t>(n.index)];
+          out->kind = slot >= 0 ? PlanValue::Kind::Arg : PlanValue::Kind::PathTensor;
+          out->index = slot >= 0 ? slot : -1 - slot;
           return ok();
         }
         auto [it, fresh] = output_index.emplace(v.node, static_cast<int>(outputs.size()));
@@ -307,7 +315,7 @@ Status Tracer::finish(const Value& ret) {
       }
       case ValueKind::Const:
         if (v.fresh) return unsupported("returning a function defined in the frame");
-        if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0) {
+        if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
           out->kind = PlanValue::Kind::Arg;  // the call's own argument object
           out->index = v.source.arg;
         } else {  // a constant, a default value or a bound method's self: fixed by guards

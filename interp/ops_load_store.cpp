@@ -81,6 +81,69 @@ static Status module_attr(Value& base, const std::string& name, Value* out,
   return ok();
 }
 
+// A module read from a global: its attributes are guarded as module attributes.
+static bool is_global_module(const Value& v) {
+  return v.kind == ValueKind::Const && PyModule_Check(v.obj.get()) && v.source.kind == Source::Kind::Global &&
+         !v.source.from_builtins;
+}
+
+
+// "L['self'].fc.weight": how a person finds the value again.
+static std::string source_text(const Source& s) {
+  std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
+  for (const std::string& a : s.attrs) out += "." + a;
+  return out;
+}
+
+// Where `base` is found again at each call; `holder` keeps the global's name alive.
+bool Tracer::path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const {
+  if (base.kind != ValueKind::Const || base.fresh) return false;
+  if (base.source.kind == Source::Kind::Arg && base.source.arg >= 0) {
+    root->arg = base.source.arg;
+    return true;
+  }
+  if (base.source.kind == Source::Kind::Global && !base.source.from_builtins) {
+    *holder = PyRef::steal(PyUnicode_InternFromString(base.source.name.c_str()));
+    root->global_name = holder->get();
+    root->globals = base.source.globals;
+    return true;
+  }
+  return false;
+}
+
+Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(base, &root, &holder)) return unsupported("attribute '" + name + "' of " + describe(base) + " (not supported yet)");
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* v = guards::plain_attr(base.obj.get(), key.get());
+  if (v == nullptr) {
+    return unsupported("attribute '" + name + "' of " + std::string(Py_TYPE(base.obj.get())->tp_name) +
+                       " is not a plain attribute (a property, __getattr__, or missing)");
+  }
+  Source child = base.source;
+  child.attrs.push_back(name);
+  const std::string text = source_text(child);
+  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) {
+    guards::TensorMeta meta;
+    std::string why;
+    if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
+    std::array<int, guards::kMaxRank> dims;
+    jit::NodeId n;
+    if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+    const int k = entry_->guards.add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
+    placeholder_slot_.push_back(-1 - k);
+    *out = Value::tensor(n, child);
+    return ok();
+  }
+  if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type))) {
+    return unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet");
+  }
+  entry_->guards.add_path(text, root, child.attrs, v);
+  *out = Value::constant(PyRef::borrow(v), child);
+  return ok();
+}
+
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
@@ -97,7 +160,9 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   Value out;
-  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  if (Status s = is_global_module(owner) ? module_attr(owner, name, &out, entry_->guards) : attr_of(owner, name, &out)) {
+    return s;
+  }
   push(std::move(out));
   return ok();
 }
@@ -115,7 +180,31 @@ Status Tracer::op_load_method(const Instruction& ins) {
     return ok();
   }
   Value out;
-  if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+  if (is_global_module(owner)) {
+    if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+    push(Value::null());
+    push(std::move(out));
+    return ok();
+  }
+  // A method of the object's class: (function, self), traced by inlining the function.
+  if (owner.kind == ValueKind::Const && !owner.fresh) {
+    PyObject* obj = owner.obj.get();
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
+    PyObject** dictptr = _PyObject_GetDictPtr(obj);
+    const bool shadowed = dictptr && *dictptr && PyDict_GetItemWithError(*dictptr, key.get()) != nullptr;
+    PyErr_Clear();
+    guards::PathRoot root;
+    PyRef holder;
+    if (fn != nullptr && PyFunction_Check(fn) && !shadowed && guards::generic_getattribute(Py_TYPE(obj)) &&
+        path_root(owner, &root, &holder)) {
+      entry_->guards.add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
+      push(Value::constant(PyRef::borrow(fn)));
+      push(std::move(owner));
+      return ok();
+    }
+  }
+  if (Status s = attr_of(owner, name, &out)) return s;
   push(Value::null());
   push(std::move(out));
   return ok();

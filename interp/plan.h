@@ -20,8 +20,8 @@
 namespace fj::interp {
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, Const, Tuple, List, Size, Sym } kind = Kind::Const;
-  int index = -1;               // GraphOutput: output position; Arg: argument slot
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym } kind = Kind::Const;
+  int index = -1;               // GraphOutput: output position; Arg: argument slot; PathTensor: its slot
   PyRef obj;                    // Const
   std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size)
   jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
@@ -41,7 +41,7 @@ PyRef empty_args_for(const jit::Shape& shape);
 
 struct Plan {
   std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run
-  std::vector<int> graph_args;                // argument slot of each placeholder
+  std::vector<int> graph_args;                // argument slot of each placeholder; -1-k: path tensor k
   std::vector<jit::SymExpr> scalar_inputs;    // value of each scalar_input node
   std::vector<jit::SymExpr> must_evaluate;    // other expressions the plan computes (results, sizes)
   std::vector<OutputSpec> outputs;

@@ -44,6 +44,8 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
       return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
     case PlanValue::Kind::Arg:
       return Py_NewRef(in.args[v.index]);
+    case PlanValue::Kind::PathTensor:
+      return Py_NewRef(in.path_tensors[static_cast<size_t>(v.index)]);
     case PlanValue::Kind::Const:
       return Py_NewRef(v.obj.get());
     case PlanValue::Kind::Size: {
@@ -168,8 +170,9 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
     std::vector<jit::TensorArg> args;
     args.reserve(plan.graph_args.size());
     for (int slot : plan.graph_args) {
-      const guards::TensorMeta& m = *in.metas[static_cast<size_t>(slot)];
-      void* p = data_ptr(in.args[slot]);
+      const auto k = static_cast<size_t>(-1 - slot);
+      const guards::TensorMeta& m = slot >= 0 ? *in.metas[static_cast<size_t>(slot)] : in.path_metas[k];
+      void* p = data_ptr(slot >= 0 ? in.args[slot] : in.path_tensors[k]);
       if (p == nullptr && PyErr_Occurred()) return nullptr;
       args.push_back(jit::TensorArg{p, m.sizes.data(), m.strides.data(), m.rank});
     }

@@ -67,6 +67,12 @@ class Tracer {
   static const std::array<Handler, 256>& handlers();
 
   Status bind_arguments();
+  Status tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
+                      std::array<int, guards::kMaxRank>* dim_symbols);
+  // obj.name of a value the frame can find again (an argument, a global, or an
+  // attribute path from one), read the plain way and guarded.
+  Status attr_of(const Value& base, const std::string& name, Value* out);
+  bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   Status step(const Instruction& ins);
   Status finish(const Value& ret);
   Status compile();
@@ -158,7 +164,7 @@ class Tracer {
 
  public:
   std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
-  std::vector<int> placeholder_slot_;  // argument slot of each placeholder
+  std::vector<int> placeholder_slot_;  // argument slot of each placeholder; -1-k: path tensor k
   std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
   jit::Bindings hints_;                    // each symbol's value in the traced call
   std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"

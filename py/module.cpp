@@ -69,6 +69,7 @@ PYBIND11_MODULE(_C, m) {
     r.bool_ = Py_NewRef(bool_.ptr());
     r.empty = Py_NewRef(empty.ptr());
   });
+  m.def("_set_module_getattr", [](py::handle fn) { guards::set_module_getattr(fn.ptr()); });
   m.def("_register_grad_mode_class", [](py::handle cls) { interp::register_grad_mode_class(cls.ptr()); });
   m.def("_snapshot_tensor_attrs", [](const std::vector<std::string>& names) {
     guards::snapshot_tensor_attrs(names);

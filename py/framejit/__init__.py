@@ -13,6 +13,7 @@ del _fn, _name
 # Tensor methods and operators as torch defines them: a trace records them by meaning,
 # so a monkeypatched one must not be (guards compare against this snapshot).
 _C._snapshot_tensor_attrs(_ops.tensor_attr_names())
+_C._set_module_getattr(torch.nn.Module.__getattr__)
 for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)
 del _cls

@@ -95,6 +95,8 @@ def explain(fn, *args, **kwargs):
     framejit made of it: the graphs, their ops, the guards, and why any part ran
     in CPython; `.recompile_reasons` lists the reasons of fn's recompiles so far.
     The call itself runs, and its result is in `.result`."""
+    if isinstance(fn, types.MethodType):
+        fn, args = fn.__func__, (fn.__self__,) + args
     result, info = _C.explain(fn, args, kwargs)
     target = getattr(fn, "__wrapped__", fn)
     reasons = []

@@ -1,0 +1,116 @@
+"""Attributes of objects and nn.Modules: read the plain way (instance dict, class
+attributes, a module's parameters, buffers and submodules), guarded by path, and
+methods of the object's class inlined."""
+import types
+
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+class Scaler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("shift", torch.randn(4))
+        self.scale = 2.0
+        self.act = torch.nn.Identity()
+
+    def helper(self, x):
+        return x * self.scale
+
+    def forward(self, x):
+        return self.helper(x) + self.shift
+
+
+def test_module_buffers_and_attributes_are_graph_inputs_and_guards():
+    m = Scaler()
+    cf = framejit.compile(m.forward)
+    x = torch.randn(3, 4)
+    assert_same(cf(x), m(x))
+    s = framejit.stats(Scaler.forward)
+    assert s["graphs"] == 1 and s["fallbacks"] == 0, framejit.fallbacks(Scaler.forward)
+    m.shift.add_(1.0)  # in place: same tensor, new values, no recompile
+    assert_same(cf(x), m(x))
+    m.scale = 3.0  # a new constant: recompile
+    assert_same(cf(x), m(x))
+    m.shift = torch.randn(4)  # a new buffer object of the same shape: its data is read at each call
+    assert_same(cf(x), m(x))
+    assert framejit.stats(Scaler.forward)["fallbacks"] == 0
+    guards = framejit.explain(m.forward, x).guards
+    assert any("L['self'].shift" in g for g in guards) and "L['self'].scale is 3.0" in guards
+
+
+def test_returning_an_attribute_tensor_returns_that_object():
+    m = Scaler()
+
+    def f(mod, x):
+        return mod.shift, x + mod.shift
+
+    cf = framejit.compile(f)
+    out = cf(m, torch.randn(4))
+    assert out[0] is m.shift
+
+
+def test_method_replaced_on_the_class_or_instance_is_respected():
+    class A:
+        def __init__(self):
+            self.k = 2.0
+
+        def g(self, x):
+            return x * self.k
+
+    def f(a, x):
+        return a.g(x) + 1
+
+    a, x = A(), torch.randn(3)
+    cf = framejit.compile(f)
+    assert_same(cf(a, x), f(a, x))
+    A.g = lambda self, x: x - self.k
+    assert_same(cf(a, x), f(a, x))
+    a.g = lambda x: x * 100  # shadowed by the instance
+    assert_same(cf(a, x), f(a, x))
+
+
+def test_global_config_object_attributes_are_used_when_they_change():
+    cfg = types.SimpleNamespace(eps=1e-3, on=True)
+    scope = {"cfg": cfg, "torch": torch}
+    exec("def f(x):\n    if cfg.on:\n        return x + cfg.eps\n    return x - cfg.eps\n", scope)
+    f = scope["f"]
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x), x + 1e-3)
+    cfg.eps = 0.5
+    assert_same(cf(x), x + 0.5)
+    cfg.on = False
+    assert_same(cf(x), x - 0.5)
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_properties_and_getattr_fall_back():
+    class P:
+        @property
+        def k(self):
+            return 3.0
+
+    def f(p, x):
+        return x * p.k
+
+    cf = framejit.compile(f)
+    assert_same(cf(P(), torch.ones(2)), torch.ones(2) * 3.0)
+    assert "not a plain attribute" in framejit.fallbacks(f)[0].reason
+
+
+def test_parameters_fall_back():
+    lin = torch.nn.Linear(3, 3)
+
+    def f(m, x):
+        return x * m.weight
+
+    cf = framejit.compile(f)
+    x = torch.randn(3, 3)
+    out = cf(lin, x)
+    assert out.requires_grad
+    assert_same(out.detach(), (x * lin.weight).detach())
+    assert "tensor subclass (Parameter)" in framejit.fallbacks(f)[0].reason
