@@ -27,13 +27,40 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
     if isinstance(fn, types.MethodType):
         return types.MethodType(compile(fn.__func__), fn.__self__)
     if isinstance(fn, torch.nn.Module):
-        # The module's own __call__ (hooks included) is the frame framejit sees.
-        return compile(fn.__call__)
+        return CompiledModule(fn, dynamic=dynamic, fullgraph=fullgraph)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     wrapper = _C.compile(fn, dynamic=bool(dynamic), fullgraph=bool(fullgraph))
     functools.update_wrapper(wrapper, fn)
     return wrapper
+
+
+class CompiledModule(torch.nn.Module):
+    """What framejit.compile(module) returns: a module whose forward runs the original's
+    forward through framejit. It holds the original as a submodule, so parameters,
+    buffers and state are shared (state_dict keys gain the prefix `_orig_mod.`, as with
+    torch.compile). A module with hooks runs its __call__ eagerly, hooks included."""
+
+    def __init__(self, module, *, dynamic=True, fullgraph=False):
+        super().__init__()
+        self._orig_mod = module
+        self.__dict__["_compiled_forward"] = types.MethodType(
+            compile(type(module).forward, dynamic=dynamic, fullgraph=fullgraph), module)
+
+    def forward(self, *args, **kwargs):
+        m = self._orig_mod
+        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                or torch.nn.modules.module._global_forward_hooks
+                or torch.nn.modules.module._global_forward_pre_hooks
+                or torch.nn.modules.module._global_backward_hooks):
+            return m(*args, **kwargs)
+        return self._compiled_forward(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
 
 
 def stats(fn=None):

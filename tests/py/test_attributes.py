@@ -114,3 +114,21 @@ def test_parameters_fall_back():
     assert out.requires_grad
     assert_same(out.detach(), (x * lin.weight).detach())
     assert "tensor subclass (Parameter)" in framejit.fallbacks(f)[0].reason
+
+
+def test_compile_module_shares_state_and_runs_forward_compiled():
+    m = Scaler()
+    cm = framejit.compile(m)
+    assert isinstance(cm, torch.nn.Module)
+    x = torch.randn(2, 4)
+    assert_same(cm(x), m(x))
+    assert framejit.stats(Scaler.forward)["graphs"] == 1
+    m.shift.mul_(2)  # shared buffer
+    assert_same(cm(x), m(x))
+    assert cm.scale == 2.0 and cm.shift is m.shift
+    assert set(cm.state_dict()) == {"_orig_mod." + k for k in m.state_dict()}
+    calls = []
+    handle = m.register_forward_hook(lambda mod, inp, out: calls.append(1))
+    assert_same(cm(x), m(x))  # hooks run (eagerly)
+    handle.remove()
+    assert len(calls) == 2
