@@ -131,6 +131,11 @@ bool generic_getattribute(PyTypeObject* tp) noexcept {
 
 void set_module_getattr(PyObject* fn) { g_module_getattr = Py_NewRef(fn); }
 
+ModuleCallRefs& module_call_refs() {
+  static ModuleCallRefs refs;
+  return refs;
+}
+
 PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
   static PyObject* s_getattr = interned("__getattr__");
   static PyObject* module_dicts[] = {interned("_parameters"), interned("_buffers"), interned("_modules")};
@@ -294,6 +299,13 @@ void GuardSet::add_path_method(std::string name, const PathRoot& root, const std
   set_path(g, root, attrs);
   g.name_obj = interned(method.c_str());
   g.object = Py_NewRef(fn);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {
+  Guard g{GuardKind::DictsEmpty};
+  g.name = std::move(name);
+  for (PyObject* d : dicts) g.attr_objs.push_back(Py_NewRef(d));
   guards_.push_back(std::move(g));
 }
 
@@ -469,6 +481,11 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = walk_path(g, in);
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::DictsEmpty:
+      for (PyObject* d : g.attr_objs) {
+        if (PyDict_GET_SIZE(d) != 0) return false;
+      }
+      return true;
     case GuardKind::PathMethodIs: {
       PyObject* v = walk_path(g, in);
       if (v == nullptr || _PyType_Lookup(Py_TYPE(v), g.name_obj) != g.object) return false;
@@ -586,6 +603,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return g.name + " is no longer " + repr_of(g.object);
       case GuardKind::PathMethodIs:
         return g.name + " no longer calls " + repr_of(g.object);
+      case GuardKind::DictsEmpty:
+        return g.name + " now has hooks";
       case GuardKind::FunctionUnchanged:
         return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
@@ -634,6 +653,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::PathMethodIs:
         out.push_back(g.name + " calls " + repr_of(g.object));
+        break;
+      case GuardKind::DictsEmpty:
+        out.push_back(g.name + " has no hooks");
         break;
       case GuardKind::TensorAttrIs:
         out.push_back("torch.Tensor." + g.name + " is torch's own");

@@ -89,6 +89,14 @@ bool generic_getattribute(PyTypeObject* tp) noexcept;
 // Registers nn.Module.__getattr__ (whose dicts plain_attr may read), at import.
 void set_module_getattr(PyObject* fn);
 
+// nn.Module's __call__ and the global module hook dicts, registered at import, so
+// that a call of a module without hooks can be traced as a call of its forward.
+struct ModuleCallRefs {
+  PyObject* call = nullptr;              // nn.Module.__call__
+  std::vector<PyObject*> global_hooks;   // torch.nn.modules.module._global_*_hooks
+};
+ModuleCallRefs& module_call_refs();
+
 enum class GuardKind : uint8_t {
   TensorMatch,  // arg is a torch.Tensor with this dtype, device, rank, sizes, strides, requires_grad
   ScalarEquals, // arg is an int/float/bool/str/None of this exact type and value
@@ -100,6 +108,7 @@ enum class GuardKind : uint8_t {
   TensorAttrIs, // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own
   PathIs,       // root.a.b (plain attribute reads) is this object (numbers, str: equal to it)
   PathMethodIs, // type(root.a.b).<name> is this function, not shadowed by the instance dict
+  DictsEmpty,   // these dicts (an nn.Module's hooks, the global module hooks) are empty
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -151,6 +160,8 @@ class GuardSet {
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
+  // Each of `dicts` stays empty (strong references are kept).
+  void add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts);
   // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in
   // CallInputs::path_tensors.
   int add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,

@@ -50,8 +50,9 @@ std::vector<PyOp> make_table() {
                       {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {
     unary(n, o);
   }
-  unary("relu", Op::Relu);  // F.relu(x, inplace=...) and F.silu too: the keyword ends the trace
-  unary("silu", Op::Silu);
+  // F.relu(x, inplace=False) and F.silu: inplace=True ends the trace (in-place ops are not traced yet).
+  t.push_back(PyOp{"relu", Op::Relu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
+  t.push_back(PyOp{"silu", Op::Silu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
   t.push_back(PyOp{"round", Op::Round, {"input", "decimals"}, {kReq, integer(0)}, 1});
   t.push_back(PyOp{"where", Op::Where, {"condition", "input", "other"}, {kReq, kReq, kReq}, 3});
   t.push_back(PyOp{"pow", Op::PowScalar, {"input", "exponent"}, {kReq, kReq}, 2});

@@ -43,6 +43,12 @@ Status Tracer::op_call(const Instruction& ins) {
     }
     if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
   }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    if (PyObject* forward = module_forward(callable)) {  // an nn.Module without hooks
+      args.insert(args.begin(), callable);
+      return inline_call(forward, std::move(args), kw_names.get());
+    }
+  }
   if (callable.kind == ValueKind::TensorMethod) {
     if (Status s = require_tensor_attr(callable.method)) return s;
     if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
@@ -112,6 +118,40 @@ Status Tracer::call_range(const std::vector<Value>& args) {
   }
   push(Value::constant(PyRef::steal(r)));
   return ok();
+}
+
+// The forward of an nn.Module called as m(...), when the call would reach it
+// directly (no hooks anywhere, forward and __call__ not overridden), with guards
+// that keep it so; nullptr otherwise.
+PyObject* Tracer::module_forward(const Value& m) {
+  const auto& refs = guards::module_call_refs();
+  PyObject* obj = m.obj.get();
+  PyTypeObject* tp = Py_TYPE(obj);
+  PyRef call_name = PyRef::steal(PyUnicode_InternFromString("__call__"));
+  PyRef fwd_name = PyRef::steal(PyUnicode_InternFromString("forward"));
+  if (refs.call == nullptr || _PyType_Lookup(tp, call_name.get()) != refs.call) return nullptr;
+  PyObject* forward = _PyType_Lookup(tp, fwd_name.get());
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  if (forward == nullptr || !PyFunction_Check(forward) || dictptr == nullptr || *dictptr == nullptr) return nullptr;
+  if (PyDict_GetItemWithError(*dictptr, fwd_name.get()) != nullptr) return nullptr;  // forward set on the instance
+  std::vector<PyObject*> hooks = refs.global_hooks;
+  for (const char* name : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+    PyObject* d = PyDict_GetItemString(*dictptr, name);
+    if (d == nullptr || !PyDict_Check(d)) return nullptr;
+    hooks.push_back(d);
+  }
+  PyErr_Clear();
+  for (PyObject* d : hooks) {
+    if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != 0) return nullptr;
+  }
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(m, &root, &holder)) return nullptr;
+  const std::string text = source_text(m.source);
+  entry_->guards.add_dicts_empty(text, hooks);
+  entry_->guards.add_path_method(text, root, m.source.attrs, "__call__", refs.call);
+  entry_->guards.add_path_method(text, root, m.source.attrs, "forward", forward);
+  return forward;
 }
 
 // ---- inlining ----

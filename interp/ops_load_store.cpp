@@ -88,8 +88,7 @@ static bool is_global_module(const Value& v) {
 }
 
 
-// "L['self'].fc.weight": how a person finds the value again.
-static std::string source_text(const Source& s) {
+std::string source_text(const Source& s) {
   std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
   for (const std::string& a : s.attrs) out += "." + a;
   return out;

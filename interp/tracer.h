@@ -48,6 +48,8 @@ bool is_shape_method(const std::string& name);
 PyObject* len_builtin();
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
+// "L['self'].fc.weight": how a person finds a value again.
+std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
 const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
 
@@ -73,6 +75,7 @@ class Tracer {
   // attribute path from one), read the plain way and guarded.
   Status attr_of(const Value& base, const std::string& name, Value* out);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
+  PyObject* module_forward(const Value& m);
   Status step(const Instruction& ins);
   Status finish(const Value& ret);
   Status compile();

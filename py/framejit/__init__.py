@@ -14,6 +14,12 @@ del _fn, _name
 # so a monkeypatched one must not be (guards compare against this snapshot).
 _C._snapshot_tensor_attrs(_ops.tensor_attr_names())
 _C._set_module_getattr(torch.nn.Module.__getattr__)
+_mm = torch.nn.modules.module
+_C._set_module_call(torch.nn.Module.__call__, [
+    _mm._global_forward_hooks, _mm._global_forward_pre_hooks, _mm._global_backward_hooks,
+    _mm._global_backward_pre_hooks, _mm._global_forward_hooks_with_kwargs,
+    _mm._global_forward_hooks_always_called])
+del _mm
 for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)
 del _cls

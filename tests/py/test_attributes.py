@@ -132,3 +132,31 @@ def test_compile_module_shares_state_and_runs_forward_compiled():
     assert_same(cm(x), m(x))  # hooks run (eagerly)
     handle.remove()
     assert len(calls) == 2
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Scaler()
+        self.act = torch.nn.ReLU()
+        self.gate = torch.nn.Sigmoid()
+        self.skip = torch.nn.Identity()
+
+    def forward(self, x):
+        return self.act(self.inner(x)) * self.gate(x) + self.skip(x)
+
+
+def test_submodule_calls_are_inlined_and_hooks_respected():
+    b = Block()
+    cb = framejit.compile(b)
+    x = torch.randn(3, 4)
+    assert_same(cb(x), b(x))
+    s = framejit.stats(Block.forward)
+    assert s["graphs"] == 1 and s["fallbacks"] == 0, framejit.fallbacks(Block.forward)
+    calls = []
+    handle = b.act.register_forward_hook(lambda mod, inp, out: calls.append(1))
+    assert_same(cb(x), b(x))  # a hook on a submodule: its guard fails and the hook runs
+    assert len(calls) == 2
+    handle.remove()
+    assert_same(cb(x), b(x))
+    assert len(calls) == 2
