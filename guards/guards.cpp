@@ -87,6 +87,11 @@ const char* symbol_kind(jit::SymType t) {
   return "?";
 }
 
+// "tensor 'x'" for an argument, "tensor L['self'].bias" for an attribute path.
+std::string tensor_label(const Guard& g) {
+  return g.path_index >= 0 ? "tensor " + g.name : "tensor '" + g.name + "'";
+}
+
 std::string path_of(const Guard& g) {
   std::string s = g.name;
   for (const std::string& a : g.attrs) s += "." + a;
@@ -545,7 +550,7 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
     if (holds(g, in, b)) continue;
     switch (g.kind) {
       case GuardKind::TensorMatch: {
-        const std::string who = "tensor '" + g.name + "'";
+        const std::string who = tensor_label(g);
         if (g.path_index >= 0) {
           PyObject* t = walk_path(g, in);
           if (t == nullptr) return who + " can no longer be read";
@@ -630,7 +635,7 @@ std::vector<std::string> GuardSet::describe() const {
                                                             : std::to_string(g.meta.sizes[k]));
         }
         sizes += "]";
-        out.push_back("tensor '" + g.name + "': torch.Tensor " + str_of(g.meta.dtype) +
+        out.push_back(tensor_label(g) + ": torch.Tensor " + str_of(g.meta.dtype) +
                       (g.meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
                       (g.check_strides ? " stride=" + dims_str(g.meta.strides, g.meta.rank) : "") +
                       (g.meta.requires_grad ? " requires_grad" : ""));
