@@ -296,6 +296,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
 
 Status Tracer::finish(const Value& ret) {
   std::unordered_map<jit::NodeId, int> output_index;
+  std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
   std::vector<jit::NodeId> outputs;
   std::function<Status(const Value&, PlanValue*)> convert = [&](const Value& v, PlanValue* out) -> Status {
     switch (v.kind) {
@@ -330,6 +331,15 @@ Status Tracer::finish(const Value& ret) {
         return ok();
       case ValueKind::Tuple:
       case ValueKind::List:
+        if (v.identity >= 0) {  // one object, however often it is returned
+          auto [it, fresh] = memo_of.emplace(v.identity, entry_->plan.num_memos);
+          if (!fresh) {
+            out->kind = PlanValue::Kind::Repeat;
+            out->index = it->second;
+            return ok();
+          }
+          out->memo = entry_->plan.num_memos++;
+        }
         out->kind = v.kind == ValueKind::List ? PlanValue::Kind::List
                     : v.torch_size             ? PlanValue::Kind::Size
                                                : PlanValue::Kind::Tuple;

@@ -10,7 +10,10 @@ Status Tracer::op_build_seq(const Instruction& ins) {
   const size_t n = static_cast<size_t>(ins.arg);
   std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
   cur_.fs->stack.resize(cur_.fs->stack.size() - n);
-  push(Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List, std::move(items)));
+  Value seq = Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List,
+                              std::move(items));
+  seq.identity = next_identity_++;
+  push(std::move(seq));
   return ok();
 }
 

@@ -20,8 +20,10 @@
 namespace fj::interp {
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym } kind = Kind::Const;
-  int index = -1;               // GraphOutput: output position; Arg: argument slot; PathTensor: its slot
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat } kind = Kind::Const;
+  int index = -1;               // GraphOutput: output position; Arg: argument slot; PathTensor: its slot;
+                                // Repeat: the memo of a tuple or list built earlier in the same value
+  int memo = -1;                // Tuple, List: where the built object is remembered for Repeat
   PyRef obj;                    // Const
   std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size)
   jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
@@ -44,6 +46,7 @@ struct Plan {
   std::vector<int> graph_args;                // argument slot of each placeholder; -1-k: path tensor k
   std::vector<jit::SymExpr> scalar_inputs;    // value of each scalar_input node
   std::vector<jit::SymExpr> must_evaluate;    // other expressions the plan computes (results, sizes)
+  int num_memos = 0;                          // tuples and lists returned more than once
   std::vector<OutputSpec> outputs;
   PlanValue ret;
 };

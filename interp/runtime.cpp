@@ -30,8 +30,10 @@ PyObject* dtype_kwargs(jit::DType d) {
 }
 
 PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards::CallInputs& in,
-                const jit::Bindings& b) {
+                const jit::Bindings& b, std::vector<PyObject*>& memo) {
   switch (v.kind) {
+    case PlanValue::Kind::Repeat:
+      return Py_NewRef(memo[static_cast<size_t>(v.index)]);
     case PlanValue::Kind::Sym: {
       const auto value = v.expr.eval(b);
       if (!value) {
@@ -51,7 +53,7 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
     case PlanValue::Kind::Size: {
       PlanValue as_tuple = v;
       as_tuple.kind = PlanValue::Kind::Tuple;
-      PyObject* t = build(as_tuple, outs, in, b);
+      PyObject* t = build(as_tuple, outs, in, b, memo);
       if (t == nullptr) return nullptr;
       PyObject* size = PyObject_CallOneArg(guards::torch_refs().size_type, t);
       Py_DECREF(t);
@@ -64,13 +66,14 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
       PyObject* seq = tuple ? PyTuple_New(n) : PyList_New(n);
       if (seq == nullptr) return nullptr;
       for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in, b);
+        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in, b, memo);
         if (item == nullptr) {
           Py_DECREF(seq);
           return nullptr;
         }
         if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
       }
+      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = seq;  // borrowed: the result holds it
       return seq;
     }
   }
@@ -209,7 +212,8 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
     }
     plan.graph->run(args, results, scalars.data());
   }
-  return build(plan.ret, outs, in, b);
+  std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
+  return build(plan.ret, outs, in, b, memo);
 }
 
 }  // namespace fj::interp

@@ -22,6 +22,7 @@ std::string describe_value(const PlanValue& v) {
     case PlanValue::Kind::GraphOutput: return "graph_output[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::Arg: return "argument[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::PathTensor: return "attribute_tensor[" + std::to_string(v.index) + "]";
+    case PlanValue::Kind::Repeat: return "same_object_as[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::Sym: return "scalar(" + v.expr.str() + ")";
     case PlanValue::Kind::Const: {
       PyObject* r = PyObject_Repr(v.obj.get());

@@ -164,6 +164,7 @@ class Tracer {
   const Instruction* last_ins_ = nullptr;  // for the location of a failure
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
+  int next_identity_ = 0;  // for tuples and lists the frame builds
 
  public:
   std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced

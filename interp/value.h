@@ -65,6 +65,7 @@ struct Value {
   std::string method;          // TensorMethod: name (self is the next stack item)
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
   bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())
+  int identity = -1;           // Tuple, List built by the frame: which object (copies share it)
   bool fresh = false;          // Const: an object made while tracing (a nested function):
                                // calls of it are traced, but it must not escape the frame
   Source source;

@@ -505,3 +505,17 @@ def test_monkeypatched_tensor_method_and_operator():
     finally:
         torch.Tensor.sigmoid, torch.Tensor.__mul__ = original_sigmoid, original_mul
     check(f, (t,), cf=cf)
+
+
+def test_returned_list_and_tuple_identity():
+    def f(x):
+        l = [x + 1]
+        t = (x * 2,)
+        return l, l, t, t, [x]
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    for _ in range(2):
+        out = cf(x)
+        assert out[0] is out[1] and out[2] is out[3] and out[0] is not out[4]
+        assert same(list(out), list(f(x)))
