@@ -307,6 +307,14 @@ void GuardSet::add_path_method(std::string name, const PathRoot& root, const std
   guards_.push_back(std::move(g));
 }
 
+void GuardSet::add_dict_keys(std::string name, PyObject* dict) {
+  Guard g{GuardKind::DictKeysAre};
+  g.name = std::move(name);
+  g.cell = Py_NewRef(dict);
+  g.object = PyDict_Keys(dict);  // a list, in order
+  guards_.push_back(std::move(g));
+}
+
 void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {
   Guard g{GuardKind::DictsEmpty};
   g.name = std::move(name);
@@ -486,6 +494,15 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = walk_path(g, in);
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::DictKeysAre: {
+      if (g.object == nullptr || PyDict_GET_SIZE(g.cell) != PyList_GET_SIZE(g.object)) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject* key;
+      while (PyDict_Next(g.cell, &pos, &key, nullptr)) {
+        if (key != PyList_GET_ITEM(g.object, i++)) return false;  // keys of _modules are interned names
+      }
+      return true;
+    }
     case GuardKind::DictsEmpty:
       for (PyObject* d : g.attr_objs) {
         if (PyDict_GET_SIZE(d) != 0) return false;
@@ -610,6 +627,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return g.name + " no longer calls " + repr_of(g.object);
       case GuardKind::DictsEmpty:
         return g.name + " now has hooks";
+      case GuardKind::DictKeysAre:
+        return g.name + " has other submodules now";
       case GuardKind::FunctionUnchanged:
         return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
@@ -661,6 +680,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::DictsEmpty:
         out.push_back(g.name + " has no hooks");
+        break;
+      case GuardKind::DictKeysAre:
+        out.push_back(g.name + " keeps its submodules " + repr_of(g.object));
         break;
       case GuardKind::TensorAttrIs:
         out.push_back("torch.Tensor." + g.name + " is torch's own");

@@ -93,6 +93,7 @@ void set_module_getattr(PyObject* fn);
 // that a call of a module without hooks can be traced as a call of its forward.
 struct ModuleCallRefs {
   PyObject* call = nullptr;              // nn.Module.__call__
+  std::vector<PyObject*> containers;     // nn.Sequential, nn.ModuleList: iterate their _modules values
   std::vector<PyObject*> global_hooks;   // torch.nn.modules.module._global_*_hooks
 };
 ModuleCallRefs& module_call_refs();
@@ -109,6 +110,7 @@ enum class GuardKind : uint8_t {
   PathIs,       // root.a.b (plain attribute reads) is this object (numbers, str: equal to it)
   PathMethodIs, // type(root.a.b).<name> is this function, not shadowed by the instance dict
   DictsEmpty,   // these dicts (an nn.Module's hooks, the global module hooks) are empty
+  DictKeysAre,  // this dict (a container module's _modules) has exactly these keys, in order
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
 };
@@ -160,6 +162,8 @@ class GuardSet {
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
+  // `dict` keeps exactly the keys it has now, in this order.
+  void add_dict_keys(std::string name, PyObject* dict);
   // Each of `dicts` stays empty (strong references are kept).
   void add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts);
   // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in

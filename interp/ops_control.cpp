@@ -136,10 +136,36 @@ Status Tracer::op_get_iter(const Instruction&) {
       if (item == nullptr) return unsupported("cannot read the loop's items");
       it.items.push_back(Value::constant(PyRef::steal(item)));
     }
+  } else if (Status s = container_items(seq, &it.items); !s) {
+    // an nn.Sequential or nn.ModuleList: its submodules
   } else {
     return unsupported("iterating over " + describe(seq) + " (not supported yet)");
   }
   push(std::move(it));
+  return ok();
+}
+
+// The submodules of an nn.Sequential or nn.ModuleList (exactly those types, so their
+// __iter__ is torch's), each read as an attribute; the set of submodules is guarded.
+Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
+  if (seq.kind != ValueKind::Const || seq.fresh) return unsupported("not a container module");
+  PyObject* obj = seq.obj.get();
+  bool container = false;
+  for (PyObject* t : guards::module_call_refs().containers) container |= Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(t);
+  if (!container) return unsupported("not a container module");
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  PyObject* modules = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
+  if (modules == nullptr || !PyDict_CheckExact(modules)) return unsupported("a container module without _modules");
+  if (static_cast<size_t>(PyDict_GET_SIZE(modules)) > kMaxUnroll) return unsupported("a loop over too many submodules");
+  entry_->guards.add_dict_keys(source_text(seq.source) + "._modules", modules);
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  while (PyDict_Next(modules, &pos, &key, nullptr)) {
+    if (!PyUnicode_Check(key)) return unsupported("a submodule name that is not a string");
+    Value item;
+    if (Status s = attr_of(seq, PyUnicode_AsUTF8(key), &item)) return s;
+    items->push_back(std::move(item));
+  }
   return ok();
 }
 

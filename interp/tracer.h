@@ -138,6 +138,7 @@ class Tracer {
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
   Status op_get_iter(const Instruction&);
+  Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
   Status op_for_iter(const Instruction&);
   Status call_range(const std::vector<Value>& args);

@@ -70,9 +70,11 @@ PYBIND11_MODULE(_C, m) {
     r.empty = Py_NewRef(empty.ptr());
   });
   m.def("_set_module_getattr", [](py::handle fn) { guards::set_module_getattr(fn.ptr()); });
-  m.def("_set_module_call", [](py::handle call, const std::vector<py::handle>& global_hooks) {
+  m.def("_set_module_call", [](py::handle call, const std::vector<py::handle>& global_hooks,
+                               const std::vector<py::handle>& containers) {
     auto& refs = guards::module_call_refs();
     refs.call = Py_NewRef(call.ptr());
+    for (py::handle c : containers) refs.containers.push_back(Py_NewRef(c.ptr()));
     for (py::handle d : global_hooks) refs.global_hooks.push_back(Py_NewRef(d.ptr()));
   });
   m.def("_register_grad_mode_class", [](py::handle cls) { interp::register_grad_mode_class(cls.ptr()); });

@@ -18,7 +18,7 @@ _mm = torch.nn.modules.module
 _C._set_module_call(torch.nn.Module.__call__, [
     _mm._global_forward_hooks, _mm._global_forward_pre_hooks, _mm._global_backward_hooks,
     _mm._global_backward_pre_hooks, _mm._global_forward_hooks_with_kwargs,
-    _mm._global_forward_hooks_always_called])
+    _mm._global_forward_hooks_always_called], [torch.nn.Sequential, torch.nn.ModuleList])
 del _mm
 for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)

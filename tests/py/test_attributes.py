@@ -160,3 +160,38 @@ def test_submodule_calls_are_inlined_and_hooks_respected():
     handle.remove()
     assert_same(cb(x), b(x))
     assert len(calls) == 2
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Gate(), Gate()])
+        self.tail = torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Identity())
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x) + x
+        return self.tail(x)
+
+
+class Gate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.randn(4))
+
+    def forward(self, x):
+        return torch.sigmoid(x + self.bias) * x
+
+
+def test_module_list_and_sequential_are_unrolled():
+    s = Stack()
+    cs = framejit.compile(s)
+    for rows in (3, 7):
+        x = torch.randn(rows, 4)
+        assert_same(cs(x), s(x))
+    st = framejit.stats(Stack.forward)
+    assert (st["compiles"], st["graphs"], st["fallbacks"]) == (1, 1, 0), framejit.fallbacks(Stack.forward)
+    s.blocks.append(Gate())  # a new submodule: the guard on the list's submodules fails
+    x = torch.randn(2, 4)
+    assert_same(cs(x), s(x))
+    assert framejit.stats(Stack.forward)["recompiles"] == 1
