@@ -259,13 +259,16 @@ void GuardSet::add_tensor(int arg, std::string name, const TensorMeta& meta,
   guards_.push_back(std::move(g));
 }
 
-void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
-  Guard g{GuardKind::ScalarEquals};
+void GuardSet::add_object(GuardKind kind, int arg, std::string name, PyObject* object) {
+  Guard g{kind};
   g.arg = arg;
   g.name = std::move(name);
-  Py_INCREF(value);
-  g.object = value;
+  g.object = Py_NewRef(object);
   guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
+  add_object(GuardKind::ScalarEquals, arg, std::move(name), value);
 }
 
 void GuardSet::add_cell(PyObject* cell, std::string name, PyObject* object) {
@@ -372,12 +375,7 @@ void GuardSet::add_global(std::string name, PyObject* object, bool from_builtins
 }
 
 void GuardSet::add_closure(int cell, std::string name, PyObject* object) {
-  Guard g{GuardKind::ClosureIs};
-  g.arg = cell;
-  g.name = std::move(name);
-  Py_INCREF(object);
-  g.object = object;
-  guards_.push_back(std::move(g));
+  add_object(GuardKind::ClosureIs, cell, std::move(name), object);
 }
 
 void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type) {

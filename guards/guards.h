@@ -193,6 +193,7 @@ class GuardSet {
 
  private:
   bool holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept;
+  void add_object(GuardKind kind, int arg, std::string name, PyObject* object);
   std::vector<Guard> guards_;
   int num_symbols_ = 0;
   int num_path_tensors_ = 0;
