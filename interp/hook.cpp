@@ -86,6 +86,12 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
 }
 
 // The frame of a compiled function's call: cache hit, trace, or CPython.
+// A plan's result, or the frame run by CPython when the plan gave it back.
+PyObject* or_eager(PyObject* result, PyThreadState* ts, compat::Frame* f, int throwflag) {
+  if (result != nullptr || PyErr_Occurred()) return result;
+  return compat::eval_default(ts, f, throwflag);
+}
+
 PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int throwflag) {
   PyCodeObject* code = compat::frame_code(f);
   if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
@@ -105,7 +111,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
         st.counters.cache_hits++;
         // Held while it runs: torch may release the GIL, and framejit.reset() may run.
         const std::shared_ptr<CacheEntry> entry = st.entries[i];
-        return run_plan(entry->plan, in, bindings, scalars);
+        return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);
       }
     }
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
@@ -159,7 +165,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     if (!entry->graph_text.empty()) t_recorder->graphs.push_back(entry->graph_text);
     t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
     t_recorder->guards = entry->guards.describe();
-    return run_plan(entry->plan, in, bindings, scalars);
+    return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);
   }
   st.counters.compiles++;
   if (!st.entries.empty()) {
@@ -170,7 +176,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   if (entry->plan.graph) st.counters.graphs++;
   const std::shared_ptr<CacheEntry> shared = std::move(entry);
   st.entries.push_back(shared);
-  return run_plan(shared->plan, in, bindings, scalars);
+  return or_eager(run_plan(shared->plan, in, bindings, scalars), ts, f, throwflag);
 }
 
 PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {

@@ -212,7 +212,7 @@ std::string Tracer::describe(const Value& v) const {
     case ValueKind::Tensor: {
       const jit::Node& n = graph_.node(v.node);
       std::string s = "%" + std::to_string(v.node) + ":" + std::string(jit::dtype_name(n.dtype)) + "[";
-      for (size_t i = 0; i < n.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(n.shape[i]);
+      for (size_t i = 0; i < n.rank(); ++i) s += (i ? ", " : "") + n.sym[i].str();
       return s + "]";
     }
     case ValueKind::Const: return repr_short(v.obj.get());
@@ -371,9 +371,9 @@ Status Tracer::finish(const Value& ret) {
       if (!e.is_constant()) entry_->plan.must_evaluate.push_back(e);
     }
     if (spec.is_static) {
-      spec.shape = n.shape;
-      spec.strides = contiguous_strides(n.shape);
-      spec.empty_args = empty_args_for(n.shape);
+      spec.shape = *jit::concrete(n.sym);
+      spec.strides = contiguous_strides(spec.shape);
+      spec.empty_args = empty_args_for(spec.shape);
     }
     entry_->plan.outputs.push_back(std::move(spec));
   }

@@ -74,7 +74,7 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];
-    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).shape.empty()) {
+    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).sym.empty()) {
       push(dim_value(a.node, 0));
       return ok();
     }
@@ -272,7 +272,7 @@ Value Tracer::dim_value(jit::NodeId node, size_t d) {
 
 Value Tracer::shape_tuple(jit::NodeId node) {
   std::vector<Value> dims;
-  for (size_t d = 0; d < graph_.node(node).shape.size(); ++d) dims.push_back(dim_value(node, d));
+  for (size_t d = 0; d < graph_.node(node).rank(); ++d) dims.push_back(dim_value(node, d));
   Value size = Value::sequence(ValueKind::Tuple, std::move(dims));
   size.torch_size = true;
   return size;
@@ -281,7 +281,7 @@ Value Tracer::shape_tuple(jit::NodeId node) {
 // x.size(), x.size(d), x.dim(), x.numel()
 Status Tracer::call_shape_method(const std::string& name, const std::vector<Value>& args) {
   const jit::NodeId node = args[0].node;
-  const size_t rank = graph_.node(node).shape.size();
+  const size_t rank = graph_.node(node).rank();
   if (name == "dim" && args.size() == 1) {
     push(Value::constant(PyRef::steal(PyLong_FromSize_t(rank))));
     return ok();

@@ -153,7 +153,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
       return ok();
     }
     if (name == "ndim") {
-      push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).shape.size()))));
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).rank()))));
       return ok();
     }
     return unsupported("tensor attribute '." + name + "' (not supported yet)");

@@ -55,7 +55,9 @@ struct Plan {
 // of the plan's other expressions has no value (a division by zero, an overflow):
 // the call then runs in CPython, which raises or computes with big ints.
 bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>* out);
-// Runs a plan on a call's inputs; a new reference, or nullptr with a Python error.
+// Runs a plan on a call's inputs; a new reference, or nullptr with a Python error,
+// or nullptr without one when the frame must run in CPython instead (a kernel found
+// an index out of range: eager raises the error).
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
                    const std::vector<double>& scalars);
 double sym_value_to_double(const jit::SymValue& v);

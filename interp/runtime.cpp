@@ -210,7 +210,11 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
       if (p == nullptr && PyErr_Occurred()) return nullptr;
       results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
     }
-    plan.graph->run(args, results, scalars.data());
+    if (plan.graph->run(args, results, scalars.data(), &b) != 0) {
+      // An index out of range or an int() without a value: eager raises its own
+      // error; returning nothing without an error runs the frame in CPython.
+      return nullptr;
+    }
   }
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build(plan.ret, outs, in, b, memo);

@@ -16,8 +16,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
+#include "jit/blas.h"
 #include "jit/cpu_lower.h"
 #include "jit/log.h"
 #include "jit/thread_pool.h"
@@ -36,139 +41,138 @@ std::string module_text(const llvm::Module& m) {
   return text;
 }
 
-using KernelFn = void (*)(char* const* ptrs, const int64_t* sizes, const int64_t* strides,
-                          const double* scalars);
+using KernelFn = void (*)(const KernelArgs* args, int64_t begin, int64_t end);
 
-struct Kernel {
-  KernelFn fn;
-  size_t rank;
-  std::vector<int32_t> inputs;   // placeholder indices
-  std::vector<size_t> outputs;   // positions among the graph's outputs
-  std::vector<size_t> elem_size; // per buffer (inputs, then outputs), in bytes
-};
-
-// Parallel runs: loops of at least kParallelMinElements are cut into contiguous
-// chunks of their outermost dim of extent > 1, at least kMinChunkElements each,
-// at most one per thread; when that dim is the innermost one, chunk starts are
-// multiples of kChunkAlign elements (whole cache lines for contiguous buffers).
+// Parallel runs: kernels whose work (elements of the largest value they touch) is at
+// least kParallelMinElements are cut into contiguous chunks of their split dim, at
+// least kMinChunkElements of work each, at most one per thread; when the split dim
+// is the innermost one, chunk starts are multiples of kChunkAlign elements.
 constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 constexpr int64_t kMinChunkElements = int64_t{1} << 15;
 constexpr int64_t kChunkAlign = 64;
 
-// Calls k.fn over the loop, split into chunks when it is large: each chunk is the
-// same kernel on base pointers advanced to the chunk's start along the split dim,
-// with that dim's size set to the chunk's length (the kernel ABI is unchanged).
-void run_kernel(const Kernel& k, char* const* ptrs, const int64_t* sizes, const int64_t* strides,
-                const double* scalars, size_t num_threads) {
-  int64_t numel = 1;
-  for (size_t d = 0; d < k.rank; ++d) numel *= sizes[d];
-  size_t split = k.rank;
-  for (size_t d = 0; d < k.rank; ++d) {
-    if (sizes[d] > 1) {
-      split = d;
-      break;
-    }
-  }
-  if (num_threads <= 1 || numel < kParallelMinElements || split == k.rank) {
-    k.fn(ptrs, sizes, strides, scalars);
-    return;
-  }
-  const int64_t extent = sizes[split];
-  const auto chunks = static_cast<size_t>(std::min<int64_t>(
-      {static_cast<int64_t>(num_threads), numel / kMinChunkElements, extent}));
-  const bool inner = split + 1 == k.rank;
-  auto start = [&](size_t c) -> int64_t {
-    if (c == 0) return 0;
-    if (c == chunks) return extent;
-    const int64_t s = extent * static_cast<int64_t>(c) / static_cast<int64_t>(chunks);
-    return inner ? s / kChunkAlign * kChunkAlign : s;
-  };
-  const size_t num_buf = k.elem_size.size();
-  ThreadPool::instance().parallel_for(chunks, [&](size_t c) {
-    const int64_t begin = start(c), end = start(c + 1);
-    if (end <= begin) return;
-    std::vector<int64_t> chunk_sizes(sizes, sizes + k.rank);
-    chunk_sizes[split] = end - begin;
-    std::vector<char*> chunk_ptrs(num_buf);
-    for (size_t b = 0; b < num_buf; ++b) {
-      const int64_t offset = begin * strides[b * k.rank + split];
-      chunk_ptrs[b] = ptrs[b] + offset * static_cast<int64_t>(k.elem_size[b]);
-    }
-    k.fn(chunk_ptrs.data(), chunk_sizes.data(), strides, scalars);
-  });
+struct Kernel {
+  KernelFn fn;
+  std::vector<SymExpr> work;  // element counts whose maximum estimates the work
+};
+
+int64_t eval_int(const SymExpr& e, const Bindings& b) {
+  auto v = e.eval(b);
+  FJ_CHECK(v && std::holds_alternative<int64_t>(*v), "a size has no value: " + e.str());
+  return std::get<int64_t>(*v);
 }
 
-// Strides of `t` broadcast to `sizes` (dims align from the right; a missing or
-// size-1 dim gets stride 0).
-void broadcast_strides(const TensorArg& t, const int64_t* sizes, size_t rank, int64_t* out) {
-  FJ_CHECK(static_cast<size_t>(t.rank) <= rank, "input has more dims than the loop");
-  const size_t lead = rank - static_cast<size_t>(t.rank);
-  for (size_t d = 0; d < rank; ++d) {
-    if (d < lead) {
-      out[d] = 0;
-      continue;
-    }
-    const int64_t size = t.sizes[d - lead];
-    FJ_CHECK(size == 1 || size == sizes[d], "input does not broadcast to the loop shape");
-    out[d] = size == 1 ? 0 : t.strides[d - lead];
-  }
-}
+// A strided view as the matmul sees it.
+struct View {
+  char* data;
+  std::vector<int64_t> sizes, strides;
+};
 
-DType placeholder_dtype(const Graph& g, int32_t index) {
-  for (const Node& n : g.nodes()) {
-    if (n.op == Op::Placeholder && n.index == index) return n.dtype;
+// The strides of `sizes` viewing memory laid out as (old_sizes, old_strides), as
+// torch's view() computes them; nullopt when no strides can (a copy is needed).
+std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& old_sizes,
+                                                 const std::vector<int64_t>& old_strides,
+                                                 const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> out(sizes.size(), 1);
+  int64_t total = 1;
+  for (int64_t s : old_sizes) total *= s;
+  if (total == 0 || old_sizes.empty()) {
+    for (size_t d = sizes.size(); d-- > 1;) out[d - 1] = out[d] * std::max<int64_t>(sizes[d], 1);
+    return out;
   }
-  FJ_CHECK(false, "no placeholder with index " + std::to_string(index));
+  int64_t view_d = static_cast<int64_t>(sizes.size()) - 1;
+  int64_t chunk_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_sizes[static_cast<size_t>(d)];
+    // The end of a chunk of dims that are contiguous with each other.
+    if (d == 0 || (old_sizes[static_cast<size_t>(d - 1)] != 1 &&
+                   old_strides[static_cast<size_t>(d - 1)] != tensor_numel * chunk_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || sizes[static_cast<size_t>(view_d)] == 1)) {
+        out[static_cast<size_t>(view_d)] = view_numel * chunk_stride;
+        view_numel *= sizes[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_stride = old_strides[static_cast<size_t>(d - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
 }
 
 class CpuCompiledGraph final : public CompiledGraph {
  public:
   CpuCompiledGraph(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker,
-                   std::vector<Kernel> kernels, size_t num_inputs, size_t num_scalars,
-                   size_t num_outputs, std::string ir, std::string optimized_ir, size_t num_threads)
-      : jit_(std::move(jit)), tracker_(std::move(tracker)), kernels_(std::move(kernels)),
-        num_inputs_(num_inputs), num_scalars_(num_scalars), num_outputs_(num_outputs),
-        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads) {}
+                   Graph graph, Schedule schedule, std::vector<Kernel> kernels, std::string ir,
+                   std::string optimized_ir, size_t num_threads)
+      : jit_(std::move(jit)), tracker_(std::move(tracker)), g_(std::move(graph)),
+        s_(std::move(schedule)), kernels_(std::move(kernels)), ir_(std::move(ir)),
+        optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads) {}
 
   ~CpuCompiledGraph() override {
+    for (auto& [size, p] : pool_) std::free(p);
     if (!tracker_) return;
     if (llvm::Error err = tracker_->remove()) {
       log::jit().error("freeing JIT code failed: {}", llvm::toString(std::move(err)));
     }
   }
 
-  void run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
-           const double* scalars) const override {
-    FJ_CHECK(inputs.size() == num_inputs_, "wrong number of inputs");
-    FJ_CHECK(num_scalars_ == 0 || scalars != nullptr, "the graph's scalar inputs are missing");
-    FJ_CHECK(outputs.size() == num_outputs_, "wrong number of outputs");
-    std::vector<char*> ptrs;
-    std::vector<int64_t> strides;
-    for (const Kernel& k : kernels_) {
-      const TensorArg& first = outputs[k.outputs[0]];
-      FJ_CHECK(static_cast<size_t>(first.rank) == k.rank, "output rank differs from the graph's");
-      const int64_t* sizes = first.sizes;
-      ptrs.clear();
-      strides.assign((k.inputs.size() + k.outputs.size()) * k.rank, 0);
-      int64_t* s = strides.data();
-      for (int32_t in : k.inputs) {
-        const TensorArg& t = inputs[static_cast<size_t>(in)];
-        ptrs.push_back(static_cast<char*>(t.data));
-        broadcast_strides(t, sizes, k.rank, s);
-        s += k.rank;
+  int64_t run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
+              const double* scalars, const Bindings* bindings) const override {
+    FJ_CHECK(inputs.size() == s_.num_inputs, "wrong number of inputs");
+    FJ_CHECK(g_.num_scalar_inputs() == 0 || scalars != nullptr, "the graph's scalar inputs are missing");
+    FJ_CHECK(outputs.size() == s_.num_outputs, "wrong number of outputs");
+    Bindings own;
+    if (bindings == nullptr) bindings = &(own = bindings_from_inputs(inputs));
+    const size_t num_buffers = s_.buffer_node.size();
+    std::vector<char*> ptrs(num_buffers, nullptr);
+    std::vector<int64_t> strides(static_cast<size_t>(s_.stride_offset.back()), 0);
+    std::vector<std::pair<size_t, void*>> temps;
+    for (size_t b = 0; b < num_buffers; ++b) {
+      const Node& n = g_.node(s_.buffer_node[b]);
+      int64_t* st = strides.data() + s_.stride_offset[b];
+      if (b < s_.num_inputs + s_.num_outputs) {
+        const TensorArg& t = b < s_.num_inputs ? inputs[b] : outputs[b - s_.num_inputs];
+        FJ_CHECK(static_cast<size_t>(t.rank) == n.rank(), "a buffer's rank differs from its node's");
+        ptrs[b] = static_cast<char*>(t.data);
+        std::copy(t.strides, t.strides + t.rank, st);
+        continue;
       }
-      for (size_t pos : k.outputs) {
-        const TensorArg& t = outputs[pos];
-        FJ_CHECK(static_cast<size_t>(t.rank) == k.rank, "output rank differs from the graph's");
-        for (size_t d = 0; d < k.rank; ++d) {
-          FJ_CHECK(t.sizes[d] == sizes[d], "outputs of one kernel differ in shape");
-          s[d] = t.strides[d];
-        }
-        ptrs.push_back(static_cast<char*>(t.data));
-        s += k.rank;
+      int64_t numel = 1;
+      for (size_t d = n.rank(); d-- > 0;) {
+        st[d] = numel;
+        numel *= std::max<int64_t>(eval_int(n.sym[d], *bindings), 1);
       }
-      run_kernel(k, ptrs.data(), sizes, strides.data(), scalars, num_threads_);
+      const size_t bytes = static_cast<size_t>(numel) * dtype_size(n.dtype);
+      temps.emplace_back(bytes, acquire(bytes));
+      ptrs[b] = static_cast<char*>(temps.back().second);
     }
+    std::vector<int64_t> dims;
+    for (const SymExpr& e : s_.dim_exprs) dims.push_back(eval_int(e, *bindings));
+    int64_t status = 0;
+    KernelArgs args{ptrs.data(), strides.data(), dims.data(), scalars, &status};
+    std::map<NodeId, View> views;  // matmul operands read in place
+    for (const Step& step : s_.steps) {
+      if (step.kind == Step::Kind::Matmul) {
+        matmul(step.index, inputs, ptrs, strides, views, *bindings);
+        continue;
+      }
+      const KernelSpec& spec = s_.kernels[static_cast<size_t>(step.index)];
+      if (spec.view_copy_of >= 0) {
+        if (auto v = resolve(spec.view_copy_of, inputs, *bindings)) {
+          views.emplace(spec.view_copy_of, std::move(*v));
+          continue;
+        }
+      }
+      run_kernel(step.index, args, *bindings);
+    }
+    for (auto& [bytes, p] : temps) release(bytes, p);
+    return status;
   }
 
   size_t num_kernels() const override { return kernels_.size(); }
@@ -176,14 +180,215 @@ class CpuCompiledGraph final : public CompiledGraph {
   const std::string& optimized_ir() const override { return optimized_ir_; }
 
  private:
+  Bindings bindings_from_inputs(const std::vector<TensorArg>& inputs) const {
+    Bindings b;
+    for (const Node& n : g_.nodes()) {
+      if (n.op != Op::Placeholder) continue;
+      for (size_t d = 0; d < n.rank(); ++d) {
+        const int id = n.sym[d].symbol_id();
+        if (id < 0) continue;
+        if (b.values.size() <= static_cast<size_t>(id)) b.values.resize(static_cast<size_t>(id) + 1, SymValue{int64_t{0}});
+        b.values[static_cast<size_t>(id)] = inputs[static_cast<size_t>(n.index)].sizes[d];
+      }
+    }
+    return b;
+  }
+
+  void run_kernel(int32_t index, const KernelArgs& args, const Bindings& b) const {
+    const KernelSpec& spec = s_.kernels[static_cast<size_t>(index)];
+    const Kernel& k = kernels_[static_cast<size_t>(index)];
+    if (spec.split_dim < 0) {
+      k.fn(&args, 0, 0);
+      return;
+    }
+    const int64_t extent = eval_int(spec.shape[static_cast<size_t>(spec.split_dim)], b);
+    int64_t work = 0;
+    for (const SymExpr& e : k.work) work = std::max(work, eval_int(e, b));
+    if (num_threads_ <= 1 || work < kParallelMinElements || extent < 2) {
+      k.fn(&args, 0, extent);
+      return;
+    }
+    const auto chunks = static_cast<size_t>(std::min<int64_t>(
+        {static_cast<int64_t>(num_threads_), work / kMinChunkElements, extent}));
+    const bool inner = static_cast<size_t>(spec.split_dim) + 1 == spec.shape.size();
+    auto start = [&](size_t c) -> int64_t {
+      if (c == 0) return 0;
+      if (c == chunks) return extent;
+      const int64_t s = extent * static_cast<int64_t>(c) / static_cast<int64_t>(chunks);
+      return inner ? s / kChunkAlign * kChunkAlign : s;
+    };
+    std::vector<int64_t> status(chunks, 0);
+    ThreadPool::instance().parallel_for(chunks, [&](size_t c) {
+      const int64_t begin = start(c), end = start(c + 1);
+      if (end <= begin) return;
+      KernelArgs mine = args;
+      mine.status = &status[c];
+      k.fn(&mine, begin, end);
+    });
+    for (int64_t st : status) *args.status |= st;
+  }
+
+  // The strides of a view chain over a graph input, when they exist.
+  std::optional<View> resolve(NodeId id, const std::vector<TensorArg>& inputs, const Bindings& b) const {
+    const Node& n = g_.node(id);
+    if (n.op == Op::Placeholder) {
+      const TensorArg& t = inputs[static_cast<size_t>(n.index)];
+      return View{static_cast<char*>(t.data), std::vector<int64_t>(t.sizes, t.sizes + t.rank),
+                  std::vector<int64_t>(t.strides, t.strides + t.rank)};
+    }
+    if (n.inputs.empty()) return std::nullopt;
+    auto v = resolve(n.inputs[0], inputs, b);
+    if (!v) return std::nullopt;
+    std::vector<int64_t> sizes;
+    for (const SymExpr& e : n.sym) sizes.push_back(eval_int(e, b));
+    const int64_t elem = static_cast<int64_t>(dtype_size(n.dtype));
+    switch (n.op) {
+      case Op::Permute: {
+        View out{v->data, sizes, {}};
+        for (int64_t d : n.dims) out.strides.push_back(v->strides[static_cast<size_t>(d)]);
+        return out;
+      }
+      case Op::Expand: {
+        View out{v->data, sizes, std::vector<int64_t>(sizes.size(), 0)};
+        const size_t lead = sizes.size() - v->sizes.size();
+        for (size_t d = 0; d < v->sizes.size(); ++d) {
+          out.strides[lead + d] = v->sizes[d] == 1 && sizes[lead + d] != 1 ? 0 : v->strides[d];
+        }
+        return out;
+      }
+      case Op::Slice: {
+        const size_t k = static_cast<size_t>(n.dims[0]);
+        v->data += eval_int(n.args[0], b) * v->strides[k] * elem;
+        v->strides[k] *= eval_int(n.args[1], b);
+        v->sizes = sizes;
+        return v;
+      }
+      case Op::Select: {
+        const size_t k = static_cast<size_t>(n.dims[0]);
+        v->data += eval_int(n.args[0], b) * v->strides[k] * elem;
+        v->strides.erase(v->strides.begin() + static_cast<long>(k));
+        v->sizes = sizes;
+        return v;
+      }
+      case Op::Reshape: {
+        auto st = view_strides(v->sizes, v->strides, sizes);
+        if (!st) return std::nullopt;
+        return View{v->data, sizes, std::move(*st)};
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  // The batched product of a Matmul node into its buffer (contiguous).
+  void matmul(NodeId id, const std::vector<TensorArg>& inputs, const std::vector<char*>& ptrs,
+              const std::vector<int64_t>& strides, const std::map<NodeId, View>& views,
+              const Bindings& b) const {
+    const Node& n = g_.node(id);
+    auto operand = [&](NodeId in) -> View {
+      auto it = views.find(in);
+      if (it != views.end()) return it->second;
+      const int32_t buf = s_.buffer_of[static_cast<size_t>(in)];
+      const Node& m = g_.node(in);
+      View v{ptrs[static_cast<size_t>(buf)], {}, {}};
+      for (const SymExpr& e : m.sym) v.sizes.push_back(eval_int(e, b));
+      const int64_t* st = strides.data() + s_.stride_offset[static_cast<size_t>(buf)];
+      v.strides.assign(st, st + m.rank());
+      return v;
+    };
+    const View a = operand(n.inputs[0]);
+    const View bm = operand(n.inputs[1]);
+    const int32_t out_buf = s_.buffer_of[static_cast<size_t>(id)];
+    char* c = ptrs[static_cast<size_t>(out_buf)];
+    const int64_t* cst = strides.data() + s_.stride_offset[static_cast<size_t>(out_buf)];
+    const size_t rank = n.rank();
+    std::vector<int64_t> out_sizes;
+    for (const SymExpr& e : n.sym) out_sizes.push_back(eval_int(e, b));
+    const int64_t elem = static_cast<int64_t>(dtype_size(n.dtype));
+    const int64_t m = out_sizes[rank - 2], ncols = out_sizes[rank - 1], k = a.sizes.back();
+    FJ_CHECK(cst[rank - 1] == 1 || ncols == 1, "a matmul result with a strided last dim");
+    const size_t batch_rank = rank - 2;
+    std::vector<int64_t> bi(batch_rank, 0);
+    auto batch_offset = [&](const View& v, size_t d) {  // the operand's offset for batch index bi
+      int64_t off = 0;
+      const size_t vb = v.sizes.size() - 2;
+      for (size_t j = 0; j < vb; ++j) {
+        const size_t od = batch_rank - vb + j;
+        if (v.sizes[j] != 1) off += bi[od] * v.strides[j];
+      }
+      (void)d;
+      return off * elem;
+    };
+    for (;;) {
+      int64_t coff = 0;
+      for (size_t j = 0; j < batch_rank; ++j) coff += bi[j] * cst[j];
+      const size_t ar = a.sizes.size(), br = bm.sizes.size();
+      Matrix ma{a.data + batch_offset(a, 0), m, k, a.strides[ar - 2], a.strides[ar - 1]};
+      Matrix mb{bm.data + batch_offset(bm, 0), k, ncols, bm.strides[br - 2], bm.strides[br - 1]};
+      gemm(n.dtype, ma, mb, c + coff * elem, m == 1 ? std::max<int64_t>(ncols, 1) : cst[rank - 2]);
+      size_t j = batch_rank;
+      while (j > 0) {
+        --j;
+        if (++bi[j] < out_sizes[j]) break;
+        bi[j] = 0;
+        if (j == 0) return;
+      }
+      if (batch_rank == 0) return;
+    }
+  }
+
+  void* acquire(size_t bytes) const {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto it = pool_.find(bytes);
+      if (it != pool_.end()) {
+        void* p = it->second;
+        pool_.erase(it);
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, std::max<size_t>((bytes + 63) / 64 * 64, 64));
+    FJ_CHECK(p != nullptr, "out of memory for a temporary buffer");
+    return p;
+  }
+  void release(size_t bytes, void* p) const {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_.emplace(bytes, p);
+  }
+
   std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
   llvm::orc::ResourceTrackerSP tracker_;
+  Graph g_;
+  Schedule s_;
   std::vector<Kernel> kernels_;
-  size_t num_inputs_, num_scalars_, num_outputs_;
   std::string ir_;
   std::string optimized_ir_;
   size_t num_threads_;  // chunks per large loop at most; 1: no threads
+  // Temporary buffers kept for the next call (fresh pages are slow to touch).
+  mutable std::mutex pool_mu_;
+  mutable std::multimap<size_t, void*> pool_;
 };
+
+// The element counts that estimate a kernel's work: its loop and every value it
+// reads or reduces.
+std::vector<SymExpr> kernel_work(const Graph& g, const Schedule& s, const KernelSpec& spec) {
+  std::vector<SymExpr> work{numel(spec.shape)};
+  std::set<NodeId> seen;
+  std::vector<NodeId> todo;
+  for (const KernelSpec::Store& st : spec.stores) todo.push_back(st.node);
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& n = g.node(id);
+    if (is_python_scalar(n)) continue;
+    work.push_back(numel(n.sym));
+    const bool stored = std::any_of(spec.stores.begin(), spec.stores.end(),
+                                    [&](const KernelSpec::Store& st) { return st.node == id; });
+    if (s.buffer_of[static_cast<size_t>(id)] >= 0 && !stored) continue;
+    for (NodeId in : n.inputs) todo.push_back(in);
+  }
+  return work;
+}
 
 class LlvmCpuBackend final : public CpuBackend {
  public:
@@ -194,11 +399,24 @@ class LlvmCpuBackend final : public CpuBackend {
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     static std::atomic<uint64_t> next_graph{0};
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
-    std::vector<KernelPlan> plans = plan_kernels(graph, prefix);
 
     std::lock_guard<std::mutex> lock(mu_);
+    // Schedule and lower; a reduction that would be recomputed gets a buffer and
+    // the graph is lowered again.
+    std::vector<NodeId> materialize;
+    Schedule schedule;
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> module = lower_kernels(graph, plans, *ctx, lower_);
+    std::unique_ptr<llvm::Module> module;
+    for (;;) {
+      schedule = schedule_graph(graph, prefix, materialize);
+      NodeId again = -1;
+      module = lower_schedule(graph, &schedule, *ctx, lower_, &again);
+      if (module) break;
+      FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
+               "lowering asked for a node twice");
+      materialize.push_back(again);
+      ctx = std::make_unique<llvm::LLVMContext>();
+    }
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
     std::string ir = module_text(*module);
@@ -217,22 +435,18 @@ class LlvmCpuBackend final : public CpuBackend {
       return llvm_error("adding module " + prefix, std::move(err));
     }
     std::vector<Kernel> kernels;
-    for (const KernelPlan& p : plans) {
-      auto addr = jit_->lookup(p.symbol);
+    for (const KernelSpec& spec : schedule.kernels) {
+      auto addr = jit_->lookup(spec.symbol);
       if (!addr) {
-        Error e = llvm_error("compiling " + p.symbol, addr.takeError());
+        Error e = llvm_error("compiling " + spec.symbol, addr.takeError());
         if (llvm::Error rm = tracker->remove()) llvm::consumeError(std::move(rm));
         return e;
       }
-      std::vector<size_t> elem_size;
-      for (int32_t in : p.inputs) elem_size.push_back(dtype_size(placeholder_dtype(graph, in)));
-      for (size_t pos : p.outputs) elem_size.push_back(dtype_size(graph.node(graph.outputs()[pos]).dtype));
-      kernels.push_back(Kernel{addr->toPtr<KernelFn>(), p.shape.size(), p.inputs, p.outputs,
-                               std::move(elem_size)});
+      kernels.push_back(Kernel{addr->toPtr<KernelFn>(), kernel_work(graph, schedule, spec)});
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
-        jit_, std::move(tracker), std::move(kernels), graph.num_inputs(),
-        graph.num_scalar_inputs(), graph.outputs().size(), std::move(ir), std::move(optimized), num_threads_));
+        jit_, std::move(tracker), graph, std::move(schedule), std::move(kernels), std::move(ir),
+        std::move(optimized), num_threads_));
   }
 
  private:

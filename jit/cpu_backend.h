@@ -22,23 +22,26 @@ struct TensorArg {
   int rank = 0;
 };
 
-// A compiled graph: one fused loop nest per distinct output shape (all outputs of
-// one shape are computed by one loop). Owns its JIT code (one ResourceTracker);
-// the code is freed when the last reference goes.
+// A compiled graph: a few fused loop nests and extern matmuls (jit/cpu_lower.h).
+// Owns its JIT code (one ResourceTracker); the code is freed when the last
+// reference goes.
 class CompiledGraph {
  public:
   virtual ~CompiledGraph() = default;
-  // inputs: one per placeholder, in placeholder order; outputs: one per graph
-  // output, preallocated (contiguous) with the output node's shape and dtype.
-  // Inputs with fewer dims or size-1 dims broadcast against each loop's shape.
-  // Outputs must not overlap the inputs or each other (the kernels assume so).
-  // A loop of at least 64K elements is split into contiguous chunks of its
-  // outermost dim of extent > 1, run on the process's thread pool (jit/thread_pool.h).
-  // scalars: the values of the graph's scalar inputs (Graph::scalar_input), by
-  // index, as Python gives them (C doubles); each kernel rounds them to float32 as
-  // PyTorch does ((float)value). May be null when the graph has no scalar inputs.
-  virtual void run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
-                   const double* scalars = nullptr) const = 0;
+  // inputs: one per placeholder, in placeholder order, with the placeholder's rank
+  // and sizes; outputs: one per graph output, preallocated with the output node's
+  // shape and dtype (any strides). Outputs must not overlap the inputs or each
+  // other. Large loops are split into chunks run on the process's thread pool
+  // (jit/thread_pool.h). scalars: the values of the graph's scalar inputs
+  // (Graph::scalar_input), by index: a double for kind Float, the int64 bit pattern
+  // (memcpy'd into the double's 8 bytes) for kinds Int and Bool; may be null when the
+  // graph has none. bindings: the values of the size symbols the graph's shapes use;
+  // when null they are read from the inputs' sizes (every symbol must then be an
+  // input's size). Returns 0, or a KernelStatus when an index was out of range or an
+  // int() had no value: the outputs are then meaningless and the caller must
+  // compute the result another way (eager raises the error).
+  virtual int64_t run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
+                      const double* scalars = nullptr, const Bindings* bindings = nullptr) const = 0;
   virtual size_t num_kernels() const = 0;
   // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
   virtual const std::string& ir() const = 0;

@@ -1,293 +1,197 @@
-// Graph -> LLVM IR: one fused, runtime-shape-driven loop nest per output shape.
+// Schedule -> LLVM IR: one function per kernel (ABI in jit/cpu_lower.h). Every
+// value is computed from its definition at the index where it is read: views remap
+// the index, broadcasting drops dims, reductions run their own loops, emitted at
+// the outermost loop level that their index depends on ("hoisting"), so each
+// reduction result is computed once and reused by the loops inside.
 #include "jit/cpu_lower.h"
 
-#include <llvm/ADT/Twine.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Transforms/Utils/ModuleUtils.h>
 
-#include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
-#include "jit/cpu_math.h"
+#include "jit/lower_elem.h"
 
 namespace fj::jit {
 namespace {
 
 using llvm::Value;
 
-// Marks every node that the given outputs depend on.
-std::vector<bool> reachable(const Graph& g, const std::vector<NodeId>& roots) {
-  std::vector<bool> live(g.size(), false);
-  for (NodeId r : roots) live[static_cast<size_t>(r)] = true;
-  for (size_t i = g.size(); i-- > 0;) {
-    if (!live[i]) continue;
-    for (NodeId in : g.nodes()[i].inputs) live[static_cast<size_t>(in)] = true;
-  }
-  return live;
-}
+// Thrown (inside this file only) when a reduction must be materialized instead.
+struct Rematerialize {
+  NodeId node;
+};
 
-// tanhf for the kernels. LLVM 19's loop vectorizer cannot widen llvm.tanh nor a
-// plain libm call, and one such call keeps the whole fused loop scalar. So calls to
-// tanhf carry a VFABI attribute naming vector variants defined here, each calling
-// tanhf lane by lane: the results stay those of libm's tanhf, and the vectorizer
-// widens everything around it.
-constexpr unsigned kTanhWidths[] = {4, 8, 16};
-
-llvm::Function* tanhf_function(llvm::Module& m) {
-  if (llvm::Function* f = m.getFunction("tanhf")) return f;
-  llvm::LLVMContext& ctx = m.getContext();
-  auto* f32 = llvm::Type::getFloatTy(ctx);
-  auto* scalar = llvm::Function::Create(llvm::FunctionType::get(f32, {f32}, false),
-                                        llvm::Function::ExternalLinkage, "tanhf", m);
-  scalar->addFnAttr(llvm::Attribute::NoUnwind);
-  scalar->addFnAttr(llvm::Attribute::WillReturn);
-  scalar->setDoesNotAccessMemory();
-  std::vector<llvm::GlobalValue*> variants;
-  for (unsigned width : kTanhWidths) {
-    auto* vec = llvm::FixedVectorType::get(f32, width);
-    auto* fn = llvm::Function::Create(llvm::FunctionType::get(vec, {vec}, false),
-                                      llvm::Function::InternalLinkage,
-                                      "fj_tanhf_v" + llvm::Twine(width), m);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
-    Value* out = llvm::PoisonValue::get(vec);
-    for (unsigned lane = 0; lane < width; ++lane) {
-      Value* x = b.CreateExtractElement(fn->getArg(0), lane);
-      out = b.CreateInsertElement(out, b.CreateCall(scalar, {x}), lane);
-    }
-    b.CreateRet(out);
-    variants.push_back(fn);
-  }
-  llvm::appendToCompilerUsed(m, variants);  // alive until the vectorizer has run
-  return scalar;
-}
-
-Value* call_tanhf(llvm::IRBuilder<>& b, llvm::Module& m, Value* x) {
-  llvm::CallInst* call = b.CreateCall(tanhf_function(m), {x});
-  std::string names;
-  for (unsigned width : kTanhWidths) {
-    if (!names.empty()) names += ",";
-    names += ("_ZGV_LLVM_N" + llvm::Twine(width) + "v_tanhf(fj_tanhf_v" + llvm::Twine(width) +
-              ")").str();
-  }
-  call->addFnAttr(llvm::Attribute::get(m.getContext(), "vector-function-abi-variant", names));
-  return call;
-}
+// A position along one dim, with the loop levels its value depends on (bit d:
+// the loop opened at depth d; 0: loop-invariant).
+struct Ix {
+  Value* v;
+  uint64_t mask;
+};
+using Index = std::vector<Ix>;
 
 class KernelEmitter {
  public:
-  KernelEmitter(const Graph& g, const KernelPlan& plan, llvm::Module& m,
-                const LowerOptions& options)
-      : g_(g), plan_(plan), options_(options), ctx_(m.getContext()), m_(m), b_(ctx_),
-        rank_(plan.shape.size()), num_in_(plan.inputs.size()),
-        num_buf_(plan.inputs.size() + plan.outputs.size()) {}
+  KernelEmitter(const Graph& g, Schedule& s, size_t kernel, llvm::Module& m,
+                const LowerOptions& options, std::vector<int>& reduction_kernel)
+      : g_(g), s_(s), k_(s.kernels[kernel]), kernel_(static_cast<int>(kernel)), m_(m),
+        ctx_(m.getContext()), b_(ctx_), entry_b_(ctx_), el_(b_, m, g, options),
+        reduction_kernel_(reduction_kernel) {}
 
   void emit() {
-    auto* ptr_ty = b_.getPtrTy();
-    auto* fn_ty =
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty, ptr_ty, ptr_ty}, false);
-    fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, plan_.symbol, m_);
+    auto* ptr = b_.getPtrTy();
+    auto* i64 = b_.getInt64Ty();
+    fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
+                                 llvm::Function::ExternalLinkage, k_.symbol, m_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned a = 0; a < 4; ++a) {
-      fn_->addParamAttr(a, llvm::Attribute::NoCapture);
-      fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
-    }
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    fn_->addParamAttr(0, llvm::Attribute::NoCapture);
+    fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
+    llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    entry_b_.SetInsertPoint(entry);
+    Value* args = fn_->getArg(0);
+    begin_ = fn_->getArg(1);
+    end_ = fn_->getArg(2);
+    auto field = [&](unsigned k, const char* name) {
+      return entry_b_.CreateLoad(ptr, entry_b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), args, 8 * k), name);
+    };
+    ptrs_ = field(0, "ptrs");
+    strides_ = field(1, "strides");
+    dims_ = field(2, "dims");
+    scalars_ = field(3, "scalars");
+    status_out_ = field(4, "status");
+    collect_buffers();
     make_alias_scopes();
-    load_arguments();
 
-    std::vector<Value*> offsets(num_buf_, b_.getInt64(0));
-    if (rank_ == 0) {
-      emit_body(element_ptrs(offsets, nullptr, false));
+    auto* main = llvm::BasicBlock::Create(ctx_, "main", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.SetInsertPoint(main);
+    Value* contiguous = contiguous_condition();
+    if (contiguous == nullptr) {
+      emit_version(true);
+      b_.CreateBr(done);
     } else {
-      contiguous_ = contiguous_condition();
-      emit_level(0, offsets);
+      auto* contig_bb = llvm::BasicBlock::Create(ctx_, "contiguous", fn_);
+      auto* strided_bb = llvm::BasicBlock::Create(ctx_, "strided", fn_);
+      b_.CreateCondBr(contiguous, contig_bb, strided_bb);
+      b_.SetInsertPoint(contig_bb);
+      emit_version(true);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(strided_bb);
+      emit_version(false);
+      b_.CreateBr(done);
+    }
+    b_.SetInsertPoint(done);
+    if (status_ != nullptr) {  // some check ran: report what it found
+      Value* st = b_.CreateLoad(i64, status_);
+      auto* report = llvm::BasicBlock::Create(ctx_, "report", fn_);
+      auto* ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
+      b_.CreateCondBr(b_.CreateICmpNE(st, b_.getInt64(0)), report, ret);
+      b_.SetInsertPoint(report);
+      b_.CreateStore(st, status_out_);
+      b_.CreateBr(ret);
+      b_.SetInsertPoint(ret);
     }
     b_.CreateRetVoid();
+    entry_b_.CreateBr(main);
   }
 
  private:
-  // --- arguments and loops -------------------------------------------------
+  struct Frame {
+    llvm::BasicBlock* hoist;       // code placed here runs once per iteration, before the body
+    llvm::BasicBlock* body_start;
+    std::map<std::pair<NodeId, std::vector<Value*>>, Value*> cache;
+  };
 
-  void load_arguments() {
-    auto* ptrs = fn_->getArg(0);
-    auto* sizes = fn_->getArg(1);
-    auto* strides = fn_->getArg(2);
-    auto* scalars = fn_->getArg(3);
-    ptrs->setName("ptrs");
-    sizes->setName("sizes");
-    strides->setName("strides");
-    scalars->setName("scalars");
-    // The scalar inputs this kernel reads, loaded once: a double for kind Float, the
-    // int64 bit pattern for kinds Int and Bool. Each use converts it to the type its
-    // op computes in (operand()).
-    const std::vector<bool> live = reachable(g_, plan_roots());
-    for (size_t id = 0; id < g_.size(); ++id) {
-      const Node& n = g_.nodes()[id];
-      if (!live[id] || n.op != Op::ScalarInput) continue;
-      llvm::Type* ty = n.scalar_kind == ScalarKind::Float ? b_.getDoubleTy() : b_.getInt64Ty();
-      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), scalars,
-                                                  static_cast<uint64_t>(n.index));
-      scalar_input_[n.index] = b_.CreateLoad(ty, slot, "scalar" + llvm::Twine(n.index));
+  // --- buffers ---------------------------------------------------------------
+
+  bool stored_here(NodeId id) const {
+    for (const KernelSpec::Store& st : k_.stores) {
+      if (st.node == id) return true;
     }
-    for (size_t k = 0; k < num_buf_; ++k) {
-      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ptrs, k);
-      base_.push_back(b_.CreateLoad(b_.getPtrTy(), slot, "buf" + llvm::Twine(k)));
+    return false;
+  }
+  bool external(int32_t buffer) const {
+    return static_cast<size_t>(buffer) < s_.num_inputs + s_.num_outputs;
+  }
+
+  // Buffers read (through inline values) or written by this kernel.
+  void collect_buffers() {
+    std::set<NodeId> seen;
+    std::vector<NodeId> work;
+    for (const KernelSpec::Store& st : k_.stores) {
+      touched_.insert(st.buffer);
+      work.push_back(st.node);
     }
-    for (size_t d = 0; d < rank_; ++d) {
-      Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), sizes, d);
-      size_.push_back(b_.CreateLoad(b_.getInt64Ty(), slot, "n" + llvm::Twine(d)));
-    }
-    stride_.resize(num_buf_);
-    for (size_t k = 0; k < num_buf_; ++k) {
-      for (size_t d = 0; d < rank_; ++d) {
-        Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), strides, k * rank_ + d);
-        stride_[k].push_back(b_.CreateLoad(b_.getInt64Ty(), slot,
-                                           "s" + llvm::Twine(k) + "_" + llvm::Twine(d)));
+    while (!work.empty()) {
+      const NodeId id = work.back();
+      work.pop_back();
+      if (!seen.insert(id).second) continue;
+      const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
+      if (buf >= 0 && (g_.node(id).op == Op::Placeholder || !stored_here(id))) {
+        touched_.insert(buf);
+        read_.insert(buf);
+        continue;
       }
+      for (NodeId in : g_.node(id).inputs) work.push_back(in);
     }
   }
 
-  // Whether buffer k steps by 1 (not 0) along the innermost dim in the contiguous loop.
-  bool steps_in_inner(size_t k) const { return k >= num_in_ || !plan_.inner_broadcast[k]; }
-
+  // The fast version assumes unit innermost strides for every external buffer.
   Value* contiguous_condition() {
-    Value* ok = b_.CreateICmpEQ(size_.back(), b_.getInt64(1));
-    Value* all = b_.getTrue();
-    for (size_t k = 0; k < num_buf_; ++k) {
-      const int64_t want = steps_in_inner(k) ? 1 : 0;
-      all = b_.CreateAnd(all, b_.CreateICmpEQ(stride_[k].back(), b_.getInt64(want)));
+    Value* all = nullptr;
+    for (int32_t buf : touched_) {
+      const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
+      if (!external(buf) || n.rank() == 0 || is_const(n.sym.back(), 1)) continue;
+      Value* ok = b_.CreateICmpEQ(loaded_stride(buf, n.rank() - 1), b_.getInt64(1));
+      all = all ? b_.CreateAnd(all, ok) : ok;
     }
-    return b_.CreateOr(ok, all, "contiguous");
+    return all;
   }
 
-  // Emits `for (i = 0; i < n; ++i) body(i)`; leaves the builder after the loop.
-  // `scalar` marks the loop as not to be vectorized.
-  void emit_loop(Value* n, const std::string& name, const std::function<void(Value*)>& body,
-                 bool scalar = false) {
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, llvm::Twine(name) + ".header", fn_);
-    auto* body_bb = llvm::BasicBlock::Create(ctx_, llvm::Twine(name) + ".body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, llvm::Twine(name) + ".exit", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
-    i->addIncoming(b_.getInt64(0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(i, n), body_bb, exit);
-    b_.SetInsertPoint(body_bb);
-    body(i);
-    Value* next = b_.CreateAdd(i, b_.getInt64(1), llvm::Twine(name) + ".next", true, true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    llvm::BranchInst* back = b_.CreateBr(header);
-    if (scalar) back->setMetadata(llvm::LLVMContext::MD_loop, no_vectorize_loop_id());
-    b_.SetInsertPoint(exit);
+  Value* loaded_stride(int32_t buf, size_t d) {
+    auto key = std::make_pair(buf, d);
+    auto it = stride_.find(key);
+    if (it != stride_.end()) return it->second;
+    const int64_t at = s_.stride_offset[static_cast<size_t>(buf)] + static_cast<int64_t>(d);
+    Value* v = entry_b_.CreateLoad(b_.getInt64Ty(),
+                                   entry_b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), strides_, static_cast<uint64_t>(at)));
+    return stride_[key] = v;
   }
 
-  // Loop over dim d; offsets are each buffer's element offset from the outer dims.
-  void emit_level(size_t d, const std::vector<Value*>& offsets) {
-    const std::string name = ("i" + llvm::Twine(d)).str();
-    if (d + 1 < rank_) {
-      emit_loop(size_[d], name, [&](Value* i) {
-        std::vector<Value*> inner(num_buf_);
-        for (size_t k = 0; k < num_buf_; ++k) {
-          inner[k] = b_.CreateAdd(offsets[k], b_.CreateMul(i, stride_[k][d], "", false, true),
-                                  "", false, true);
-        }
-        emit_level(d + 1, inner);
-      });
-      return;
+  Value* stride(int32_t buf, size_t d) {
+    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
+    if (d + 1 == n.rank() && (!external(buf) || contig_)) return b_.getInt64(1);
+    return loaded_stride(buf, d);
+  }
+
+  Value* base(int32_t buf) {
+    auto it = base_.find(buf);
+    if (it != base_.end()) return it->second;
+    Value* v = entry_b_.CreateLoad(b_.getPtrTy(), entry_b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ptrs_, static_cast<uint64_t>(buf)),
+                                   "buf" + llvm::Twine(buf));
+    return base_[buf] = v;
+  }
+
+  Value* address(int32_t buf, const Index& idx) {
+    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
+    FJ_CHECK(idx.size() == n.rank(), "index rank differs from the buffer's");
+    Value* off = b_.getInt64(0);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (is_const(n.sym[d], 1)) continue;
+      off = b_.CreateAdd(off, b_.CreateMul(idx[d].v, stride(buf, d), "", false, true), "", false, true);
     }
-    auto* contig_bb = llvm::BasicBlock::Create(ctx_, "contiguous", fn_);
-    auto* strided_bb = llvm::BasicBlock::Create(ctx_, "strided", fn_);
-    auto* join = llvm::BasicBlock::Create(ctx_, "inner.done", fn_);
-    b_.CreateCondBr(contiguous_, contig_bb, strided_bb);
-
-    b_.SetInsertPoint(contig_bb);
-    std::vector<Value*> rows(num_buf_);
-    for (size_t k = 0; k < num_buf_; ++k) {
-      rows[k] = b_.CreateInBoundsGEP(elem_type(k), base_[k], offsets[k], "row" + llvm::Twine(k));
-    }
-    emit_loop(size_[d], (llvm::Twine(name) + ".c").str(), [&](Value* i) {
-      std::vector<Value*> ptrs(num_buf_);
-      for (size_t k = 0; k < num_buf_; ++k) {
-        ptrs[k] = steps_in_inner(k) ? b_.CreateInBoundsGEP(elem_type(k), rows[k], i) : rows[k];
-      }
-      emit_body(ptrs);
-    });
-    b_.CreateBr(join);
-
-    // Vectorizing this loop would only duplicate the contiguous one (it would
-    // version on unit strides), at the cost of compile time.
-    b_.SetInsertPoint(strided_bb);
-    emit_loop(size_[d], (llvm::Twine(name) + ".s").str(), [&](Value* i) {
-      emit_body(element_ptrs(offsets, i, true));
-    }, /*scalar=*/true);
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
+    return b_.CreateInBoundsGEP(el_.llvm_type(n.dtype), base(buf), off);
   }
-
-  // A distinct loop id: !{self, !{"llvm.loop.vectorize.enable", false}}.
-  llvm::MDNode* no_vectorize_loop_id() {
-    llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                             llvm::ConstantAsMetadata::get(b_.getFalse())};
-    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, off)};
-    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, ops);
-    id->replaceOperandWith(0, id);
-    return id;
-  }
-
-  // base + offset (+ i * innermost stride when `with_inner`).
-  std::vector<Value*> element_ptrs(const std::vector<Value*>& offsets, Value* i, bool with_inner) {
-    std::vector<Value*> ptrs(num_buf_);
-    for (size_t k = 0; k < num_buf_; ++k) {
-      Value* off = offsets[k];
-      if (with_inner) {
-        off = b_.CreateAdd(off, b_.CreateMul(i, stride_[k].back(), "", false, true), "", false,
-                           true);
-      }
-      ptrs[k] = b_.CreateInBoundsGEP(elem_type(k), base_[k], off);
-    }
-    return ptrs;
-  }
-
-  llvm::Type* llvm_type(DType d) {
-    switch (d) {
-      case DType::Bool: return b_.getInt8Ty();
-      case DType::UInt8: return b_.getInt8Ty();
-      case DType::Int32: return b_.getInt32Ty();
-      case DType::Int64: return b_.getInt64Ty();
-      case DType::Float32: return b_.getFloatTy();
-      case DType::Float64: return b_.getDoubleTy();
-    }
-    FJ_CHECK(false, "unknown dtype");
-  }
-  // The type of a value in registers: as in memory, except Bool (i1).
-  llvm::Type* reg_type(DType d) { return d == DType::Bool ? b_.getInt1Ty() : llvm_type(d); }
-
-  DType buffer_dtype(size_t k) const {
-    if (k < num_in_) return placeholder_dtype(plan_.inputs[k]);
-    return g_.node(g_.outputs()[plan_.outputs[k - num_in_]]).dtype;
-  }
-  DType placeholder_dtype(int32_t index) const {
-    for (const Node& n : g_.nodes()) {
-      if (n.op == Op::Placeholder && n.index == index) return n.dtype;
-    }
-    FJ_CHECK(false, ("no placeholder with index " + llvm::Twine(index)).str());
-  }
-  llvm::Type* elem_type(size_t k) { return llvm_type(buffer_dtype(k)); }
-
-  // --- alias scopes: outputs overlap neither inputs nor each other ------------
 
   void make_alias_scopes() {
     llvm::MDBuilder mdb(ctx_);
     llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("fj.kernel");
     std::vector<llvm::Metadata*> scopes;
-    for (size_t o = 0; o < plan_.outputs.size(); ++o) {
-      scopes.push_back(mdb.createAnonymousAliasScope(domain, ("out" + llvm::Twine(o)).str()));
+    for (size_t o = 0; o < k_.stores.size(); ++o) {
+      scopes.push_back(mdb.createAnonymousAliasScope(domain, ("store" + llvm::Twine(o)).str()));
     }
     load_noalias_ = llvm::MDNode::get(ctx_, scopes);
     for (size_t o = 0; o < scopes.size(); ++o) {
@@ -300,425 +204,580 @@ class KernelEmitter {
     }
   }
 
-  // --- the element body -----------------------------------------------------
+  // --- sizes and scalars (loaded once, in the entry block) --------------------
 
-  std::vector<NodeId> plan_roots() const {
-    std::vector<NodeId> roots;
-    for (size_t pos : plan_.outputs) roots.push_back(g_.outputs()[pos]);
-    return roots;
+  Value* size_value(const SymExpr& e) {
+    if (auto c = e.as_int()) return b_.getInt64(*c);
+    size_t k = 0;
+    while (k < s_.dim_exprs.size() && !s_.dim_exprs[k].same(e)) ++k;
+    if (k == s_.dim_exprs.size()) s_.dim_exprs.push_back(e);
+    auto it = dim_.find(k);
+    if (it != dim_.end()) return it->second;
+    Value* v = entry_b_.CreateLoad(b_.getInt64Ty(),
+                                   entry_b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), dims_, k),
+                                   "dim" + llvm::Twine(k));
+    return dim_[k] = v;
+  }
+  Ix size_ix(const SymExpr& e) { return Ix{size_value(e), 0}; }
+  Ix zero() { return Ix{b_.getInt64(0), 0}; }
+
+  Value* scalar_input(int32_t index, ScalarKind kind) {
+    auto it = scalar_.find(index);
+    if (it != scalar_.end()) return it->second;
+    llvm::Type* ty = kind == ScalarKind::Float ? b_.getDoubleTy() : b_.getInt64Ty();
+    Value* v = entry_b_.CreateLoad(ty, entry_b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), scalars_, static_cast<uint64_t>(index)),
+                                   "scalar" + llvm::Twine(index));
+    return scalar_[index] = v;
   }
 
-  void emit_body(const std::vector<Value*>& ptrs) {
-    const std::vector<bool> live = reachable(g_, plan_roots());
-    std::map<int32_t, size_t> slot_of;  // placeholder index -> buffer
-    for (size_t k = 0; k < num_in_; ++k) slot_of[plan_.inputs[k]] = k;
+  // A Python-number operand's value (see ElementEmitter::operand).
+  Value* number(NodeId id) {
+    const Node& n = g_.node(id);
+    if (n.op == Op::Scalar) return nullptr;
+    if (n.op == Op::ScalarInput) return scalar_input(n.index, n.scalar_kind);
+    return value(id, {});
+  }
 
-    std::vector<Value*> v(g_.size(), nullptr);
-    for (size_t id = 0; id < g_.size(); ++id) {
-      if (!live[id]) continue;
-      const Node& n = g_.nodes()[id];
-      if (n.op == Op::Placeholder) {
-        const size_t k = slot_of.at(n.index);
-        auto* load = b_.CreateLoad(llvm_type(n.dtype), ptrs[k]);
-        load->setMetadata(llvm::LLVMContext::MD_noalias, load_noalias_);
-        v[id] = from_storage(n.dtype, load);
-      } else {
+  void flag(Value* cond, KernelStatus code) {
+    if (status_ == nullptr) {
+      llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      status_ = e.CreateAlloca(b_.getInt64Ty(), nullptr, "status.acc");
+      e.CreateStore(b_.getInt64(0), status_);
+    }
+    Value* acc = b_.CreateLoad(b_.getInt64Ty(), status_);
+    b_.CreateStore(b_.CreateOr(acc, b_.CreateSelect(cond, b_.getInt64(code), b_.getInt64(0))), status_);
+  }
+
+  // --- index arithmetic -------------------------------------------------------
+
+  // Index arithmetic is placed at the loop level of its operands, like every value.
+  Ix arith(llvm::Instruction::BinaryOps op, Ix a, Ix b) {
+    const uint64_t m = a.mask | b.mask;
+    return Ix{at(m, [&] { return b_.CreateBinOp(op, a.v, b.v); }), m};
+  }
+  Ix add(Ix a, Ix b) { return arith(llvm::Instruction::Add, a, b); }
+  Ix sub(Ix a, Ix b) { return arith(llvm::Instruction::Sub, a, b); }
+  Ix mul(Ix a, Ix b) { return arith(llvm::Instruction::Mul, a, b); }
+  Ix div(Ix a, Ix b) { return arith(llvm::Instruction::UDiv, a, b); }
+  Ix rem(Ix a, Ix b) { return arith(llvm::Instruction::URem, a, b); }
+
+  // The operand's index for a result index: dims align from the right and the
+  // operand's size-1 dims read position 0.
+  Index broadcast(const Index& idx, const Node& in) {
+    const size_t lead = idx.size() - in.rank();
+    Index out(in.rank());
+    for (size_t j = 0; j < in.rank(); ++j) out[j] = is_const(in.sym[j], 1) ? zero() : idx[lead + j];
+    return out;
+  }
+
+  // --- frames and loops -------------------------------------------------------
+
+  void open_frame() {
+    llvm::BasicBlock* hoist = b_.GetInsertBlock();
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    frames_.push_back(Frame{hoist, body, {}});
+    b_.SetInsertPoint(body);
+  }
+  void close_frame() {
+    Frame& f = frames_.back();
+    llvm::IRBuilder<> t(f.hoist);
+    t.CreateBr(f.body_start);
+    frames_.pop_back();
+  }
+  uint64_t depth_bit() const { return uint64_t{1} << frames_.size(); }
+
+  // for (i = lo; i < hi; ++i) body(i), with the body in a new frame.
+  void emit_loop(Value* lo, Value* hi, const std::function<void(Ix)>& body, bool vectorize) {
+    FJ_CHECK(frames_.size() < 63, "loops nested too deeply");
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* first = llvm::BasicBlock::Create(ctx_, "loop.hoist", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
+    i->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), first, exit);
+    b_.SetInsertPoint(first);
+    const uint64_t bit = depth_bit();
+    open_frame();
+    body(Ix{i, bit});
+    Value* next = b_.CreateAdd(i, b_.getInt64(1), "i.next", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (!vectorize) back->setMetadata(llvm::LLVMContext::MD_loop, no_vectorize_loop_id());
+    close_frame();
+    b_.SetInsertPoint(exit);
+  }
+
+  llvm::MDNode* no_vectorize_loop_id() {
+    llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                             llvm::ConstantAsMetadata::get(b_.getFalse())};
+    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, off)};
+    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, ops);
+    id->replaceOperandWith(0, id);
+    return id;
+  }
+
+  // The innermost open loop level whose bit is in `mask` (0: none).
+  size_t level_of(uint64_t mask) const {
+    size_t level = 0;
+    for (size_t f = 1; f < frames_.size(); ++f) {
+      if (mask & (uint64_t{1} << f)) level = f;
+    }
+    return level;
+  }
+  Value* at(uint64_t mask, const std::function<Value*()>& fn) { return hoisted(level_of(mask), fn); }
+
+  // Runs `fn` with the builder at the end of frame `level`'s hoist block and the
+  // frames inside it out of sight; what fn emits runs once per iteration of that
+  // frame, before its body.
+  Value* hoisted(size_t level, const std::function<Value*()>& fn) {
+    if (level + 1 == frames_.size()) return fn();
+    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+    std::vector<Frame> inner(std::make_move_iterator(frames_.begin() + static_cast<long>(level) + 1),
+                             std::make_move_iterator(frames_.end()));
+    frames_.resize(level + 1);
+    b_.SetInsertPoint(frames_[level].hoist);
+    Value* v = fn();
+    frames_[level].hoist = b_.GetInsertBlock();
+    for (Frame& f : inner) frames_.push_back(std::move(f));
+    b_.restoreIP(ip);
+    return v;
+  }
+
+  // --- the loop nest ------------------------------------------------------------
+
+  void emit_version(bool contiguous) {
+    contig_ = contiguous;
+    frames_.clear();
+    open_frame();  // depth 0: code that runs once per call of the kernel
+    Index idx(k_.shape.size());
+    emit_level(0, idx);
+    close_frame();
+  }
+
+  void emit_level(size_t d, Index& idx) {
+    if (d == k_.shape.size()) {
+      for (size_t o = 0; o < k_.stores.size(); ++o) {
+        const KernelSpec::Store& st = k_.stores[o];
+        const Node& n = g_.node(st.node);
+        Value* v = value(st.node, idx);
+        auto* store = b_.CreateStore(el_.to_storage(n.dtype, v), address(st.buffer, idx));
+        store->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[o]);
+        store->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[o]);
+      }
+      return;
+    }
+    if (is_const(k_.shape[d], 1)) {
+      idx[d] = zero();
+      emit_level(d + 1, idx);
+      return;
+    }
+    const bool split = static_cast<int>(d) == k_.split_dim;
+    Value* lo = split ? begin_ : b_.getInt64(0);
+    Value* hi = split ? end_ : size_value(k_.shape[d]);
+    emit_loop(lo, hi, [&](Ix i) {
+      idx[d] = i;
+      emit_level(d + 1, idx);
+    }, contig_);
+  }
+
+  // --- values -------------------------------------------------------------------
+
+  // A node's value at an index, computed once per iteration of the loops that the
+  // index depends on, and there: loop-invariant code motion by construction.
+  Value* value(NodeId id, const Index& idx) {
+    std::vector<Value*> key_idx;
+    for (const Ix& i : idx) key_idx.push_back(i.v);
+    auto key = std::make_pair(id, std::move(key_idx));
+    for (size_t f = frames_.size(); f-- > 0;) {
+      auto it = frames_[f].cache.find(key);
+      if (it != frames_[f].cache.end()) return it->second;
+    }
+    const size_t level = level_of(mask_of(idx));
+    Value* v = hoisted(level, [&] { return compute(id, idx); });
+    frames_[level].cache[key] = v;
+    return v;
+  }
+
+  Value* load(int32_t buf, const Index& idx) {
+    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
+    auto* l = b_.CreateLoad(el_.llvm_type(n.dtype), address(buf, idx));
+    l->setMetadata(llvm::LLVMContext::MD_noalias, load_noalias_);
+    return el_.from_storage(n.dtype, l);
+  }
+
+  Value* compute(NodeId id, const Index& idx) {
+    const Node& n = g_.node(id);
+    const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
+    if (n.op == Op::Placeholder || (buf >= 0 && !stored_here(id))) return load(buf, idx);
+    switch (op_family(n.op)) {
+      case Family::Input:
+      case Family::Constant:
+        FJ_CHECK(false, "a Python number read as a tensor");
+      case Family::Pointwise: {
         std::vector<Value*> args;
         for (size_t k = 0; k < n.inputs.size(); ++k) {
-          args.push_back(operand(n, k, v[static_cast<size_t>(n.inputs[k])]));
+          const NodeId in = n.inputs[k];
+          const Node& inn = g_.node(in);
+          Value* v = is_python_scalar(inn) ? number(in) : value(in, broadcast(idx, inn));
+          args.push_back(el_.operand(n, k, v));
         }
-        v[id] = emit_node(n, args);
+        return el_.emit_node(n, args);
       }
+      case Family::Reduction: return reduction(id, idx);
+      case Family::View: return view(n, idx);
+      case Family::Index: return index(n, idx);
+      case Family::Creation:
+        if (n.op == Op::Iota) return idx[static_cast<size_t>(n.dims[0])].v;
+        return el_.operand(n, 0, number(n.inputs[0]));
+      case Family::Item: return item(n);
+      case Family::Extern: FJ_CHECK(false, "a matmul result that is not materialized");
     }
-    for (size_t o = 0; o < plan_.outputs.size(); ++o) {
-      const NodeId id = g_.outputs()[plan_.outputs[o]];
-      const Node& n = g_.node(id);
-      auto* store = b_.CreateStore(to_storage(n.dtype, v[static_cast<size_t>(id)]),
-                                   ptrs[num_in_ + o]);
-      store->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[o]);
-      store->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[o]);
-    }
+    FJ_CHECK(false, "unknown family");
   }
 
-  // Bool is i8 0/1 in memory and i1 in registers; the other types are as in memory.
-  Value* from_storage(DType d, Value* x) {
-    return d == DType::Bool ? b_.CreateICmpNE(x, b_.getInt8(0)) : x;
-  }
-  Value* to_storage(DType d, Value* x) {
-    return d == DType::Bool ? b_.CreateZExt(x, b_.getInt8Ty()) : x;
-  }
-
-  static bool is_unsigned(DType d) { return d == DType::Bool || d == DType::UInt8; }
-
-  Value* fconst(llvm::Type* ty, double v) { return llvm::ConstantFP::get(ty, v); }
-  Value* iconst(DType d, int64_t v) {
-    const unsigned bits = reg_type(d)->getIntegerBitWidth();
-    return llvm::ConstantInt::get(ctx_, llvm::APInt(64, static_cast<uint64_t>(v)).trunc(bits));
-  }
-  Value* unary(llvm::Intrinsic::ID id, Value* x) { return b_.CreateUnaryIntrinsic(id, x); }
-
-  // A Python number constant in the type `to`, converted as eager converts it: an
-  // int wraps into a narrower integer type (the graph rejected it where eager checks
-  // the range); a float truncates toward zero into an integer type (masked_fill).
-  Value* scalar_constant(const Node& s, DType to) {
-    const bool is_int = s.scalar_kind != ScalarKind::Float;
-    switch (to) {
-      case DType::Bool: return b_.getInt1(is_int ? s.int_value != 0 : s.scalar != 0);
-      case DType::Float32:
-        return fconst(b_.getFloatTy(), is_int ? static_cast<double>(static_cast<float>(s.int_value))
-                                              : static_cast<double>(static_cast<float>(s.scalar)));
-      case DType::Float64:
-        return fconst(b_.getDoubleTy(), is_int ? static_cast<double>(s.int_value) : s.scalar);
-      case DType::UInt8:
-      case DType::Int32:
-      case DType::Int64: {
-        const double t = std::isfinite(s.scalar) ? std::trunc(s.scalar) : 0.0;
-        return iconst(to, is_int ? s.int_value : static_cast<int64_t>(t));
-      }
-    }
-    FJ_CHECK(false, "unknown dtype");
-  }
-
-  // Operand k of node n in the type it is used in: where's condition and
-  // masked_fill's mask stay bool, every other operand converts to n.compute.
-  Value* operand(const Node& n, size_t k, Value* v) {
-    const bool mask = (n.op == Op::Where && k == 0) || (n.op == Op::MaskedFill && k == 1);
-    const DType to = mask ? DType::Bool : n.compute;
-    const Node& in = g_.node(n.inputs[k]);
-    if (in.op == Op::Scalar) return scalar_constant(in, to);
-    if (in.op == Op::ScalarInput) {
-      return convert(v, in.scalar_kind == ScalarKind::Float ? DType::Float64 : DType::Int64, to);
-    }
-    return convert(v, in.dtype, to);
-  }
-
-  // A value of type `from` as type `to`, as torch converts (static_cast semantics;
-  // float -> integer as this machine's eager kernels give it, see float_to_int).
-  Value* convert(Value* x, DType from, DType to) {
-    if (from == to) return x;
-    llvm::Type* ty = reg_type(to);
-    if (to == DType::Bool) {
-      if (is_floating(from)) return b_.CreateFCmpUNE(x, fconst(x->getType(), 0));  // NaN -> true
-      return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
-    }
-    if (is_floating(to)) {
-      if (is_floating(from)) return from == DType::Float32 ? b_.CreateFPExt(x, ty) : b_.CreateFPTrunc(x, ty);
-      return is_unsigned(from) ? b_.CreateUIToFP(x, ty) : b_.CreateSIToFP(x, ty);
-    }
-    if (is_floating(from)) return float_to_int(x, to);
-    const unsigned have = x->getType()->getIntegerBitWidth(), want = ty->getIntegerBitWidth();
-    if (have < want) return is_unsigned(from) ? b_.CreateZExt(x, ty) : b_.CreateSExt(x, ty);
-    if (have > want) return b_.CreateTrunc(x, ty);
-    return x;
-  }
-
-  // Float -> int32 / int64 as x86's cvtt* instructions (which eager's kernels use on
-  // this machine): truncation toward zero, and the "integer indefinite" value
-  // INT_MIN for NaN and out-of-range values (where LLVM's fptosi would be poison).
-  // Float -> uint8 goes through int64 and wraps, as eager does.
-  Value* float_to_int(Value* x, DType to) {
-    if (to == DType::UInt8) return b_.CreateTrunc(float_to_int(x, DType::Int64), b_.getInt8Ty());
-    const unsigned bits = to == DType::Int32 ? 32 : 64;
-    const double lim = std::ldexp(1.0, static_cast<int>(bits) - 1);
-    Value* in_range = b_.CreateAnd(b_.CreateFCmpOGE(x, fconst(x->getType(), -lim)),
-                                   b_.CreateFCmpOLT(x, fconst(x->getType(), lim)));
-    llvm::Type* ty = reg_type(to);
-    return b_.CreateSelect(in_range, b_.CreateFPToSI(x, ty),
-                           llvm::ConstantInt::get(ctx_, llvm::APInt::getSignedMinValue(bits)));
-  }
-
-  // A libm function of one argument: `f32` for float, `f64` for double.
-  Value* libm(const char* f32, const char* f64, Value* x) {
-    llvm::Type* ty = x->getType();
-    llvm::FunctionCallee fn =
-        m_.getOrInsertFunction(ty->isFloatTy() ? f32 : f64, llvm::FunctionType::get(ty, {ty}, false));
-    if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
-      f->addFnAttr(llvm::Attribute::NoUnwind);
-      f->addFnAttr(llvm::Attribute::WillReturn);
-      f->setDoesNotAccessMemory();
-    }
-    return b_.CreateCall(fn, {x});
-  }
-
-  bool vec_math(Value* x) const { return options_.vector_math && x->getType()->isFloatTy(); }
-  Value* exp_of(Value* x) { return vec_math(x) ? math::exp(b_, x) : unary(llvm::Intrinsic::exp, x); }
-  Value* tanh_of(Value* x) {
-    if (vec_math(x)) return math::tanh(b_, x);
-    return x->getType()->isFloatTy() ? call_tanhf(b_, m_, x) : libm("tanhf", "tanh", x);
-  }
-
-  Value* emit_node(const Node& n, const std::vector<Value*>& a) {
-    const DType c = n.compute;
-    const bool fp = is_floating(c), un = is_unsigned(c);
-    llvm::Type* ty = fp || n.op == Op::Cast ? reg_type(c) : nullptr;
-    auto one = [&] { return fconst(ty, 1); };
-    auto zero = [&] { return fconst(ty, 0); };
-    auto max = [&](Value* x, Value* y) {
-      if (fp) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
-      return b_.CreateBinaryIntrinsic(un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, x, y);
-    };
-    auto min = [&](Value* x, Value* y) {
-      if (fp) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
-      return b_.CreateBinaryIntrinsic(un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, x, y);
-    };
+  Value* item(const Node& n) {
+    const Node& x = g_.node(n.inputs[0]);
+    Value* v = value(n.inputs[0], Index(x.rank(), zero()));
     switch (n.op) {
-      case Op::Placeholder: FJ_CHECK(false, "placeholder handled by the caller");
-      case Op::Scalar: return nullptr;  // each use converts the constant (operand())
-      case Op::ScalarInput: return scalar_input_.at(n.index);
-      case Op::Add:
-        return fp ? b_.CreateFAdd(a[0], a[1]) : c == DType::Bool ? b_.CreateOr(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
-      case Op::Sub: return fp ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
-      case Op::Mul:
-        return fp ? b_.CreateFMul(a[0], a[1]) : c == DType::Bool ? b_.CreateAnd(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
-      case Op::Div: return b_.CreateFDiv(a[0], a[1]);
-      case Op::FloorDiv: return fp ? float_floor_div(a[0], a[1]) : int_div(n, a[0], /*floor=*/true);
-      case Op::Remainder: return fp ? float_remainder(a[0], a[1]) : int_div(n, a[0], /*floor=*/false);
-      case Op::Neg: return fp ? b_.CreateFNeg(a[0]) : b_.CreateNeg(a[0]);
-      case Op::Abs:
-        if (fp) return unary(llvm::Intrinsic::fabs, a[0]);
-        return un ? a[0] : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a[0], b_.getFalse());
-      case Op::Sign:
-        if (fp) {  // NaN and -0.0 give +0.0, as (0 < x) - (x < 0) in eager
-          return b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero()), one(),
-                                 b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), fconst(ty, -1), zero()));
+      case Op::ItemFloat: return el_.convert(v, x.dtype, DType::Float64);
+      case Op::ItemBool: return b_.CreateZExt(el_.convert(v, x.dtype, DType::Bool), b_.getInt64Ty());
+      case Op::ItemInt:
+        if (is_floating(x.dtype)) {
+          // Python's int() of a float: NaN and infinities raise, big values are big
+          // ints; both leave the graph (the caller runs the frame eagerly).
+          const double lim = 0x1p63;
+          Value* ok = b_.CreateAnd(b_.CreateFCmpOGE(v, el_.fconst(v->getType(), -lim)),
+                                   b_.CreateFCmpOLT(v, el_.fconst(v->getType(), lim)));
+          flag(b_.CreateNot(ok), kNoIntValue);
         }
-        if (c == DType::Bool) return a[0];
-        {
-          Value* z = llvm::ConstantInt::get(a[0]->getType(), 0);
-          Value* pos = b_.CreateZExt(un ? b_.CreateICmpNE(a[0], z) : b_.CreateICmpSGT(a[0], z), a[0]->getType());
-          if (un) return pos;
-          return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(a[0], z), a[0]->getType()));
+        return el_.convert(v, x.dtype, DType::Int64);
+      default: FJ_CHECK(false, "not an item op");
+    }
+  }
+
+  // --- views ----------------------------------------------------------------------
+
+  Value* view(const Node& n, const Index& idx) {
+    const NodeId in_id = n.inputs.empty() ? -1 : n.inputs[0];
+    const Node& in = g_.node(in_id);
+    Index in_idx;
+    switch (n.op) {
+      case Op::Permute:
+        in_idx.resize(in.rank());
+        for (size_t d = 0; d < idx.size(); ++d) in_idx[static_cast<size_t>(n.dims[d])] = idx[d];
+        break;
+      case Op::Expand: in_idx = broadcast(idx, in); break;
+      case Op::Slice: {
+        in_idx = idx;
+        const size_t k = static_cast<size_t>(n.dims[0]);
+        in_idx[k] = add(size_ix(n.args[0]), mul(idx[k], size_ix(n.args[1])));
+        break;
+      }
+      case Op::Select:
+        in_idx = idx;
+        in_idx.insert(in_idx.begin() + n.dims[0], size_ix(n.args[0]));
+        break;
+      case Op::Flip:
+        in_idx = idx;
+        for (int64_t d : n.dims) {
+          const size_t k = static_cast<size_t>(d);
+          in_idx[k] = sub(sub(size_ix(in.sym[k]), Ix{b_.getInt64(1), 0}), idx[k]);
         }
-      case Op::Maximum: return c == DType::Bool ? b_.CreateOr(a[0], a[1]) : max(a[0], a[1]);
-      case Op::Minimum: return c == DType::Bool ? b_.CreateAnd(a[0], a[1]) : min(a[0], a[1]);
-      case Op::PowScalar: return fp ? emit_pow(n, a[0], a[1]) : int_pow(n, a[0]);
-      case Op::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a[0], a[1]);
-      case Op::Exp: return exp_of(a[0]);
-      case Op::Log: return vec_math(a[0]) ? math::log(b_, a[0]) : unary(llvm::Intrinsic::log, a[0]);
-      case Op::Sqrt: return unary(llvm::Intrinsic::sqrt, a[0]);
-      case Op::Sin: return vec_math(a[0]) ? math::sin(b_, a[0]) : unary(llvm::Intrinsic::sin, a[0]);
-      case Op::Cos: return vec_math(a[0]) ? math::cos(b_, a[0]) : unary(llvm::Intrinsic::cos, a[0]);
-      case Op::Tanh: return tanh_of(a[0]);
-      case Op::Sigmoid:
-        if (vec_math(a[0])) return math::sigmoid(b_, a[0]);
-        return b_.CreateFDiv(one(), b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Erf: return libm("erff", "erf", a[0]);
-      case Op::Expm1: return libm("expm1f", "expm1", a[0]);
-      case Op::Log1p: return libm("log1pf", "log1p", a[0]);
-      case Op::Rsqrt: return b_.CreateFDiv(one(), unary(llvm::Intrinsic::sqrt, a[0]));
-      case Op::Reciprocal: return b_.CreateFDiv(one(), a[0]);
-      case Op::Relu:
-        // x < 0 is false for NaN and for -0.0, which pass through as in eager.
-        if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), zero(), a[0]);
-        return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
-      case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
-        Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
-        Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
-        if (c == DType::Float64) return g;
-        // Eager's vectorized float32 erf gives NaN at +inf, so gelu(+inf) is NaN in
-        // every tensor of more than a few elements (a lone element takes the scalar
-        // path: inf). framejit follows the vectorized path.
-        return b_.CreateSelect(b_.CreateFCmpOEQ(a[0], fconst(ty, INFINITY)), fconst(ty, NAN), g);
-      }
-      case Op::GeluTanh: {  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-        Value* cube = b_.CreateFMul(b_.CreateFMul(a[0], a[0]), a[0]);
-        Value* inner = b_.CreateFMul(fconst(ty, M_SQRT2 * M_2_SQRTPI * 0.5),
-                                     b_.CreateFAdd(a[0], b_.CreateFMul(fconst(ty, 0.044715), cube)));
-        return b_.CreateFMul(b_.CreateFMul(fconst(ty, 0.5), a[0]), b_.CreateFAdd(one(), tanh_of(inner)));
-      }
-      case Op::Silu: return b_.CreateFDiv(a[0], b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Softplus: {  // x * beta > threshold ? x : log1p(exp(x * beta)) / beta
-        Value* xb = b_.CreateFMul(a[0], a[1]);
-        Value* soft = b_.CreateFDiv(libm("log1pf", "log1p", exp_of(xb)), a[1]);
-        return b_.CreateSelect(b_.CreateFCmpOGT(xb, a[2]), a[0], soft);
-      }
-      case Op::Floor: return fp ? unary(llvm::Intrinsic::floor, a[0]) : a[0];
-      case Op::Ceil: return fp ? unary(llvm::Intrinsic::ceil, a[0]) : a[0];
-      case Op::Round: return fp ? unary(llvm::Intrinsic::roundeven, a[0]) : a[0];
-      case Op::Trunc: return fp ? unary(llvm::Intrinsic::trunc, a[0]) : a[0];
-      // NaN in x or in a bound gives NaN, as eager's vectorized clamp.
-      case Op::Clamp: return min(max(a[0], a[1]), a[2]);
-      case Op::ClampMin: return max(a[0], a[1]);
-      case Op::ClampMax: return min(a[0], a[1]);
-      case Op::Where: return b_.CreateSelect(a[0], a[1], a[2]);
-      case Op::MaskedFill: return b_.CreateSelect(a[1], a[2], a[0]);
-      case Op::NanToNum: {
-        if (!fp) return a[0];
-        const double big = c == DType::Float32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
-        Value* inf = fconst(ty, INFINITY);
-        Value* v = b_.CreateSelect(b_.CreateFCmpOEQ(a[0], inf), fconst(ty, big), a[0]);
-        v = b_.CreateSelect(b_.CreateFCmpOEQ(a[0], b_.CreateFNeg(inf)), fconst(ty, -big), v);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[0]), zero(), v);
-      }
-      case Op::Eq: return fp ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
-      case Op::Ne: return fp ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]);
-      case Op::Lt:
-        return fp ? b_.CreateFCmpOLT(a[0], a[1]) : un ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
-      case Op::Le:
-        return fp ? b_.CreateFCmpOLE(a[0], a[1]) : un ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
-      case Op::Gt:
-        return fp ? b_.CreateFCmpOGT(a[0], a[1]) : un ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
-      case Op::Ge:
-        return fp ? b_.CreateFCmpOGE(a[0], a[1]) : un ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
-      case Op::IsNan: return fp ? b_.CreateFCmpUNO(a[0], a[0]) : b_.getFalse();
-      case Op::IsInf:
-        return fp ? b_.CreateFCmpOEQ(unary(llvm::Intrinsic::fabs, a[0]), fconst(ty, INFINITY)) : b_.getFalse();
-      case Op::LogicalAnd: case Op::BitwiseAnd: return b_.CreateAnd(a[0], a[1]);
-      case Op::LogicalOr: case Op::BitwiseOr: return b_.CreateOr(a[0], a[1]);
-      case Op::LogicalXor: case Op::BitwiseXor: return b_.CreateXor(a[0], a[1]);
-      case Op::LogicalNot: case Op::BitwiseNot: return b_.CreateNot(a[0]);
-      case Op::Cast: return a[0];  // operand() converted it to the target
+        break;
+      case Op::Reshape: in_idx = reshape_index(in.sym, n.sym, idx); break;
+      case Op::Cat: return cat(n, idx);
+      default: FJ_CHECK(false, "not a view op");
     }
-    FJ_CHECK(false, "unknown op");
+    return value(in_id, in_idx);
   }
 
-  // torch's div_floor_floating: fmod-based, exact where a / b rounds up to an integer.
-  Value* float_floor_div(Value* a, Value* b) {
-    llvm::Type* ty = a->getType();
-    Value* zero = fconst(ty, 0);
-    Value* one = fconst(ty, 1);
-    Value* basic = b_.CreateFDiv(a, b);
-    Value* mod = b_.CreateFRem(a, b);
-    Value* div = b_.CreateFDiv(b_.CreateFSub(a, mod), b);
-    Value* fix = b_.CreateAnd(b_.CreateFCmpUNE(mod, zero),
-                              b_.CreateXor(b_.CreateFCmpOLT(b, zero), b_.CreateFCmpOLT(mod, zero)));
-    div = b_.CreateSelect(fix, b_.CreateFSub(div, one), div);
-    Value* fl = unary(llvm::Intrinsic::floor, div);
-    fl = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(div, fl), fconst(ty, 0.5)), b_.CreateFAdd(fl, one), fl);
-    fl = b_.CreateSelect(b_.CreateFCmpOEQ(div, zero),
-                         b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, basic), fl);
-    return b_.CreateSelect(b_.CreateFCmpOEQ(b, zero), basic, fl);
+  Ix product(const SymShape& sizes, size_t from, size_t to) {
+    SymExpr p = SymExpr::integer(1);
+    for (size_t i = from; i < to; ++i) p = fj::jit::mul(p, sizes[i]);
+    return size_ix(p);
   }
 
-  // torch's remainder on floats: fmod, moved to the divisor's sign.
-  Value* float_remainder(Value* a, Value* b) {
-    Value* zero = fconst(a->getType(), 0);
-    Value* mod = b_.CreateFRem(a, b);
-    Value* fix = b_.CreateAnd(b_.CreateFCmpUNE(mod, zero),
-                              b_.CreateXor(b_.CreateFCmpOLT(b, zero), b_.CreateFCmpOLT(mod, zero)));
-    return b_.CreateSelect(fix, b_.CreateFAdd(mod, b), mod);
-  }
-
-  // Integer floor division / remainder by the node's constant divisor (the graph
-  // admits only a nonzero constant that fits the type), as torch's div_floor_integer
-  // and remainder: floor toward -inf, remainder with the divisor's sign;
-  // INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0 (no trap).
-  Value* int_div(const Node& n, Value* a, bool floor) {
-    const Node& d = g_.node(n.inputs[1]);
-    FJ_CHECK(d.op == Op::Scalar && d.scalar_kind != ScalarKind::Float, "integer division needs a constant int divisor");
-    const DType c = n.compute;
-    Value* dv = scalar_constant(d, c);
-    if (c == DType::UInt8) return floor ? b_.CreateUDiv(a, dv) : b_.CreateURem(a, dv);
-    const int64_t dval = llvm::cast<llvm::ConstantInt>(dv)->getSExtValue();
-    Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-    if (dval == -1) return floor ? b_.CreateNeg(a) : zero;
-    Value* q = b_.CreateSDiv(a, dv);
-    Value* r = b_.CreateSRem(a, dv);
-    Value* r_nonzero = b_.CreateICmpNE(r, zero);
-    if (floor) {
-      Value* differ = b_.CreateICmpNE(b_.CreateICmpSLT(a, zero), b_.getInt1(dval < 0));
-      return b_.CreateSub(q, b_.CreateZExt(b_.CreateAnd(r_nonzero, differ), a->getType()));
+  // The operand index of a reshape: dims are grouped where the element counts of
+  // leading dims provably agree; within a group the result index is linearized
+  // and unraveled over the operand's dims (one operand dim: affine, no division).
+  Index reshape_index(const SymShape& in, const SymShape& out, const Index& idx) {
+    Index in_idx(in.size(), zero());
+    size_t i = 0, j = 0;
+    while (i < in.size() || j < out.size()) {
+      if (j < out.size() && is_const(out[j], 1)) { ++j; continue; }
+      if (i < in.size() && is_const(in[i], 1)) { ++i; continue; }
+      size_t a = in.size(), b = out.size();
+      if (i < in.size() && j < out.size()) {
+        size_t best = in.size() + out.size() + 1;
+        for (size_t ai = i + 1; ai <= in.size(); ++ai) {
+          for (size_t bj = j + 1; bj <= out.size(); ++bj) {
+            SymExpr pi = SymExpr::integer(1), po = SymExpr::integer(1);
+            for (size_t t = i; t < ai; ++t) pi = fj::jit::mul(pi, in[t]);
+            for (size_t t = j; t < bj; ++t) po = fj::jit::mul(po, out[t]);
+            if (pi.same(po) && ai + bj < best) {
+              best = ai + bj;
+              a = ai;
+              b = bj;
+            }
+          }
+        }
+      }
+      Ix lin = zero();
+      for (size_t q = j; q < b; ++q) {
+        if (is_const(out[q], 1)) continue;
+        lin = add(lin, mul(idx[q], product(out, q + 1, b)));
+      }
+      for (size_t p = i; p < a; ++p) {
+        if (is_const(in[p], 1)) continue;
+        Ix v = lin;
+        if (p + 1 < a) v = div(v, product(in, p + 1, a));
+        if (p > i) v = rem(v, size_ix(in[p]));
+        in_idx[p] = v;
+      }
+      i = a;
+      j = b;
     }
-    Value* differ = b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.getInt1(dval < 0));
-    return b_.CreateSelect(b_.CreateAnd(r_nonzero, differ), b_.CreateAdd(r, dv), r);
+    return in_idx;
   }
 
-  // x ** e for an integer x and a constant e >= 0 (graph-checked): square and
-  // multiply, wrapping as torch's powi loop does.
-  Value* int_pow(const Node& n, Value* x) {
-    const Node& e = g_.node(n.inputs[1]);
-    FJ_CHECK(e.op == Op::Scalar && e.scalar_kind != ScalarKind::Float && e.int_value >= 0,
-             "integer pow needs a constant exponent >= 0");
-    uint64_t k = static_cast<uint64_t>(e.int_value);
-    Value* result = nullptr;
-    Value* base = x;
-    while (k != 0) {
-      if (k & 1) result = result ? b_.CreateMul(result, base) : base;
-      k >>= 1;
-      if (k != 0) base = b_.CreateMul(base, base);
+  Value* cat(const Node& n, const Index& idx) {
+    const size_t k = static_cast<size_t>(n.dims[0]);
+    std::vector<std::pair<Ix, Value*>> parts;  // (offset, value)
+    SymExpr offset = SymExpr::integer(0);
+    for (NodeId in_id : n.inputs) {
+      const Node& in = g_.node(in_id);
+      const SymExpr size = in.sym[k];
+      if (is_const(size, 0)) continue;
+      Index in_idx = idx;
+      Ix local = sub(idx[k], size_ix(offset));
+      Value* clamped = at(local.mask, [&] {
+        Value* c = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, local.v, b_.getInt64(0));
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, c, b_.CreateSub(size_value(size), b_.getInt64(1)));
+      });
+      in_idx[k] = Ix{clamped, local.mask};
+      parts.emplace_back(size_ix(offset), value(in_id, in_idx));
+      offset = fj::jit::add(offset, size);
     }
-    return result ? result : llvm::ConstantInt::get(x->getType(), 1);
+    FJ_CHECK(!parts.empty(), "cat of empty parts only");
+    Value* v = parts.back().second;
+    for (size_t p = parts.size() - 1; p-- > 0;) {
+      v = b_.CreateSelect(b_.CreateICmpSLT(idx[k].v, parts[p + 1].first.v), parts[p].second, v);
+    }
+    return v;
   }
 
-  // The exponents that eager PyTorch special-cases, then pow. A runtime exponent
-  // (ScalarInput) always takes pow: the special cases need a constant.
-  Value* emit_pow(const Node& n, Value* x, Value* exponent) {
-    const Node& e = g_.node(n.inputs[1]);
-    if (e.op == Op::ScalarInput) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
-    FJ_CHECK(e.op == Op::Scalar, "pow exponent must be a Scalar or ScalarInput node");
-    llvm::Type* ty = x->getType();
-    const double p = e.scalar;
-    if (p == 2) return b_.CreateFMul(x, x);
-    if (p == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
-    if (p == 0.5) return unary(llvm::Intrinsic::sqrt, x);
-    if (p == -1) return b_.CreateFDiv(fconst(ty, 1), x);
-    if (p == -2) return b_.CreateFDiv(fconst(ty, 1), b_.CreateFMul(x, x));
-    if (p == -0.5) return b_.CreateFDiv(fconst(ty, 1), unary(llvm::Intrinsic::sqrt, x));
-    if (p == 1) return x;
-    if (p == 0) return fconst(ty, 1);
-    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
+  // --- indexing with tensors ----------------------------------------------------
+
+  // An index value read from a tensor, checked against `size` (and wrapped when
+  // negative indices count from the end): out of range reports and reads 0.
+  Ix checked(Value* j, DType dtype, const SymExpr& size, bool wrap, uint64_t mask) {
+    if (dtype != DType::Int64) j = el_.convert(j, dtype, DType::Int64);
+    Value* n = size_value(size);
+    if (wrap) j = b_.CreateSelect(b_.CreateICmpSLT(j, b_.getInt64(0)), b_.CreateAdd(j, n), j);
+    Value* bad = b_.CreateICmpUGE(j, n);
+    flag(bad, kIndexOutOfRange);
+    return Ix{b_.CreateSelect(bad, b_.getInt64(0), j), mask};
+  }
+
+  static uint64_t mask_of(const Index& idx) {
+    uint64_t m = 0;
+    for (const Ix& i : idx) m |= i.mask;
+    return m;
+  }
+
+  Value* index(const Node& n, const Index& idx) {
+    const Node& x = g_.node(n.inputs[0]);
+    const Node& ix = g_.node(n.inputs[1]);
+    const size_t k = static_cast<size_t>(n.dims[0]);
+    Index in_idx;
+    if (n.op == Op::IndexSelect) {
+      Index sub_idx(idx.begin() + static_cast<long>(k), idx.begin() + static_cast<long>(k + ix.rank()));
+      Ix j = checked(value(n.inputs[1], sub_idx), ix.dtype, x.sym[k], n.int_value != 0, mask_of(idx));
+      in_idx.assign(idx.begin(), idx.begin() + static_cast<long>(k));
+      in_idx.push_back(j);
+      in_idx.insert(in_idx.end(), idx.begin() + static_cast<long>(k + ix.rank()), idx.end());
+    } else {
+      in_idx = idx;
+      in_idx[k] = checked(value(n.inputs[1], idx), ix.dtype, x.sym[k], false, mask_of(idx));
+    }
+    return value(n.inputs[0], in_idx);
+  }
+
+  // --- reductions -----------------------------------------------------------------
+
+  // Runs at the level of its index (value()). It is computed once per iteration of
+  // the loops it sits in only when its index depends on every one of them; at
+  // level 0 of a kernel split across threads each chunk would compute it; and a
+  // second kernel reading it would compute it again. In those cases it gets a
+  // buffer of its own instead.
+  Value* reduction(NodeId id, const Index& idx) {
+    const uint64_t mask = mask_of(idx);
+    const size_t level = level_of(mask);
+    for (size_t f = 1; f <= level; ++f) {
+      if (!(mask & (uint64_t{1} << f))) throw Rematerialize{id};
+    }
+    if (level == 0 && k_.split_dim >= 0) throw Rematerialize{id};
+    int& owner = reduction_kernel_[static_cast<size_t>(id)];
+    if (owner >= 0 && owner != kernel_) throw Rematerialize{id};
+    owner = kernel_;
+    return emit_reduction(g_.node(id), idx);
+  }
+
+  Value* emit_reduction(const Node& r, const Index& idx) {
+    const NodeId x_id = r.inputs[0];
+    const Node& x = g_.node(x_id);
+    const DType c = r.compute;
+    const bool fp = is_floating(c);
+    llvm::Type* ty = el_.reg_type(c);
+    auto slot = [&](llvm::Type* t) {
+      llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      return e.CreateAlloca(t);
+    };
+    Value* acc = slot(ty);
+    Value* pos = nullptr;  // ArgMax / ArgMin: the position of the best so far
+    Value* init = nullptr;
+    switch (r.op) {
+      case Op::Sum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
+      case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
+      case Op::Amax: case Op::ArgMax:
+        init = fp ? el_.fconst(ty, -INFINITY)
+                  : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMinValue(ty->getIntegerBitWidth())
+                                                                                : llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
+        break;
+      case Op::Amin: case Op::ArgMin:
+        init = fp ? el_.fconst(ty, INFINITY)
+                  : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMaxValue(ty->getIntegerBitWidth())
+                                                                                : llvm::APInt::getSignedMaxValue(ty->getIntegerBitWidth()));
+        break;
+      default: FJ_CHECK(false, "not a reduction");
+    }
+    if (c == DType::Bool) init = b_.getInt1(r.op == Op::All || r.op == Op::Amin);
+    b_.CreateStore(init, acc);
+    const bool arg = r.op == Op::ArgMax || r.op == Op::ArgMin;
+    if (arg) {
+      pos = slot(b_.getInt64Ty());
+      b_.CreateStore(b_.getInt64(0), pos);
+    }
+    // The operand's index: kept dims from idx, reduced dims from the loops.
+    Index full(x.rank());
+    std::vector<size_t> reduced;
+    size_t p = 0;
+    for (size_t d = 0; d < x.rank(); ++d) {
+      const bool red = std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d));
+      if (!red) {
+        full[d] = idx[p++];
+        continue;
+      }
+      if (r.keepdim) ++p;
+      full[d] = zero();
+      if (!is_const(x.sym[d], 1)) reduced.push_back(d);
+    }
+    std::function<void(size_t, Ix)> level = [&](size_t q, Ix lin) {
+      if (q == reduced.size()) {
+        Value* v = el_.convert(value(x_id, full), x.dtype, c);
+        combine(r.op, fp, c, acc, pos, v, lin.v);
+        return;
+      }
+      const size_t d = reduced[q];
+      emit_loop(b_.getInt64(0), size_value(x.sym[d]), [&](Ix i) {
+        full[d] = i;
+        Ix next = arg ? add(mul(lin, size_ix(x.sym[d])), i) : lin;
+        level(q + 1, next);
+      }, contig_);
+    };
+    level(0, zero());
+    if (arg) return b_.CreateLoad(b_.getInt64Ty(), pos);
+    return el_.convert(b_.CreateLoad(ty, acc), c, r.dtype);
+  }
+
+  void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin) {
+    llvm::Type* ty = el_.reg_type(c);
+    Value* a = b_.CreateLoad(ty, acc);
+    const bool un = ElementEmitter::is_unsigned(c);
+    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc();
+    Value* out = nullptr;
+    switch (op) {
+      case Op::Sum:
+        if (fp) b_.setFastMathFlags(fmf);
+        out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);
+        break;
+      case Op::Prod:
+        if (fp) b_.setFastMathFlags(fmf);
+        out = fp ? b_.CreateFMul(a, v) : c == DType::Bool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
+        break;
+      case Op::Amax:
+        if (c == DType::Bool) out = b_.CreateOr(a, v);
+        else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::maximum : un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a, v);
+        break;
+      case Op::Amin:
+        if (c == DType::Bool) out = b_.CreateAnd(a, v);
+        else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::minimum : un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, a, v);
+        break;
+      case Op::Any: out = b_.CreateOr(a, v); break;
+      case Op::All: out = b_.CreateAnd(a, v); break;
+      case Op::ArgMax:
+      case Op::ArgMin: {
+        // The first best element; the first NaN once there is one (as eager).
+        const bool max = op == Op::ArgMax;
+        Value* better = fp ? (max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a))
+                           : max ? (un ? b_.CreateICmpUGT(v, a) : b_.CreateICmpSGT(v, a))
+                                 : (un ? b_.CreateICmpULT(v, a) : b_.CreateICmpSLT(v, a));
+        if (fp) better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(v, v), b_.CreateFCmpORD(a, a)));
+        out = b_.CreateSelect(better, v, a);
+        b_.CreateStore(b_.CreateSelect(better, lin, b_.CreateLoad(b_.getInt64Ty(), pos)), pos);
+        break;
+      }
+      default: FJ_CHECK(false, "not a reduction");
+    }
+    b_.CreateStore(out, acc);
   }
 
   const Graph& g_;
-  const KernelPlan& plan_;
-  const LowerOptions& options_;
-  llvm::LLVMContext& ctx_;
+  Schedule& s_;
+  const KernelSpec& k_;
+  const int kernel_;
   llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
-  const size_t rank_, num_in_, num_buf_;
+  llvm::IRBuilder<> entry_b_;  // appends to the entry block (loads of arguments)
+  ElementEmitter el_;
+  std::vector<int>& reduction_kernel_;
   llvm::Function* fn_ = nullptr;
-  std::vector<Value*> base_, size_;
-  std::vector<std::vector<Value*>> stride_;
-  Value* contiguous_ = nullptr;
-  std::map<int32_t, Value*> scalar_input_;  // ScalarInput index -> double or i64, in the entry block
+  Value *begin_ = nullptr, *end_ = nullptr, *ptrs_ = nullptr, *strides_ = nullptr, *dims_ = nullptr,
+        *scalars_ = nullptr, *status_out_ = nullptr, *status_ = nullptr;
+  bool contig_ = true;
+  std::set<int32_t> touched_, read_;
+  std::map<std::pair<int32_t, size_t>, Value*> stride_;
+  std::map<int32_t, Value*> base_;
+  std::map<size_t, Value*> dim_;
+  std::map<int32_t, Value*> scalar_;
+  std::vector<Frame> frames_;
   llvm::MDNode* load_noalias_ = nullptr;
   std::vector<llvm::MDNode*> store_scope_, store_noalias_;
 };
 
 }  // namespace
 
-std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symbol_prefix) {
-  std::vector<KernelPlan> plans;
-  const auto& outs = graph.outputs();
-  for (size_t pos = 0; pos < outs.size(); ++pos) {
-    const Node& n = graph.node(outs[pos]);
-    FJ_CHECK(op_family(n.op) == Family::Pointwise,
-             ("graph output %" + llvm::Twine(outs[pos]) + " is a placeholder or scalar").str());
-    KernelPlan* plan = nullptr;
-    for (KernelPlan& p : plans) {
-      if (p.shape.size() == n.shape.size() && same_shape(graph.node(graph.outputs()[p.outputs.front()]).sym, n.sym)) plan = &p;
-    }
-    if (!plan) {
-      plans.push_back(KernelPlan{(symbol_prefix + "_k" + llvm::Twine(plans.size())).str(), n.shape,
-                                 {}, {}, {}});
-      plan = &plans.back();
-    }
-    plan->outputs.push_back(pos);
-  }
-  for (KernelPlan& p : plans) {
-    std::vector<NodeId> roots;
-    for (size_t pos : p.outputs) roots.push_back(outs[pos]);
-    const std::vector<bool> live = reachable(graph, roots);
-    for (size_t id = 0; id < graph.size(); ++id) {
-      const Node& n = graph.nodes()[id];
-      if (!live[id] || n.op != Op::Placeholder) continue;
-      p.inputs.push_back(n.index);
-      // Broadcast in the last dim (dims align from the right): a 0-d input, or a
-      // size-1 last dim against a wider loop.
-      const bool bcast = !p.shape.empty() &&
-                         (n.shape.empty() || (n.shape.back() == 1 && p.shape.back() != 1));
-      p.inner_broadcast.push_back(bcast);
-    }
-  }
-  return plans;
-}
-
-std::unique_ptr<llvm::Module> lower_kernels(const Graph& graph,
-                                            const std::vector<KernelPlan>& plans,
-                                            llvm::LLVMContext& ctx,
-                                            const LowerOptions& options) {
+std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
+                                             llvm::LLVMContext& ctx, const LowerOptions& options,
+                                             NodeId* rematerialize) {
   auto module = std::make_unique<llvm::Module>("framejit", ctx);
-  for (const KernelPlan& plan : plans) KernelEmitter(graph, plan, *module, options).emit();
+  schedule->dim_exprs.clear();
+  std::vector<int> reduction_kernel(graph.size(), -1);
+  *rematerialize = -1;
+  try {
+    for (size_t k = 0; k < schedule->kernels.size(); ++k) {
+      KernelEmitter(graph, *schedule, k, *module, options, reduction_kernel).emit();
+    }
+  } catch (const Rematerialize& r) {
+    *rematerialize = r.node;
+    return nullptr;
+  }
   return module;
 }
 

@@ -1,30 +1,29 @@
-// Lowering of a Graph to LLVM IR for the CPU backend: kernel planning (one fused
-// loop nest per distinct output shape) and IR emission. Internal to jit/cpu_*.cpp.
+// Scheduling and lowering of a Graph to LLVM IR kernels. Internal to jit/.
 //
-// Kernel ABI (one function per KernelPlan, named plan.symbol):
-//   void kernel(char* const* ptrs, const int64_t* sizes, const int64_t* strides,
-//               const double* scalars)
-//   ptrs    = [the plan's inputs (placeholders, in plan.inputs order)...,
-//              the plan's outputs (in plan.outputs order)...]
-//   sizes   = the loop's sizes, rank = plan.shape.size() (fixed at compile time;
-//             the sizes themselves are read at run time; a size 0 runs nothing)
-//   strides = strides[buffer * rank + dim], in elements; 0 for a broadcast dim.
-//   scalars = the graph's scalar inputs by ScalarInput index (all of them, not only
-//             this kernel's), read once before the loops: for a ScalarInput of kind
-//             Float the double itself; for kinds Int and Bool the 8 bytes hold an
-//             int64 (its bit pattern, memcpy'd; bool as 0/1), so that every int64
-//             Python int arrives exactly. Each use converts it to its op's type.
-// Element types: Bool is one byte 0/1, UInt8 / Int32 / Int64 / Float32 / Float64 as
-// in C; integer arithmetic wraps, and nothing in a kernel can trap (the graph admits
-// only integer divisions by nonzero constants).
-// The innermost loop has two versions: a "contiguous" one, taken when every
-// buffer's innermost stride is what plan.inner_broadcast predicts (0 for inputs
-// that broadcast in the last dim, 1 for all others) or the innermost size is 1,
-// which the loop vectorizer widens; and a general strided one for anything else.
-// Outputs must not overlap inputs or each other (alias-scope metadata says so).
-// Threads do not change the ABI: CompiledGraph::run calls the kernel once per chunk
-// of the outermost dim of extent > 1, with every ptrs[k] advanced by
-// begin * strides[k * rank + dim] elements and sizes[dim] = end - begin.
+// Schedule (target-generic): the graph's values are either *materialized* in a
+// buffer (graph inputs, graph outputs, matmul operands and results, reductions
+// that cannot be fused where they are used) or recomputed inline, element by
+// element, wherever they are read. Each materialized node is stored by one kernel:
+// a loop nest over its shape, in which every value is computed from its
+// definition at the index where it is needed (views remap the index, reductions
+// run an inner loop, placed at the outermost loop level their index depends on, so
+// that softmax's row maxima and sums are computed once per row next to the loop
+// that uses them). Steps run in order: kernels and extern matmuls.
+//
+// Kernel ABI (one function per KernelSpec, named spec.symbol):
+//   void kernel(const KernelArgs* args, int64_t begin, int64_t end)
+// The loop over dim `spec.split_dim` runs over [begin, end) (the caller splits it
+// across threads); every other dim over its whole size. With split_dim == -1 the
+// kernel ignores begin and end.
+// Buffers are numbered: graph inputs (placeholders, by index), graph outputs (by
+// position), then temporaries. args->ptrs[b] is buffer b's data; its strides (in
+// elements, one per dim of the buffer's node) are at args->strides +
+// Schedule::stride_offset[b]. args->dims holds the values of Schedule::dim_exprs
+// (sizes and view offsets that are symbolic), args->scalars the graph's scalar
+// inputs (see CompiledGraph::run), and *args->status is set to a nonzero
+// KernelStatus when an index is out of range or an int() conversion has no value.
+// Element types: Bool is one byte 0/1; integer arithmetic wraps, nothing traps.
+// Stores never overlap any buffer that the same kernel reads (alias scopes).
 // No LLVM header here: only forward declarations.
 #pragma once
 
@@ -42,12 +41,43 @@ class Module;
 
 namespace fj::jit {
 
-struct KernelPlan {
+struct KernelArgs {
+  char* const* ptrs;
+  const int64_t* strides;
+  const int64_t* dims;
+  const double* scalars;
+  int64_t* status;
+};
+
+enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2 };
+
+struct KernelSpec {
   std::string symbol;
-  Shape shape;                       // the loop's shape (the outputs' shape)
-  std::vector<int32_t> inputs;       // placeholder indices read by this kernel
-  std::vector<bool> inner_broadcast; // per input: expected innermost stride 0
-  std::vector<size_t> outputs;       // positions in graph.outputs()
+  SymShape shape;              // the loop's shape
+  int split_dim = -1;          // the dim threads split (its loop runs [begin, end))
+  struct Store {
+    NodeId node;
+    int32_t buffer;
+  };
+  std::vector<Store> stores;
+  // A copy of a matmul operand that is a view of a graph input: skipped when the
+  // view's strides can be computed at run time (the matmul then reads the input).
+  NodeId view_copy_of = -1;
+};
+
+struct Step {
+  enum class Kind : uint8_t { Kernel, Matmul } kind;
+  int32_t index;  // Kernel: position in Schedule::kernels; Matmul: the node
+};
+
+struct Schedule {
+  std::vector<KernelSpec> kernels;
+  std::vector<Step> steps;
+  std::vector<int32_t> buffer_of;       // per node: its buffer, or -1 (computed inline)
+  std::vector<NodeId> buffer_node;      // per buffer: the node it holds (inputs: placeholder)
+  std::vector<int64_t> stride_offset;   // per buffer: first stride in KernelArgs::strides
+  size_t num_inputs = 0, num_outputs = 0;
+  std::vector<SymExpr> dim_exprs;       // KernelArgs::dims, filled while lowering
 };
 
 struct LowerOptions {
@@ -56,13 +86,17 @@ struct LowerOptions {
   bool vector_math = false;
 };
 
-// Groups the graph's outputs by shape (in order of first appearance).
-std::vector<KernelPlan> plan_kernels(const Graph& graph, const std::string& symbol_prefix);
+// The schedule of a graph; `materialize` forces more nodes into buffers.
+Schedule schedule_graph(const Graph& graph, const std::string& symbol_prefix,
+                        const std::vector<NodeId>& materialize = {});
 
-// Emits one function per plan into a new module of `ctx`.
-std::unique_ptr<llvm::Module> lower_kernels(const Graph& graph,
-                                            const std::vector<KernelPlan>& plans,
-                                            llvm::LLVMContext& ctx,
-                                            const LowerOptions& options);
+// Emits one function per kernel of the schedule into a new module of `ctx` and
+// fills schedule->dim_exprs. A reduction that the schedule left inline but that
+// would be recomputed (read at an index that varies in an inner loop, or by two
+// kernels) is reported in *rematerialize instead, and the module is null: schedule
+// again with it materialized.
+std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
+                                             llvm::LLVMContext& ctx, const LowerOptions& options,
+                                             NodeId* rematerialize);
 
 }  // namespace fj::jit

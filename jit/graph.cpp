@@ -193,6 +193,7 @@ Expected<OpTypes> infer_types(Op op, const std::vector<OperandType>& operands) {
       return OpTypes{operands[0].dtype, operands[0].dtype};
     case DTypeRule::Cast:
     case DTypeRule::Input:
+    case DTypeRule::Special:
       break;
   }
   return rejected("not built by pointwise()");
@@ -215,6 +216,43 @@ Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+Expected<SymShape> broadcast_sym(const SymShape& a, const SymShape& b,
+                                 std::vector<SymExpr>* assumed) {
+  const size_t n = std::max(a.size(), b.size());
+  SymShape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const bool has_a = i >= n - a.size(), has_b = i >= n - b.size();
+    const SymExpr* sa = has_a ? &a[i - (n - a.size())] : nullptr;
+    const SymExpr* sb = has_b ? &b[i - (n - b.size())] : nullptr;
+    if (sb == nullptr) out[i] = *sa;
+    else if (sa == nullptr || is_const(*sa, 1)) out[i] = *sb;
+    else if (is_const(*sb, 1) || sa->same(*sb)) out[i] = *sa;
+    else if (sa->is_constant() && sb->is_constant()) {
+      return Error{"The size of tensor a (" + sa->str() + ") must match the size of tensor b (" +
+                   sb->str() + ") at non-singleton dimension " + std::to_string(i)};
+    } else {
+      out[i] = *sa;
+      assumed->push_back(eq(*sa, *sb));
+    }
+  }
+  return out;
+}
+
+std::optional<Shape> concrete(const SymShape& s) {
+  Shape out;
+  for (const SymExpr& e : s) {
+    if (!e.as_int()) return std::nullopt;
+    out.push_back(*e.as_int());
+  }
+  return out;
+}
+
+SymExpr numel(const SymShape& s) {
+  SymExpr n = SymExpr::integer(1);
+  for (const SymExpr& e : s) n = mul(n, e);
+  return n;
+}
+
 bool same_shape(const SymShape& a, const SymShape& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -229,18 +267,21 @@ SymShape static_shape(const Shape& s) {
   return out;
 }
 
-NodeId Graph::placeholder(DType dtype, Shape shape, SymShape sym) {
-  if (sym.empty()) sym = static_shape(shape);
-  FJ_CHECK(sym.size() == shape.size(), "placeholder: symbolic and traced ranks differ");
-  Node n{Op::Placeholder, dtype, std::move(shape), std::move(sym), {}, 0,
-         static_cast<int32_t>(num_inputs_)};
-  ++num_inputs_;
+NodeId Graph::push(Node n) {
   nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
+NodeId Graph::placeholder(DType dtype, const Shape& shape, SymShape sym) {
+  if (sym.empty()) sym = static_shape(shape);
+  FJ_CHECK(sym.size() == shape.size(), "placeholder: symbolic and traced ranks differ");
+  Node n{Op::Placeholder, dtype, std::move(sym), {}, 0, static_cast<int32_t>(num_inputs_)};
+  ++num_inputs_;
+  return push(std::move(n));
+}
+
 NodeId Graph::scalar(double value, ScalarKind kind) {
-  Node n{Op::Scalar, scalar_kind_dtype(kind), {}, {}, {}, value, -1};
+  Node n{Op::Scalar, scalar_kind_dtype(kind), {}, {}, value, -1};
   n.scalar_kind = kind;
   if (kind != ScalarKind::Float) {
     FJ_CHECK(std::nearbyint(value) == value && std::fabs(value) < 0x1p63, "scalar: an int kind needs an integral value");
@@ -251,7 +292,7 @@ NodeId Graph::scalar(double value, ScalarKind kind) {
 }
 
 NodeId Graph::scalar_int(int64_t value) {
-  Node n{Op::Scalar, DType::Int64, {}, {}, {}, static_cast<double>(value), -1};
+  Node n{Op::Scalar, DType::Int64, {}, {}, static_cast<double>(value), -1};
   n.scalar_kind = ScalarKind::Int;
   n.int_value = value;
   nodes_.push_back(std::move(n));
@@ -259,12 +300,18 @@ NodeId Graph::scalar_int(int64_t value) {
 }
 
 NodeId Graph::scalar_input(ScalarKind kind) {
-  Node n{Op::ScalarInput, scalar_kind_dtype(kind), {}, {}, {}, 0,
+  Node n{Op::ScalarInput, scalar_kind_dtype(kind), {}, {}, 0,
          static_cast<int32_t>(num_scalar_inputs_)};
   n.scalar_kind = kind;
-  nodes_.push_back(std::move(n));
   ++num_scalar_inputs_;
-  return static_cast<NodeId>(nodes_.size() - 1);
+  scalar_input_exprs_.emplace_back();
+  return push(std::move(n));
+}
+
+NodeId Graph::size_scalar(const SymExpr& value) {
+  const NodeId id = scalar_input(ScalarKind::Int);
+  scalar_input_exprs_.back() = value;
+  return id;
 }
 
 namespace {
@@ -345,35 +392,17 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
     }
   }
   bool any_tensor = false;
-  Shape shape;
   SymShape sym;
   std::vector<SymExpr> assumed;
   std::vector<OperandType> types;
   for (NodeId id : inputs) {
     const Node& in = node(id);
-    types.push_back(OperandType{in.dtype, is_python_scalar(in), in.shape.empty()});
+    types.push_back(OperandType{in.dtype, is_python_scalar(in), in.sym.empty()});
     if (is_python_scalar(in)) continue;
     any_tensor = true;
-    auto b = broadcast_shapes(shape, in.shape);
+    auto b = broadcast_sym(sym, in.sym, &assumed);
     if (!b) return b.take_error();
-    // The same, on symbolic sizes: size-1 dims are always static (1 is specialized),
-    // so a dim either broadcasts statically or must equal the other side.
-    const size_t n = b->size();
-    SymShape out(n);
-    for (size_t i = 0; i < n; ++i) {
-      const bool has_a = i >= n - sym.size(), has_b = i >= n - in.sym.size();
-      const SymExpr* sa = has_a ? &sym[i - (n - sym.size())] : nullptr;
-      const SymExpr* sb = has_b ? &in.sym[i - (n - in.sym.size())] : nullptr;
-      if (sb == nullptr) out[i] = *sa;
-      else if (sa == nullptr || sa->as_int() == std::optional<int64_t>(1)) out[i] = *sb;
-      else if (sb->as_int() == std::optional<int64_t>(1) || sa->same(*sb)) out[i] = *sa;
-      else {
-        out[i] = *sa;
-        assumed.push_back(eq(*sa, *sb));
-      }
-    }
-    shape = std::move(*b);
-    sym = std::move(out);
+    sym = std::move(*b);
   }
   if (!any_tensor) return Error{std::string(aten_name(op)) + " of Python scalars only"};
 
@@ -404,6 +433,9 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
         return Error{name + ": a Python number that " + dt(t.compute) +
                      " cannot hold (eager raises)"};
       }
+      if (op_family(in.op) == Family::Item && !(t.compute == DType::Float64 || t.compute == DType::Bool)) {
+        return Error{name + ": a tensor's value as a " + dt(t.compute) + " bound (not supported)"};
+      }
       if (in.op != Op::ScalarInput) continue;
       if (const auto r = runtime_range(in.scalar_kind, t.compute)) {
         if (r->first > r->second) {
@@ -418,20 +450,18 @@ Expected<NodeId> Graph::pointwise(Op op, const std::vector<NodeId>& inputs) {
   for (SymExpr& a : assumed) {
     if (!a.is_constant()) assumptions_.push_back(std::move(a));
   }
-  Node n{op, t.result, std::move(shape), std::move(sym), inputs, 0, -1};
+  Node n{op, t.result, std::move(sym), inputs, 0, -1};
   n.compute = t.compute;
-  nodes_.push_back(std::move(n));
-  return static_cast<NodeId>(nodes_.size() - 1);
+  return push(std::move(n));
 }
 
 Expected<NodeId> Graph::cast(NodeId x, DType to) {
   const Node& in = node(x);
   if (is_python_scalar(in)) return Error{"cast of a Python number"};
   if (in.dtype == to) return x;
-  Node n{Op::Cast, to, in.shape, in.sym, {x}, 0, -1};
+  Node n{Op::Cast, to, in.sym, {x}, 0, -1};
   n.compute = to;
-  nodes_.push_back(std::move(n));
-  return static_cast<NodeId>(nodes_.size() - 1);
+  return push(std::move(n));
 }
 
 void Graph::set_outputs(std::vector<NodeId> outputs) { outputs_ = std::move(outputs); }
@@ -447,6 +477,9 @@ std::string Graph::str() const {
           os << "scalar_input[" << n.index << "]";
           if (n.scalar_kind == ScalarKind::Int) os << " int";
           if (n.scalar_kind == ScalarKind::Bool) os << " bool";
+          if (!scalar_input_exprs_[static_cast<size_t>(n.index)].is_null()) {
+            os << " = " << scalar_input_exprs_[static_cast<size_t>(n.index)].str();
+          }
         } else {
           os << "placeholder[" << n.index << "] " << dtype_name(n.dtype) << shape_str(n.sym);
         }
@@ -458,10 +491,27 @@ std::string Graph::str() const {
           case ScalarKind::Bool: os << "scalar " << (n.int_value ? "True" : "False"); break;
         }
         break;
-      case Family::Pointwise: {
+      case Family::Pointwise:
+      case Family::Reduction:
+      case Family::View:
+      case Family::Index:
+      case Family::Creation:
+      case Family::Item:
+      case Family::Extern: {
         os << aten_name(n.op) << "(";
         for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", %" : "%") << n.inputs[k];
-        os << ") " << dtype_name(n.dtype) << shape_str(n.sym);
+        const char* sep = n.inputs.empty() ? "" : ", ";
+        if (!n.dims.empty()) {
+          os << sep << "dims=[";
+          for (size_t k = 0; k < n.dims.size(); ++k) os << (k ? ", " : "") << n.dims[k];
+          os << "]";
+          sep = ", ";
+        }
+        if (!n.args.empty()) os << sep << "args=" << shape_str(n.args);
+        if (n.keepdim) os << ", keepdim";
+        os << ")";
+        if (op_family(n.op) == Family::Item) break;
+        os << " " << dtype_name(n.dtype) << shape_str(n.sym);
         break;
       }
     }

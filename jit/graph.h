@@ -1,16 +1,22 @@
 // The graph IR.
 //
-// Design: a Graph is a vector of small value-type Nodes (op, dtype, shape, inputs,
-// one scalar attribute), indexed by NodeId; no class per op. Op names, ATen names
-// and families come from jit/ops.def. Nodes are appended in topological order, so a
-// walk from 0 to size() is a valid schedule. Shapes are concrete in this version
-// (the interpreter guards them); symbolic shapes come with SymExpr.
-// Building a node checks its operands (dtype rules, broadcasting) and returns an
-// Error for what eager PyTorch would reject or framejit cannot compile; the
-// interpreter turns such errors into a fallback, so eager raises its own error.
+// Design: a Graph is a vector of small value-type Nodes (op, dtype, symbolic shape,
+// inputs, a few attributes), indexed by NodeId; no class per op. Op names, ATen
+// names and families come from jit/ops.def. Nodes are appended in topological
+// order, so a walk from 0 to size() is a valid schedule. Shapes are SymShapes:
+// constants where static, expressions over size symbols where dynamic (sizes 0 and
+// 1 are always static). Every op has value semantics: a view op (permute, slice,
+// ...) describes which operand element each result element is, and the backend
+// decides what is materialized.
+// Building a node checks its operands (dtype rules, broadcasting, ranks) and
+// returns an Error for what eager PyTorch would reject or framejit cannot compile;
+// the interpreter turns such errors into a fallback, so eager raises its own error.
+// Size equalities that an op needs but cannot prove (s0 == s1) are recorded as
+// assumptions, which the interpreter guards.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +41,16 @@ enum class Op : uint8_t {
 #undef FJ_OP
 };
 
-enum class Family : uint8_t { Input, Constant, Pointwise };
+// How an op's result elements relate to its operands':
+//   Input, Constant  placeholders, scalar inputs, Python number constants
+//   Pointwise  element i of the result from element i of each (broadcast) operand
+//   Reduction  over Node::dims of one operand (keepdim: they stay as size 1)
+//   View       each result element is one operand element (permute, reshape, ...)
+//   Index      as View, with the position read from an integer tensor operand
+//   Creation   no tensor operand (full, iota)
+//   Item       a one-element tensor as a Python number operand (int(t), float(t))
+//   Extern     a library kernel (matmul); operands and result are materialized
+enum class Family : uint8_t { Input, Constant, Pointwise, Reduction, View, Index, Creation, Item, Extern };
 
 // How a pointwise op's dtypes follow from its operands' (PyTorch's rules):
 //   Arith          result = computation = promoted type of the operands
@@ -57,9 +72,10 @@ enum class Family : uint8_t { Input, Constant, Pointwise };
 //   MaskedFill     masked_fill(x, mask, value): x's type, mask bool
 //   Cast           the target type (Graph::cast)
 //   Input          placeholders and scalars
+//   Special        set by the op's builder (non-pointwise families)
 enum class DTypeRule : uint8_t {
   Arith, NoBoolOperand, NoBool, TrueDiv, FloatMath, FloatOnly, IntDiv, Pow, Compare,
-  Predicate, Logical, Bitwise, Keep, Clamp, Select, MaskedFill, Cast, Input
+  Predicate, Logical, Bitwise, Keep, Clamp, Select, MaskedFill, Cast, Input, Special
 };
 
 std::string_view op_name(Op op);       // "Add"
@@ -86,26 +102,42 @@ using SymShape = std::vector<SymExpr>;
 // Two symbolic shapes that are equal for every binding.
 bool same_shape(const SymShape& a, const SymShape& b);
 SymShape static_shape(const Shape& s);
+// The sizes when every one is a constant.
+std::optional<Shape> concrete(const SymShape& s);
+// The product of the sizes (1 for a 0-d shape).
+SymExpr numel(const SymShape& s);
+// A size that is the constant `v`.
+inline bool is_const(const SymExpr& e, int64_t v) { return e.as_int() == std::optional<int64_t>(v); }
 
 struct Node {
   Op op;
-  DType dtype;                  // the result's; Scalar/ScalarInput: scalar_kind_dtype(scalar_kind)
-  Shape shape;                  // sizes in the traced call (exact where `sym` is constant); empty for 0-d
-  SymShape sym;                 // symbolic sizes: constants where static, else expressions over symbols
+  DType dtype;                  // the result's; Scalar/ScalarInput/Item: scalar_kind_dtype(scalar_kind)
+  SymShape sym;                 // sizes: constants where static, else expressions over symbols
   std::vector<NodeId> inputs;
   double scalar = 0;            // Scalar: the value; PowScalar: unused (exponent is input 1)
   int32_t index = -1;           // Placeholder: position among the graph's tensor inputs;
                                 // ScalarInput: position among its scalar inputs
-  ScalarKind scalar_kind = ScalarKind::Float;  // Scalar, ScalarInput: the Python type
-  int64_t int_value = 0;        // Scalar of kind Int or Bool: the exact value
+  ScalarKind scalar_kind = ScalarKind::Float;  // Scalar, ScalarInput, Item: the Python type
+  int64_t int_value = 0;        // Scalar of kind Int or Bool: the exact value;
+                                // IndexSelect: 1 when negative indices count from the end
   DType compute = DType::Float32;  // pointwise: the type the operands convert to
-                                   // (see DTypeRule); Cast: the target
+                                   // (see DTypeRule); Cast: the target; Reduction: the
+                                   // accumulator's type
+  // Reduction: the reduced dims of the operand (sorted); Permute: the operand dim of
+  // each result dim; Flip: the flipped dims; Slice, Select, Cat, IndexSelect, Gather,
+  // Iota: {the dim}.
+  std::vector<int64_t> dims;
+  bool keepdim = false;         // Reduction
+  // Slice: {start, step} (the length is sym[dim]); Select: {index} (0 <= index < size).
+  std::vector<SymExpr> args;
+
+  size_t rank() const { return sym.size(); }
 };
 
 class Graph {
  public:
   // `sym` gives symbolic sizes (one per dim); empty means static sizes.
-  NodeId placeholder(DType dtype, Shape shape, SymShape sym = {});
+  NodeId placeholder(DType dtype, const Shape& shape, SymShape sym = {});
   // A Python number used as an operand ("weak" type, see ScalarKind). Kind Int
   // needs an integral value (use scalar_int beyond 2^53); kind Bool 0 or 1.
   NodeId scalar(double value, ScalarKind kind = ScalarKind::Float);
@@ -124,6 +156,71 @@ class Graph {
   // x.to(dtype): a Cast node, or x itself when it already has that dtype (as eager
   // returns self).
   Expected<NodeId> cast(NodeId x, DType to);
+
+  // --- reductions (jit/graph_ops.cpp) ---
+  // op over `dims` of x (any order, negative dims count from the end; empty: all
+  // dims, as sum(dim=None)). keepdim keeps them as size 1. `dtype` (sum, prod): the
+  // accumulation and result type, as torch's dtype=; by default bool and integers
+  // give int64. ArgMax / ArgMin take one dim or all (then the index is into the
+  // flattened tensor). Any / All give bool (uint8 for a uint8 operand).
+  Expected<NodeId> reduce(Op op, NodeId x, std::vector<int64_t> dims, bool keepdim,
+                          std::optional<DType> dtype = std::nullopt);
+  // Decompositions into the ops above and pointwise ones: mean, var (with
+  // `correction`, std = sqrt(var)), softmax / log_softmax over one dim, logsumexp,
+  // layer_norm over the last `normalized_ndim` dims (weight and bias optional: -1).
+  Expected<NodeId> mean(NodeId x, std::vector<int64_t> dims, bool keepdim,
+                        std::optional<DType> dtype = std::nullopt);
+  Expected<NodeId> var(NodeId x, std::vector<int64_t> dims, double correction, bool keepdim);
+  Expected<NodeId> softmax(NodeId x, int64_t dim, bool log);
+  Expected<NodeId> logsumexp(NodeId x, std::vector<int64_t> dims, bool keepdim);
+  Expected<NodeId> layer_norm(NodeId x, size_t normalized_ndim, NodeId weight, NodeId bias,
+                              double eps);
+
+  // --- views and movement ---
+  Expected<NodeId> permute(NodeId x, std::vector<int64_t> order);
+  Expected<NodeId> transpose(NodeId x, int64_t d0, int64_t d1);
+  // view / reshape / flatten / squeeze / unsqueeze: the new sizes, one of them
+  // possibly the constant -1 (inferred). The element count must match (an
+  // assumption when it is not provable).
+  Expected<NodeId> reshape(NodeId x, SymShape sizes);
+  Expected<NodeId> unsqueeze(NodeId x, int64_t dim);
+  // expand / broadcast_to: -1 keeps a size; new dims are added at the front.
+  Expected<NodeId> expand(NodeId x, SymShape sizes);
+  // x[start:start+length*step:step] along dim: start and length already clamped by
+  // the caller to the Python slice rules (0 <= start, length >= 0), step >= 1.
+  Expected<NodeId> slice(NodeId x, int64_t dim, SymExpr start, SymExpr length, int64_t step);
+  // x.select(dim, index) with 0 <= index < size already ensured by the caller.
+  Expected<NodeId> select(NodeId x, int64_t dim, SymExpr index);
+  Expected<NodeId> flip(NodeId x, std::vector<int64_t> dims);
+  Expected<NodeId> cat(const std::vector<NodeId>& xs, int64_t dim);
+  // x.index_select(dim, index) for an index tensor of any rank (its dims replace
+  // `dim`): embedding is index_select(weight, 0, ids), x[idx] with negative indices
+  // allowed is wrap_negative. An index out of range makes the graph's run report
+  // kIndexOutOfRange (CompiledGraph::run), and the caller runs the frame eagerly.
+  Expected<NodeId> index_select(NodeId x, int64_t dim, NodeId index, bool wrap_negative = false);
+  Expected<NodeId> gather(NodeId x, int64_t dim, NodeId index);
+
+  // --- creation ---
+  // A tensor of `sizes` filled with a Python number (Scalar / ScalarInput node).
+  Expected<NodeId> full(SymShape sizes, NodeId value, DType dtype);
+  // int64: each element's position along `dim` (arange, eye, tril masks).
+  NodeId iota(SymShape sizes, int64_t dim);
+
+  // --- Python numbers ---
+  // int(t) / float(t) / bool(t) of a one-element tensor: a number operand.
+  Expected<NodeId> item(NodeId x, ScalarKind kind);
+  // A scalar input whose value is a size expression the graph knows (numel of
+  // reduced dims): scalar_input_exprs()[index] holds it. Kind Int.
+  NodeId size_scalar(const SymExpr& value);
+  // Per scalar input: the expression set by size_scalar, null for scalar_input().
+  const std::vector<SymExpr>& scalar_input_exprs() const { return scalar_input_exprs_; }
+
+  // --- extern ---
+  // matmul of two operands of rank >= 2 ([..., m, k] @ [..., k, n], batch dims
+  // broadcast); float32 / float64. linear(x, w, b) = x @ w.T + b (bias may be -1).
+  Expected<NodeId> matmul(NodeId a, NodeId b);
+  Expected<NodeId> linear(NodeId x, NodeId w, NodeId bias);
+
   void set_outputs(std::vector<NodeId> outputs);
 
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
@@ -154,17 +251,21 @@ class Graph {
   std::string structural_key() const;
 
  private:
+  NodeId push(Node n);
+  Expected<int64_t> norm_dim(NodeId x, int64_t dim, bool one_past = false) const;
+
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
   size_t num_inputs_ = 0;
   std::vector<SymExpr> assumptions_;
   std::vector<ScalarRange> scalar_ranges_;
   size_t num_scalar_inputs_ = 0;
+  std::vector<SymExpr> scalar_input_exprs_;
 };
 
-// Scalar and ScalarInput: a Python number operand (weak type, shape {}).
+// Scalar, ScalarInput and Item: a Python number operand (weak type, shape {}).
 inline bool is_python_scalar(const Node& n) {
-  return n.op == Op::Scalar || n.op == Op::ScalarInput;
+  return n.op == Op::Scalar || n.op == Op::ScalarInput || op_family(n.op) == Family::Item;
 }
 
 // The dtypes of a pointwise op on these operands (tensor dtypes and ranks, Python
@@ -185,5 +286,10 @@ DType result_type(const std::vector<OperandType>& operands);
 
 // Broadcast two shapes by PyTorch's rules; an Error names the mismatching dim.
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+// The same on symbolic sizes: size-1 dims are static, so a dim either broadcasts
+// statically or must equal the other side; equalities that are not provable are
+// appended to `assumed` (constant sizes that differ are an Error).
+Expected<SymShape> broadcast_sym(const SymShape& a, const SymShape& b,
+                                 std::vector<SymExpr>* assumed);
 
 }  // namespace fj::jit

@@ -36,7 +36,8 @@ struct UnaryKernel {
 
   UnaryKernel(Op op, bool vector_math = true) {
     Graph g;
-    NodeId x = g.placeholder(DType::Float32, {16});
+    // A symbolic size: one kernel for every length (read from the input at run time).
+    NodeId x = g.placeholder(DType::Float32, {16}, {SymExpr::symbol(0, SymType::Int, 2)});
     auto y = g.pointwise(op, {x});
     REQUIRE(y);
     g.set_outputs({*y});
@@ -87,17 +88,7 @@ float reference(Op op, float xf) {
     case Op::Cos: return static_cast<float>(std::cos(x));
     case Op::Tanh: return static_cast<float>(std::tanh(x));
     case Op::Sigmoid: return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
-    case Op::Placeholder: case Op::ScalarInput: case Op::Scalar: case Op::Add: case Op::Sub:
-    case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs: case Op::Sqrt: case Op::Relu:
-    case Op::Maximum: case Op::Minimum: case Op::Where: case Op::PowScalar: case Op::Eq:
-    case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::FloorDiv: case Op::Remainder: case Op::Sign: case Op::Pow: case Op::Erf: case
-    Op::Expm1: case Op::Log1p: case Op::Rsqrt: case Op::Reciprocal: case Op::Gelu: case
-    Op::GeluTanh: case Op::Silu: case Op::Softplus: case Op::Floor: case Op::Ceil: case
-    Op::Round: case Op::Trunc: case Op::Clamp: case Op::ClampMin: case Op::ClampMax: case
-    Op::MaskedFill: case Op::NanToNum: case Op::IsNan: case Op::IsInf: case Op::LogicalAnd: case
-    Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot: case Op::BitwiseAnd: case
-    Op::BitwiseOr: case Op::BitwiseXor: case Op::BitwiseNot: case Op::Cast:
+    default:
       break;
   }
   FAIL("no reference for " << op_name(op));
@@ -115,17 +106,7 @@ float glibc(Op op, float x) {
     // The formula 1/(1 + expf(-x)) is 0 where the true value is a tiny denormal
     // (x < -88.7); framejit gives the true value there, so compare with that.
     case Op::Sigmoid: return reference(op, x);
-    case Op::Placeholder: case Op::ScalarInput: case Op::Scalar: case Op::Add: case Op::Sub:
-    case Op::Mul: case Op::Div: case Op::Neg: case Op::Abs: case Op::Sqrt: case Op::Relu:
-    case Op::Maximum: case Op::Minimum: case Op::Where: case Op::PowScalar: case Op::Eq:
-    case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::FloorDiv: case Op::Remainder: case Op::Sign: case Op::Pow: case Op::Erf: case
-    Op::Expm1: case Op::Log1p: case Op::Rsqrt: case Op::Reciprocal: case Op::Gelu: case
-    Op::GeluTanh: case Op::Silu: case Op::Softplus: case Op::Floor: case Op::Ceil: case
-    Op::Round: case Op::Trunc: case Op::Clamp: case Op::ClampMin: case Op::ClampMax: case
-    Op::MaskedFill: case Op::NanToNum: case Op::IsNan: case Op::IsInf: case Op::LogicalAnd: case
-    Op::LogicalOr: case Op::LogicalXor: case Op::LogicalNot: case Op::BitwiseAnd: case
-    Op::BitwiseOr: case Op::BitwiseXor: case Op::BitwiseNot: case Op::Cast:
+    default:
       break;
   }
   FAIL("no glibc function for " << op_name(op));

@@ -69,7 +69,7 @@ def test_bytecode_log_shows_instructions_and_stack():
     load = next(l for l in lines if " LOAD_GLOBAL " in l)
     assert "stack: [NULL, <module 'torch'" in load
     binop = next(l for l in lines if " BINARY_OP " in l)
-    assert "stack: [NULL, <built-in method relu" in binop and "%2:f32[2]]" in binop
+    assert "stack: [NULL, <built-in method relu" in binop and "%2:f32[s0]]" in binop
     assert "aten.relu.default(%" in out.stderr  # the graph channel
 
 

@@ -1,0 +1,139 @@
+// schedule_graph: which values live in buffers, which kernel stores each, and the
+// order of kernels and matmuls (see jit/cpu_lower.h).
+#include <algorithm>
+#include <set>
+
+#include "jit/cpu_lower.h"
+
+namespace fj::jit {
+namespace {
+
+// A chain of views ending at a graph input: a matmul can read it in place when its
+// strides can be computed at run time.
+bool is_input_view(const Graph& g, NodeId id) {
+  for (;;) {
+    const Node& n = g.node(id);
+    if (n.op == Op::Placeholder) return true;
+    if (n.op != Op::Permute && n.op != Op::Reshape && n.op != Op::Expand && n.op != Op::Slice &&
+        n.op != Op::Select) {
+      return false;
+    }
+    id = n.inputs[0];
+  }
+}
+
+}  // namespace
+
+Schedule schedule_graph(const Graph& g, const std::string& prefix,
+                        const std::vector<NodeId>& materialize) {
+  Schedule s;
+  const size_t n = g.size();
+  s.buffer_of.assign(n, -1);
+  s.num_inputs = g.num_inputs();
+  s.num_outputs = g.outputs().size();
+  s.buffer_node.assign(s.num_inputs, -1);
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.nodes()[id];
+    if (node.op != Op::Placeholder) continue;
+    s.buffer_of[id] = node.index;
+    s.buffer_node[static_cast<size_t>(node.index)] = static_cast<NodeId>(id);
+  }
+  // Every (node, buffer) pair some kernel or matmul must write.
+  std::vector<KernelSpec::Store> stores;
+  for (size_t pos = 0; pos < g.outputs().size(); ++pos) {
+    const NodeId id = g.outputs()[pos];
+    FJ_CHECK(!is_python_scalar(g.node(id)), "a graph output is a Python number");
+    const auto b = static_cast<int32_t>(s.buffer_node.size());
+    s.buffer_node.push_back(id);
+    if (s.buffer_of[static_cast<size_t>(id)] < 0) s.buffer_of[static_cast<size_t>(id)] = b;
+    stores.push_back({id, b});
+  }
+  std::set<NodeId> forced(materialize.begin(), materialize.end());
+  std::set<NodeId> view_copies;
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.nodes()[id];
+    if (op_family(node.op) != Family::Extern) continue;
+    forced.insert(static_cast<NodeId>(id));
+    for (NodeId in : node.inputs) {
+      if (g.node(in).op == Op::Placeholder) continue;
+      forced.insert(in);
+      if (is_input_view(g, in)) view_copies.insert(in);
+    }
+  }
+  for (NodeId id : forced) {
+    if (s.buffer_of[static_cast<size_t>(id)] >= 0) continue;
+    const auto b = static_cast<int32_t>(s.buffer_node.size());
+    s.buffer_node.push_back(id);
+    s.buffer_of[static_cast<size_t>(id)] = b;
+    stores.push_back({id, b});
+  }
+  std::stable_sort(stores.begin(), stores.end(),
+                   [](const KernelSpec::Store& a, const KernelSpec::Store& b) { return a.node < b.node; });
+
+  // The step that writes each materialized node, and the kernel placement: a store
+  // joins an existing kernel of the same shape that runs after everything it reads.
+  std::vector<int> producer(n, -1);
+  auto latest_dep = [&](NodeId root) {
+    int latest = -1;
+    std::vector<NodeId> work(g.node(root).inputs.begin(), g.node(root).inputs.end());
+    std::set<NodeId> seen;
+    while (!work.empty()) {
+      const NodeId id = work.back();
+      work.pop_back();
+      if (!seen.insert(id).second) continue;
+      if (s.buffer_of[static_cast<size_t>(id)] >= 0) {
+        latest = std::max(latest, producer[static_cast<size_t>(id)]);
+        continue;
+      }
+      for (NodeId in : g.node(id).inputs) work.push_back(in);
+    }
+    return latest;
+  };
+  for (const KernelSpec::Store& st : stores) {
+    const Node& node = g.node(st.node);
+    int step = -1;
+    if (op_family(node.op) == Family::Extern && s.buffer_of[static_cast<size_t>(st.node)] == st.buffer) {
+      step = static_cast<int>(s.steps.size());
+      s.steps.push_back(Step{Step::Kind::Matmul, st.node});
+    } else {
+      const bool copy = view_copies.count(st.node) != 0;
+      const int after = op_family(node.op) == Family::Extern ? producer[static_cast<size_t>(st.node)]
+                                                             : latest_dep(st.node);
+      for (size_t k = static_cast<size_t>(after + 1); !copy && k < s.steps.size(); ++k) {
+        const Step& cand = s.steps[k];
+        if (cand.kind != Step::Kind::Kernel) continue;
+        KernelSpec& spec = s.kernels[static_cast<size_t>(cand.index)];
+        if (spec.view_copy_of >= 0 || !same_shape(spec.shape, node.sym)) continue;
+        spec.stores.push_back(st);
+        step = static_cast<int>(k);
+        break;
+      }
+      if (step < 0) {
+        KernelSpec spec;
+        spec.symbol = prefix + "_k" + std::to_string(s.kernels.size());
+        spec.shape = node.sym;
+        for (size_t d = 0; d < spec.shape.size(); ++d) {
+          if (!is_const(spec.shape[d], 1)) {
+            spec.split_dim = static_cast<int>(d);
+            break;
+          }
+        }
+        spec.stores.push_back(st);
+        if (copy) spec.view_copy_of = st.node;
+        step = static_cast<int>(s.steps.size());
+        s.steps.push_back(Step{Step::Kind::Kernel, static_cast<int32_t>(s.kernels.size())});
+        s.kernels.push_back(std::move(spec));
+      }
+    }
+    if (producer[static_cast<size_t>(st.node)] < 0) producer[static_cast<size_t>(st.node)] = step;
+  }
+  int64_t offset = 0;
+  for (NodeId id : s.buffer_node) {
+    s.stride_offset.push_back(offset);
+    offset += static_cast<int64_t>(g.node(id).rank());
+  }
+  s.stride_offset.push_back(offset);  // the total
+  return s;
+}
+
+}  // namespace fj::jit

@@ -1,0 +1,319 @@
+// Reductions, views, indexing, creation and matmul on the CPU backend, against a
+// plain reference interpreter of the graph (doubles, static shapes).
+#include <doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "jit/cpu_backend.h"
+
+using namespace fj::jit;
+
+namespace {
+
+// A dense row-major tensor of doubles.
+struct Ref {
+  Shape shape;
+  std::vector<double> v;
+  double at(const std::vector<int64_t>& idx) const {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
+    return v[static_cast<size_t>(off)];
+  }
+};
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<int64_t> unravel(int64_t e, const Shape& s) {
+  std::vector<int64_t> idx(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    idx[d] = e % s[d];
+    e /= s[d];
+  }
+  return idx;
+}
+
+// Evaluates every node of g (static shapes) on the inputs.
+std::vector<Ref> reference(const Graph& g, const std::vector<Ref>& inputs) {
+  std::vector<Ref> val(g.size());
+  for (size_t id = 0; id < g.size(); ++id) {
+    const Node& n = g.nodes()[id];
+    const Shape shape = *concrete(n.sym);
+    Ref out{shape, std::vector<double>(static_cast<size_t>(numel(shape)))};
+    auto in = [&](size_t k) -> const Ref& { return val[static_cast<size_t>(n.inputs[k])]; };
+    auto bcast = [&](const Ref& r, const std::vector<int64_t>& idx) {
+      std::vector<int64_t> j(r.shape.size());
+      const size_t lead = idx.size() - r.shape.size();
+      for (size_t d = 0; d < j.size(); ++d) j[d] = r.shape[d] == 1 ? 0 : idx[lead + d];
+      return r.at(j);
+    };
+    switch (n.op) {
+      case Op::Placeholder: val[id] = inputs[static_cast<size_t>(n.index)]; continue;
+      case Op::Scalar: val[id] = Ref{{}, {n.scalar}}; continue;
+      default: break;
+    }
+    for (int64_t e = 0; e < numel(shape); ++e) {
+      const std::vector<int64_t> idx = unravel(e, shape);
+      double r = 0;
+      switch (n.op) {
+        case Op::Add: r = bcast(in(0), idx) + bcast(in(1), idx); break;
+        case Op::Sub: r = bcast(in(0), idx) - bcast(in(1), idx); break;
+        case Op::Mul: r = bcast(in(0), idx) * bcast(in(1), idx); break;
+        case Op::Div: r = bcast(in(0), idx) / bcast(in(1), idx); break;
+        case Op::Exp: r = std::exp(bcast(in(0), idx)); break;
+        case Op::Log: r = std::log(bcast(in(0), idx)); break;
+        case Op::Rsqrt: r = 1 / std::sqrt(bcast(in(0), idx)); break;
+        case Op::Sum: case Op::Amax: case Op::ArgMax: {
+          const Ref& x = in(0);
+          double acc = n.op == Op::Sum ? 0 : -INFINITY, best = 0;
+          int64_t pos = 0;
+          for (int64_t f = 0; f < numel(x.shape); ++f) {
+            const auto xi = unravel(f, x.shape);
+            size_t p = 0;
+            bool match = true;
+            int64_t lin = 0;
+            for (size_t d = 0; d < xi.size(); ++d) {
+              const bool red = std::find(n.dims.begin(), n.dims.end(), static_cast<int64_t>(d)) != n.dims.end();
+              if (red) {
+                lin = lin * x.shape[d] + xi[d];
+                if (n.keepdim) ++p;
+                continue;
+              }
+              match = match && xi[d] == idx[p++];
+            }
+            if (!match) continue;
+            const double v = x.at(xi);
+            if (n.op == Op::Sum) acc += v;
+            else if (v > acc) { acc = v; best = static_cast<double>(lin); pos = lin; }
+          }
+          (void)pos;
+          r = n.op == Op::ArgMax ? best : acc;
+          break;
+        }
+        case Op::Permute: {
+          std::vector<int64_t> j(idx.size());
+          for (size_t d = 0; d < idx.size(); ++d) j[static_cast<size_t>(n.dims[d])] = idx[d];
+          r = in(0).at(j);
+          break;
+        }
+        case Op::Reshape: r = in(0).v[static_cast<size_t>(e)]; break;
+        case Op::Expand: r = bcast(in(0), idx); break;
+        case Op::Slice: {
+          auto j = idx;
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          j[k] = *n.args[0].as_int() + idx[k] * *n.args[1].as_int();
+          r = in(0).at(j);
+          break;
+        }
+        case Op::Select: {
+          auto j = idx;
+          j.insert(j.begin() + n.dims[0], *n.args[0].as_int());
+          r = in(0).at(j);
+          break;
+        }
+        case Op::Flip: {
+          auto j = idx;
+          for (int64_t d : n.dims) j[static_cast<size_t>(d)] = in(0).shape[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
+          r = in(0).at(j);
+          break;
+        }
+        case Op::Cat: {
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          int64_t off = idx[k];
+          for (size_t q = 0; q < n.inputs.size(); ++q) {
+            if (off < in(q).shape[k]) {
+              auto j = idx;
+              j[k] = off;
+              r = in(q).at(j);
+              break;
+            }
+            off -= in(q).shape[k];
+          }
+          break;
+        }
+        case Op::IndexSelect: {
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          const Ref& ix = in(1);
+          std::vector<int64_t> sub(idx.begin() + static_cast<long>(k), idx.begin() + static_cast<long>(k + ix.shape.size()));
+          std::vector<int64_t> j(idx.begin(), idx.begin() + static_cast<long>(k));
+          j.push_back(static_cast<int64_t>(ix.at(sub)));
+          j.insert(j.end(), idx.begin() + static_cast<long>(k + ix.shape.size()), idx.end());
+          r = in(0).at(j);
+          break;
+        }
+        case Op::Iota: r = static_cast<double>(idx[static_cast<size_t>(n.dims[0])]); break;
+        case Op::Matmul: {
+          const Ref& a = in(0);
+          const Ref& b = in(1);
+          const int64_t kk = a.shape.back();
+          for (int64_t t = 0; t < kk; ++t) {
+            auto ia = idx, ib = idx;
+            ia.back() = t;
+            ib[ib.size() - 2] = t;
+            r += a.at(ia) * b.at(ib);
+          }
+          break;
+        }
+        default: FAIL("no reference for " << op_name(n.op));
+      }
+      out.v[static_cast<size_t>(e)] = r;
+    }
+    val[id] = std::move(out);
+  }
+  return val;
+}
+
+CpuBackend& backend() {
+  static std::unique_ptr<CpuBackend> b = [] {
+    auto r = CpuBackend::create();
+    REQUIRE(r);
+    return std::move(*r);
+  }();
+  return *b;
+}
+
+// Compiles g, runs it on random float32 inputs (integer inputs from `ints`), and
+// compares every output with the reference within `tol` relative. Returns the
+// number of kernels.
+size_t check(Graph& g, const std::vector<Shape>& input_shapes, double tol = 1e-5,
+           std::map<size_t, std::vector<int64_t>> ints = {}) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  std::vector<Ref> refs;
+  std::vector<std::vector<float>> fbufs;
+  std::vector<std::vector<int64_t>> ibufs;
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<TensorArg> args;
+  fbufs.reserve(input_shapes.size());
+  ibufs.reserve(input_shapes.size());
+  strides.reserve(input_shapes.size() * 2 + 8);
+  for (size_t i = 0; i < input_shapes.size(); ++i) {
+    const Shape& s = input_shapes[i];
+    Ref r{s, {}};
+    std::vector<int64_t> st(s.size(), 1);
+    for (size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+    strides.push_back(st);
+    if (ints.count(i)) {
+      ibufs.push_back(ints[i]);
+      fbufs.emplace_back();
+      for (int64_t v : ints[i]) r.v.push_back(static_cast<double>(v));
+      args.push_back(TensorArg{ibufs.back().data(), input_shapes[i].data(), strides.back().data(), static_cast<int>(s.size())});
+    } else {
+      fbufs.emplace_back();
+      ibufs.emplace_back();
+      for (int64_t e = 0; e < numel(s); ++e) {
+        fbufs.back().push_back(dist(rng));
+        r.v.push_back(fbufs.back().back());
+      }
+      args.push_back(TensorArg{fbufs.back().data(), input_shapes[i].data(), strides.back().data(), static_cast<int>(s.size())});
+    }
+    refs.push_back(std::move(r));
+  }
+  auto compiled = backend().compile(g);
+  REQUIRE_MESSAGE(compiled, (compiled ? "" : compiled.error()));
+  const std::vector<Ref> want = reference(g, refs);
+  std::vector<Shape> out_shapes;
+  std::vector<std::vector<double>> obufs;
+  std::vector<TensorArg> outs;
+  out_shapes.reserve(g.outputs().size());
+  obufs.reserve(g.outputs().size());
+  for (NodeId o : g.outputs()) {
+    out_shapes.push_back(*concrete(g.node(o).sym));
+    std::vector<int64_t> st(out_shapes.back().size(), 1);
+    for (size_t d = st.size(); d-- > 1;) st[d - 1] = st[d] * out_shapes.back()[d];
+    strides.push_back(st);
+    obufs.emplace_back(static_cast<size_t>(numel(out_shapes.back())) + 1);
+    outs.push_back(TensorArg{obufs.back().data(), out_shapes.back().data(), strides.back().data(),
+                             static_cast<int>(out_shapes.back().size())});
+  }
+  REQUIRE((*compiled)->run(args, outs) == 0);
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const Node& n = g.node(g.outputs()[k]);
+    const Ref& w = want[static_cast<size_t>(g.outputs()[k])];
+    for (int64_t e = 0; e < numel(out_shapes[k]); ++e) {
+      double got = 0;
+      const void* p = obufs[k].data();
+      if (n.dtype == DType::Float32) got = static_cast<const float*>(p)[e];
+      else if (n.dtype == DType::Int64) got = static_cast<double>(static_cast<const int64_t*>(p)[e]);
+      else FAIL("dtype");
+      CAPTURE(k);
+      CAPTURE(e);
+      CHECK(std::fabs(got - w.v[static_cast<size_t>(e)]) <= tol * (1 + std::fabs(w.v[static_cast<size_t>(e)])));
+    }
+  }
+  return (*compiled)->num_kernels();
+}
+
+NodeId ok(fj::Expected<NodeId> e) {
+  REQUIRE_MESSAGE(e, (e ? "" : e.error()));
+  return *e;
+}
+
+}  // namespace
+
+TEST_CASE("cpu ops: softmax rows fuse into one kernel and match") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {37, 301});
+  g.set_outputs({ok(g.softmax(x, 1, false))});
+  CHECK(check(g, {{37, 301}}) == 1);  // maxima and sums next to the row loop
+}
+
+TEST_CASE("cpu ops: sums, amax and argmax over several dims") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {5, 6, 7});
+  NodeId s0 = ok(g.reduce(Op::Sum, x, {0}, false));
+  NodeId s12 = ok(g.reduce(Op::Sum, x, {1, 2}, true));
+  NodeId all = ok(g.reduce(Op::Sum, x, {}, false));
+  NodeId mx = ok(g.reduce(Op::Amax, x, {-1}, false));
+  NodeId am = ok(g.reduce(Op::ArgMax, x, {1}, false));
+  NodeId col = ok(g.pointwise(Op::Div, {x, s12}));  // reads a reduction broadcast
+  NodeId cols = ok(g.pointwise(Op::Sub, {x, s0}));  // sum over dim 0 read along dim 1, 2
+  g.set_outputs({s0, s12, all, mx, am, col, cols});
+  check(g, {{5, 6, 7}});
+}
+
+TEST_CASE("cpu ops: layer_norm and mean/var") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {9, 64});
+  NodeId w = g.placeholder(DType::Float32, {64});
+  NodeId b = g.placeholder(DType::Float32, {64});
+  g.set_outputs({ok(g.layer_norm(x, 1, w, b, 1e-5))});
+  CHECK(check(g, {{9, 64}, {64}, {64}}, 1e-4) == 1);
+}
+
+TEST_CASE("cpu ops: views of inputs and of computed values") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {4, 6});
+  NodeId e = ok(g.pointwise(Op::Exp, {x}));
+  NodeId t = ok(g.transpose(e, 0, 1));                          // [6, 4]
+  NodeId r = ok(g.reshape(t, {SymExpr::integer(3), SymExpr::integer(-1)}));  // [3, 8]
+  NodeId v = ok(g.reshape(x, {SymExpr::integer(2), SymExpr::integer(2), SymExpr::integer(6)}));
+  NodeId sl = ok(g.slice(x, 1, SymExpr::integer(1), SymExpr::integer(2), 2));  // x[:, 1:5:2]
+  NodeId se = ok(g.select(x, 0, SymExpr::integer(3)));
+  NodeId fl = ok(g.flip(x, {0, 1}));
+  NodeId ex = ok(g.expand(ok(g.unsqueeze(se, 0)), {SymExpr::integer(3), SymExpr::integer(6)}));
+  NodeId ca = ok(g.cat({x, fl, sl}, 1));
+  g.set_outputs({r, v, sl, se, fl, ex, ca});
+  check(g, {{4, 6}});
+}
+
+TEST_CASE("cpu ops: index_select, iota and matmul") {
+  Graph g;
+  NodeId w = g.placeholder(DType::Float32, {10, 8});
+  NodeId ids = g.placeholder(DType::Int64, {2, 3});
+  NodeId emb = ok(g.index_select(w, 0, ids));  // [2, 3, 8]
+  NodeId a = g.placeholder(DType::Float32, {3, 5, 8});
+  NodeId b = g.placeholder(DType::Float32, {8, 4});
+  NodeId mm = ok(g.matmul(a, ok(g.expand(b, {SymExpr::integer(3), SymExpr::integer(8), SymExpr::integer(4)}))));
+  NodeId lin = ok(g.linear(a, ok(g.transpose(b, 0, 1)), -1));  // a @ b through w.T
+  NodeId io = g.iota({SymExpr::integer(3), SymExpr::integer(5)}, 1);
+  NodeId sq = ok(g.pointwise(Op::Mul, {mm, mm}));
+  g.set_outputs({emb, mm, lin, io, sq});
+  check(g, {{10, 8}, {2, 3}, {3, 5, 8}, {8, 4}}, 1e-4, {{1, {0, 9, 3, 3, 2, 7}}});
+}
