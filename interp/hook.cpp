@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "interp/interpreter.h"
+#include "interp/resources.h"
 #include "jit/log.h"
 
 namespace fj::interp {
@@ -169,6 +170,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   if (entry->plan.graph) st.counters.graphs++;
   const std::shared_ptr<CacheEntry> shared = std::move(entry);
+  track_entry(shared);
   st.entries.push_back(shared);
   return run_plan(shared->plan, in, bindings, scalars);
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "interp/resources.h"
 #include "interp/tracer.h"
 #include "interp/trace_dump.h"
 #include "jit/cpu_backend.h"
@@ -430,6 +431,7 @@ Status Tracer::compile() {
   auto compiled = backend->compile(graph_);
   if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
   entry_->plan.graph = *compiled;
+  track_graph(entry_->plan.graph);
   return ok();
 }
 
