@@ -86,9 +86,42 @@ def check(prog, sets=None):
             return f"input set {k}: eager {show(e)!r} vs compiled {show(c)!r}"
         if e[0] == "ok":
             d = difference(c[1], e[1])
+            if d and "values differ" in d and _as_good_as_eager(fn, prog.inputs(k), c[1], e[1]):
+                d = None
             if d:
                 return f"input set {k}: {d}"
     return None
+
+
+def _upcast(args):
+    return [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
+
+
+def _as_good_as_eager(fn, args, actual, expected):
+    """Float values that differ from eager's by more than the tolerance can still be
+    right: an op that amplifies error (remainder or floor of a large quotient, a
+    cancellation) turns framejit's last-ulp differences into big ones. Such a result is
+    accepted when it is about as close as eager's to the program run in float64."""
+    ref = outcome(fn, _upcast(args))
+    if ref[0] != "ok":
+        return False
+
+    def ok(a, e, r):
+        if isinstance(e, torch.Tensor):
+            if not (isinstance(r, torch.Tensor) and r.shape == e.shape):
+                return False
+            if not e.is_floating_point():
+                return torch.equal(a, e)
+            a, e, r = a.double(), e.double(), r.double()
+            err_a, err_e = (a - r).abs(), (e - r).abs()
+            fine = err_a <= 4 * err_e + 1e-5 * r.abs() + 1e-5
+            fine |= torch.isclose(a, e, rtol=1e-5, atol=1e-5, equal_nan=True)
+            return bool(fine.all())
+        if isinstance(e, (tuple, list)):
+            return isinstance(r, (tuple, list)) and all(ok(x, y, z) for x, y, z in zip(a, e, r))
+        return difference(a, e) is None
+
+    return ok(actual, expected, ref[1])
 
 
 def _statements(body):

@@ -136,7 +136,9 @@ class Generator:
                 and (mask is None or (v.dtype == torch.bool) == mask)]
 
     def numbers(self):
-        return [k for k, v in self.env.items() if type(v) in (int, float)]
+        """Names of Python numbers; bools only now and then (True + t is legal)."""
+        bools = self.rng.random() < 0.15
+        return [k for k, v in self.env.items() if type(v) in (int, float) or (bools and type(v) is bool)]
 
     def run(self, src, env):
         """Executes src in a copy of env; the new env, or the exception."""
@@ -251,7 +253,7 @@ class Generator:
         sized = [k for k in self.tensors() if self.env[k].dim() > 0]
         x = r.random()
         if ints and x < 0.35:
-            bound = r.choice(ints)
+            bound = f"{r.choice(ints)} % 6"  # ints may be huge in later input sets
         elif sized and x < 0.6:
             bound = f"{r.choice(sized)}.shape[0]"
         else:
@@ -333,10 +335,15 @@ class Generator:
             sizes = [2, 3, 4, 5] if k == 0 else [0, 1, 2, 2, 3, 4, 5, 6, 7]
             s = {"n": r.choice(sizes), "m": r.choice(sizes)}
             for p in params:
+                # Now and then (never in the sample set) a value at the edges: ints past
+                # int32 or near int64's end, infinities and NaN.
+                edge = k > 0 and r.random() < 0.06
                 if p.kind == "int":
-                    s[p.name] = r.choice([-2, 0, 1, 2, 3, 4, 5, 7, 9])
+                    s[p.name] = r.choice([2**31, -2**31 - 1, 2**40, 2**62, -2**63]) if edge else \
+                        r.choice([-2, 0, 1, 2, 3, 4, 5, 7, 9])
                 elif p.kind == "float":
-                    s[p.name] = r.choice([0.0, -0.0, 0.5, 2.0]) if r.random() < 0.2 else round(r.uniform(-3, 3), 3)
+                    s[p.name] = r.choice([math.inf, -math.inf, math.nan, 1e300]) if edge else \
+                        r.choice([0.0, -0.0, 0.5, 2.0]) if r.random() < 0.2 else round(r.uniform(-3, 3), 3)
                 elif p.kind == "bool":
                     s[p.name] = r.random() < 0.5
             sets.append(s)
