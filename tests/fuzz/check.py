@@ -102,7 +102,13 @@ def _as_good_as_eager(fn, args, actual, expected):
     right: an op that amplifies error (remainder or floor of a large quotient, a
     cancellation) turns framejit's last-ulp differences into big ones. Such a result is
     accepted when it is about as close as eager's to the program run in float64."""
-    ref = outcome(fn, _upcast(args))
+    # In float64 throughout: inputs, and what int tensors and Python floats promote to.
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ref = outcome(fn, _upcast(args))
+    finally:
+        torch.set_default_dtype(old)
     if ref[0] != "ok":
         return False
 
