@@ -168,6 +168,10 @@ def shrink(prog, still_fails=None):
             if f:
                 prog, failure, changed = cand, f, True
                 break
+        if not changed:
+            cand_prog, f = _flatten_one(prog, sets, still_fails)
+            if f:
+                prog, failure, changed = cand_prog, f, True
         if len(prog.returns) > 1:
             for name in list(prog.returns):
                 cand = copy.deepcopy(prog)
@@ -177,6 +181,26 @@ def shrink(prog, still_fails=None):
                     prog, failure, changed = cand, f, True
                     break
     return prog, sets, failure
+
+
+def _flatten_one(prog, sets, still_fails):
+    """Replaces one if by either branch, or one for by one pass of its body (the loop
+    variable bound to 0), when the program still fails; (program, failure) or (_, None)."""
+    for i, st in enumerate(prog.body):
+        if st.kind == "if":
+            options = [st.body, st.orelse]
+        elif st.kind == "for":
+            from gen import Stmt
+            options = [[Stmt("assign", st.target, "0")] + st.body]
+        else:
+            continue
+        for replacement in options:
+            cand = copy.deepcopy(prog)
+            cand.body[i:i + 1] = copy.deepcopy(replacement)
+            f = still_fails(cand, sets)
+            if f:
+                return cand, f
+    return prog, None
 
 
 def _literal(v):
