@@ -65,6 +65,7 @@ class Program:
     returns: list                   # names returned (a tuple when more than one)
     input_sets: list                # each a dict: "n", "m", and a value per scalar parameter
     tensor_seed: int = 0            # seeds the tensors' values of each input set
+    return_shape: str = "tuple"     # "tuple" (or the one name), "list", "nested"
 
     @property
     def name(self):
@@ -78,6 +79,10 @@ class Program:
         for s in self.body:
             lines += s.lines()
         ret = ", ".join(self.returns) if self.returns else "None"
+        if self.return_shape == "list" and self.returns:
+            ret = f"[{', '.join(self.returns)}]"
+        elif self.return_shape == "nested" and len(self.returns) > 1:
+            ret = f"({self.returns[0]}, [{', '.join(self.returns[1:])}])"
         lines.append(f"    return {ret}")
         return "\n".join(lines) + "\n"
 
@@ -159,6 +164,11 @@ class Generator:
         r = self.rng
         names = self.numbers()
         x = r.random()
+        sized = [k for k in self.tensors() if self.env[k].dim() > 0]
+        if sized and x < 0.12:  # sizes are symbolic ints too
+            t = r.choice(sized)
+            d = r.randrange(self.env[t].dim())
+            return r.choice([f"{t}.shape[{d}]", f"{t}.size({d})", f"len({t})", f"{t}.shape[-1]"])
         if names and x < 0.55:
             return r.choice(names)
         if depth > 0 and x < 0.7:
@@ -247,6 +257,9 @@ class Generator:
 
     def for_stmt(self):
         r = self.rng
+        nums = [k for k, v in self.env.items() if type(v) in (int, float)]
+        if nums and r.random() < 0.25:
+            return self.scalar_loop(r.choice(nums))
         acc = r.choice(self.tensors())
         loop = self.fresh("i")
         ints = [k for k, v in self.env.items() if type(v) is int and -3 <= v <= 9]
@@ -269,6 +282,16 @@ class Generator:
             body.append(Stmt("assign", acc, spec.template.format(acc, other, *[self.arg(k, 0) for k in spec.args[2:]])))
         del self.env[loop]
         return Stmt("for", loop, bound, body=body)
+
+    def scalar_loop(self, acc):
+        """A Python number updated in a loop (symbolic arithmetic, unrolled)."""
+        r = self.rng
+        loop = self.fresh("i")
+        self.env[loop] = 1
+        other = r.choice([loop, f"({loop} * {self.number(0)})", self.number(0)])
+        del self.env[loop]
+        op = r.choice(["+", "-", "*"])
+        return Stmt("for", loop, str(r.choice([1, 2, 3])), body=[Stmt("assign", acc, f"{acc} {op} {other}")])
 
     def helper_call(self):
         r = self.rng
@@ -297,7 +320,8 @@ class Generator:
         src = "\n".join([f"def {name}(p, q):"] + [ln for s in body for ln in s.lines(1)] + [f"    return {result}"])
         self.scope_add(src)
         self.helpers.append(src)
-        return Stmt("assign", self.fresh(), f"{name}({', '.join(actuals)})")
+        call = f"{name}({actuals[0]}, q={actuals[1]})" if r.random() < 0.3 else f"{name}({', '.join(actuals)})"
+        return Stmt("assign", self.fresh(), call)
 
     def _sample(self, expr, env):
         out = self.run(f"__v = {expr}", env)
@@ -382,6 +406,7 @@ class Generator:
                 locals_.append(name)
         pool = locals_ or [p.name for p in params]
         k = min(len(pool), self.rng.choice([1, 1, 2, 3]))
+        prog.return_shape = self.rng.choice(["tuple", "tuple", "tuple", "list", "nested"])
         prog.returns = sorted(set(self.rng.sample(pool[-4:], min(k, len(pool[-4:])))), key=pool.index)
         return prog
 
