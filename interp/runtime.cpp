@@ -224,13 +224,9 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
       for (int d = 0; d < r.rank; ++d) n *= r.sizes[d];
       work += n;
     }
-    if (work >= kReleaseGilElements) {
-      PyThreadState* saved = PyEval_SaveThread();
-      plan.graph->run(args, results, scalars.data());
-      PyEval_RestoreThread(saved);
-    } else {
-      plan.graph->run(args, results, scalars.data());
-    }
+    PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
+    plan.graph->run(args, results, scalars.data());
+    if (released != nullptr) PyEval_RestoreThread(released);
   }
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build(plan.ret, outs, in, b, memo);
