@@ -54,6 +54,7 @@ struct CodeState {
   bool fullgraph = false;           // a frame that cannot be traced raises GraphBreakError
   bool warned_cache_limit = false;
   bool direct = false;              // watched without a wrapper: every call is framejit's
+  unsigned long tracing_thread = 0;  // the thread tracing this code now, 0 if none (hook.cpp)
   double compile_seconds = 0;       // time spent tracing and compiling
   std::vector<std::string> recompile_reasons;  // most recent last, bounded
   std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily

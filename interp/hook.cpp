@@ -6,10 +6,13 @@
 #include <structmember.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "interp/interpreter.h"
+#include "interp/resources.h"
 #include "jit/log.h"
 
 namespace fj::interp {
@@ -66,6 +69,58 @@ void record_fallback(CodeState& st, Fallback fb) {
   if (st.fallbacks.size() > 16) st.fallbacks.erase(st.fallbacks.begin());
 }
 
+// One trace per code object at a time. A thread that misses the cache while another
+// thread traces the same code waits (GIL released, since the tracer releases it to
+// compile) and then looks in the cache again, so threads racing to the same miss
+// make one entry, not one each. CodeState::tracing_thread is written under both the
+// GIL and g_trace_mu; waiters read it under g_trace_mu only.
+std::mutex g_trace_mu;
+std::condition_variable g_trace_cv;
+
+bool traced_by_another_thread(const CodeState& st) {
+  std::lock_guard<std::mutex> lock(g_trace_mu);
+  return st.tracing_thread != 0 && st.tracing_thread != PyThread_get_thread_ident();
+}
+
+// Waits until no other thread traces `st`'s code. False with a Python error when a
+// signal handler raised meanwhile (Ctrl-C while the main thread waits).
+bool wait_for_other_trace(const CodeState& st) {
+  for (;;) {
+    bool done;
+    Py_BEGIN_ALLOW_THREADS
+    {  // the lock goes before the GIL comes back: the tracer takes them the other way round
+      std::unique_lock<std::mutex> lock(g_trace_mu);
+      done = g_trace_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return st.tracing_thread == 0; });
+    }
+    Py_END_ALLOW_THREADS
+    if (done) return true;
+    if (PyErr_CheckSignals() < 0) return false;
+  }
+}
+
+// Marks `st` as traced by this thread for its lifetime (nested traces of the same
+// code on the same thread keep the outer mark), then wakes the waiters.
+class TracingMark {
+ public:
+  explicit TracingMark(CodeState& st) : st_(st) {
+    std::lock_guard<std::mutex> lock(g_trace_mu);
+    outer_ = std::exchange(st_.tracing_thread, PyThread_get_thread_ident());
+  }
+  ~TracingMark() {
+    {
+      std::lock_guard<std::mutex> lock(g_trace_mu);
+      st_.tracing_thread = outer_;
+    }
+    g_trace_cv.notify_all();
+  }
+  TracingMark(const TracingMark&) = delete;
+  TracingMark& operator=(const TracingMark&) = delete;
+
+ private:
+  CodeState& st_;
+  unsigned long outer_;
+};
+
 // Reads the frame's arguments into CallInputs.
 void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
   PyCodeObject* code = compat::frame_code(f);
@@ -105,14 +160,20 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   // Per call, not per thread: running a plan calls into torch, which may re-enter.
   jit::Bindings bindings;
   std::vector<double> scalars;
-  if (t_recorder == nullptr) {
+  while (t_recorder == nullptr) {
     for (size_t i = 0; i < st.entries.size(); ++i) {
-      if (st.entries[i]->guards.check(in, &bindings) && eval_scalars(st.entries[i]->plan, bindings, &scalars)) {
+      // Held while checked and run: a guard or torch may release the GIL, and another
+      // thread may then run framejit.reset() or add an entry.
+      const std::shared_ptr<CacheEntry> entry = st.entries[i];
+      if (entry->guards.check(in, &bindings) && eval_scalars(entry->plan, bindings, &scalars)) {
         st.counters.cache_hits++;
-        // Held while it runs: torch may release the GIL, and framejit.reset() may run.
-        const std::shared_ptr<CacheEntry> entry = st.entries[i];
         return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);
       }
+    }
+    if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
+      if (!wait_for_other_trace(st)) return nullptr;
+      if (st.skip) return compat::eval_default(ts, f, throwflag);
+      continue;
     }
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
       record_fallback(st, {"cache_limit (" + std::to_string(config().cache_limit) +
@@ -128,7 +189,12 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       }
       return compat::eval_default(ts, f, throwflag);
     }
+    break;
   }
+  // From here until the new entry is in st.entries (or the fallback is recorded),
+  // other threads that miss wait. explain()'s traces are not cached: nobody waits.
+  std::optional<TracingMark> tracing;
+  if (t_recorder == nullptr) tracing.emplace(st);
   std::string recompile_reason;
   if (!st.entries.empty() && t_recorder == nullptr) {
     recompile_reason = st.entries.front()->guards.check_verbose(in).value_or(
@@ -152,6 +218,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       return nullptr;
     }
     record_fallback(st, std::move(why));
+    tracing.reset();
     return compat::eval_default(ts, f, throwflag);
   }
   st.fallbacks_in_a_row = 0;
@@ -159,6 +226,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   if (!entry->guards.check(in, &bindings) || !eval_scalars(entry->plan, bindings, &scalars)) {
     FJ_DEBUG_CHECK(false, "a fresh trace's guards fail on the call that made it");
     record_fallback(st, {"internal error: a fresh trace does not match its own call", location_of(code)});
+    tracing.reset();
     return compat::eval_default(ts, f, throwflag);
   }
   if (t_recorder != nullptr) {
@@ -175,7 +243,9 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   if (entry->plan.graph) st.counters.graphs++;
   const std::shared_ptr<CacheEntry> shared = std::move(entry);
+  track_entry(shared);
   st.entries.push_back(shared);
+  tracing.reset();
   return or_eager(run_plan(shared->plan, in, bindings, scalars), ts, f, throwflag);
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "interp/resources.h"
 #include "interp/tracer.h"
 #include "interp/trace_dump.h"
 #include "jit/cpu_backend.h"
@@ -427,9 +428,14 @@ Status Tracer::compile() {
   std::string error;
   jit::CpuBackend* backend = cpu_backend(&error);
   if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
+  // of this same code waits for this trace; interp/hook.cpp).
+  PyThreadState* saved = PyEval_SaveThread();
   auto compiled = backend->compile(graph_);
+  PyEval_RestoreThread(saved);
   if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
   entry_->plan.graph = *compiled;
+  track_graph(entry_->plan.graph);
   return ok();
 }
 

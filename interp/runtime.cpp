@@ -10,6 +10,10 @@
 namespace fj::interp {
 namespace {
 
+// Output elements from which a graph runs with the GIL released: the size from which
+// the CPU backend splits a loop across threads, where a run takes tens of microseconds.
+constexpr int64_t kReleaseGilElements = 64 * 1024;
+
 void* data_ptr(PyObject* tensor) {
   static PyObject* name = PyUnicode_InternFromString("data_ptr");
   PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
@@ -210,11 +214,22 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
       if (p == nullptr && PyErr_Occurred()) return nullptr;
       results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
     }
-    if (plan.graph->run(args, results, scalars.data(), &b) != 0) {
-      // An index out of range or an int() without a value: eager raises its own
-      // error; returning nothing without an error runs the frame in CPython.
-      return nullptr;
+    // A large graph runs without the GIL so that other Python threads progress (as
+    // torch's own kernels let them); a small one keeps it, since releasing and
+    // retaking the GIL would cost more than its loop. The frame keeps the inputs
+    // alive and `outs` the outputs; the kernels touch no Python object.
+    int64_t work = 0;
+    for (const jit::TensorArg& r : results) {
+      int64_t n = 1;
+      for (int d = 0; d < r.rank; ++d) n *= r.sizes[d];
+      work += n;
     }
+    PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
+    const int64_t status = plan.graph->run(args, results, scalars.data(), &b);
+    if (released != nullptr) PyEval_RestoreThread(released);
+    // An index out of range or an int() without a value: eager raises its own error;
+    // returning nothing without an error runs the frame in CPython.
+    if (status != 0) return nullptr;
   }
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build(plan.ret, outs, in, b, memo);

@@ -7,6 +7,7 @@
 #include "interp/code_state.h"
 #include "interp/hook.h"
 #include "interp/ops.h"
+#include "interp/resources.h"
 #include "jit/log.h"
 
 namespace py = pybind11;
@@ -107,6 +108,14 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("reset", [] { interp::reset_all(); });
+  m.def("live_resources", [] {
+    const interp::LiveResources r = interp::live_resources();
+    py::dict d;
+    d["graphs"] = r.graphs;
+    d["entries"] = r.entries;
+    return d;
+  }, "JIT resources alive now: compiled graphs (each owns one LLVM ResourceTracker and its "
+     "machine code) and cache entries (guards + plan), cached or running.");
   m.def("watch", [](py::handle code, bool on) {
     if (!PyCode_Check(code.ptr())) throw py::type_error("framejit._C.watch expects a code object");
     if (!interp::watch_code(reinterpret_cast<PyCodeObject*>(code.ptr()), on)) throw py::error_already_set();

@@ -9,6 +9,10 @@ import torch
 import framejit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The interpreter command for child processes: with -S when this one runs with it, so
+# that a child imports the same framejit as the tests (a worktree's build on
+# PYTHONPATH rather than the main checkout's editable install found through site).
+PYTHON = [sys.executable, "-S"] if sys.flags.no_site else [sys.executable]
 
 
 @pytest.fixture(autouse=True)
@@ -42,5 +46,5 @@ def run_python(code, env=None):
     """Runs a snippet in a fresh interpreter (for FRAMEJIT_LOG, which is read at import)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    return subprocess.run(PYTHON + ["-c", code], capture_output=True, text=True,
                           env=full_env, timeout=300)

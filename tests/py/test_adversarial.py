@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import framejit
+from conftest import PYTHON
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +58,7 @@ def check(fn, *argsets, cf=None):
 
 def run_child(code, timeout=120):
     """Runs code in a fresh interpreter; returns (returncode, output)."""
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+    p = subprocess.run(PYTHON + ["-c", textwrap.dedent(code)], capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 

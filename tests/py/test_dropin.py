@@ -9,7 +9,7 @@ import textwrap
 import torch
 
 import framejit
-from conftest import assert_same
+from conftest import PYTHON, assert_same
 
 LIB = '''
 import torch
@@ -54,7 +54,7 @@ def write_project(tmp_path):
 
 def run(args, tmp_path, env=None):
     full_env = dict(os.environ, STATS_OUT=str(tmp_path / "stats.json"), **(env or {}))
-    return subprocess.run([sys.executable] + args, cwd=tmp_path, capture_output=True, text=True,
+    return subprocess.run(PYTHON + args, cwd=tmp_path, capture_output=True, text=True,
                           env=full_env, timeout=300)
 
 

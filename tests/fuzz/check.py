@@ -1,0 +1,273 @@
+"""Runs a fuzz Program eagerly and through framejit, compares, shrinks a failure and
+writes it out as a standalone pytest file."""
+import copy
+import math
+import os
+import textwrap
+
+import torch
+
+import framejit
+
+# The contract's 1e-5 relative for float32, and as much absolute for values near zero
+# that cancellation leaves. float64 gets the same: a float64 result often carries a
+# float32 intermediate (log1p of an int tensor, then + a double), whose last-ulp
+# differences (framejit's math is within 2 ulp) a tighter bound would report.
+TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-5, 1e-5)}
+
+
+def outcome(fn, args):
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001
+        # c10 appends its C++ stack to some messages; it differs from call site to call site.
+        return ("exc", type(e).__name__, str(e).split("\nException raised from")[0])
+
+
+def difference(actual, expected, where="result"):
+    """None when actual matches expected as the contract asks, else what differs."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"{where}: expected a tensor, got {type(actual).__name__}"
+        if actual.dtype != expected.dtype:
+            return f"{where}: dtype {actual.dtype} vs eager {expected.dtype}"
+        if actual.shape != expected.shape:
+            return f"{where}: shape {tuple(actual.shape)} vs eager {tuple(expected.shape)}"
+        if expected.dtype in TOLERANCE:
+            rtol, atol = TOLERANCE[expected.dtype]
+            if not torch.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True):
+                bad = ~torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+                i = bad.nonzero()[0].tolist()
+                return (f"{where}: values differ at {i}: {actual[tuple(i)].item()!r} vs eager "
+                        f"{expected[tuple(i)].item()!r} ({int(bad.sum())} of {expected.numel()})")
+        elif not torch.equal(actual, expected):
+            return f"{where}: values differ ({actual.flatten()[:8].tolist()} vs eager {expected.flatten()[:8].tolist()})"
+        return None
+    if isinstance(expected, (tuple, list)):
+        if type(actual) is not type(expected) or len(actual) != len(expected):
+            return f"{where}: {type(actual).__name__} of {len(actual) if hasattr(actual, '__len__') else '?'} vs eager {type(expected).__name__} of {len(expected)}"
+        for k, (a, e) in enumerate(zip(actual, expected)):
+            d = difference(a, e, f"{where}[{k}]")
+            if d:
+                return d
+        return None
+    if type(actual) is not type(expected):
+        return f"{where}: {type(actual).__name__} {actual!r} vs eager {type(expected).__name__} {expected!r}"
+    if isinstance(expected, float):
+        same = (math.isnan(actual) and math.isnan(expected)) or (
+            actual == expected and math.copysign(1, actual) == math.copysign(1, expected))
+        return None if same else f"{where}: {actual!r} vs eager {expected!r}"
+    return None if actual == expected else f"{where}: {actual!r} vs eager {expected!r}"
+
+
+def load(prog):
+    """The program's function (fresh code object each time)."""
+    scope = {}
+    exec(compile(prog.source(), f"<{prog.name}>", "exec"), scope)
+    return scope[prog.name]
+
+
+def check(prog, sets=None):
+    """Runs input sets (all by default) eagerly and compiled, then set 0 again compiled
+    (a cache hit). Returns None, or a description of the first difference."""
+    framejit.reset()
+    try:
+        fn = load(prog)
+    except SyntaxError as e:
+        return None if sets is not None else f"generated a syntax error: {e}"
+    cf = framejit.compile(fn)
+    order = list(sets if sets is not None else range(len(prog.input_sets)))
+    order.append(order[0])
+    for k in order:
+        e = outcome(fn, prog.inputs(k))
+        c = outcome(cf, prog.inputs(k))
+        if e[0] != c[0] or e[0] == "exc" and e[1:] != c[1:]:
+            show = lambda o: o if o[0] == "exc" else ("ok", type(o[1]).__name__)
+            return f"input set {k}: eager {show(e)!r} vs compiled {show(c)!r}"
+        if e[0] == "ok":
+            d = difference(c[1], e[1])
+            if d and "values differ" in d and _as_good_as_eager(fn, prog.inputs(k), c[1], e[1]):
+                d = None
+            if d:
+                return f"input set {k}: {d}"
+    return None
+
+
+def _upcast(args):
+    return [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
+
+
+def _as_good_as_eager(fn, args, actual, expected):
+    """Float values that differ from eager's by more than the tolerance can still be
+    right: an op that amplifies error (remainder or floor of a large quotient, a
+    cancellation) turns framejit's last-ulp differences into big ones. Such a result is
+    accepted when it is about as close as eager's to the program run in float64."""
+    # In float64 throughout: inputs, and what int tensors and Python floats promote to.
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ref = outcome(fn, _upcast(args))
+    finally:
+        torch.set_default_dtype(old)
+    if ref[0] != "ok":
+        return False
+
+    def ok(a, e, r):
+        if isinstance(e, torch.Tensor):
+            if not (isinstance(r, torch.Tensor) and r.shape == e.shape):
+                return False
+            if not e.is_floating_point():
+                return torch.equal(a, e)
+            a, e, r = a.double(), e.double(), r.double()
+            err_a, err_e = (a - r).abs(), (e - r).abs()
+            fine = err_a <= 4 * err_e + 1e-5 * r.abs() + 1e-5
+            fine |= torch.isclose(a, e, rtol=1e-5, atol=1e-5, equal_nan=True)
+            return bool(fine.all())
+        if isinstance(e, (tuple, list)):
+            return isinstance(r, (tuple, list)) and all(ok(x, y, z) for x, y, z in zip(a, e, r))
+        return difference(a, e) is None
+
+    return ok(actual, expected, ref[1])
+
+
+def _statements(body):
+    """Every (list, index) position of a statement, nested ones included."""
+    for i, s in enumerate(body):
+        yield body, i
+        for inner in (s.body, s.orelse):
+            yield from _statements(inner)
+
+
+def shrink(prog, still_fails=None):
+    """Drops statements, returned names and input sets while the program still fails.
+    Returns the smaller program, the input sets (indices) that still fail, and the failure."""
+    still_fails = still_fails or (lambda p, sets: check(p, sets))
+    sets = list(range(len(prog.input_sets)))
+    failure = still_fails(prog, sets)
+    assert failure, "shrink() needs a failing program"
+    changed = True
+    while changed:
+        changed = False
+        for k in list(sets):
+            if len(sets) > 1:
+                trial = [s for s in sets if s != k]
+                f = still_fails(prog, trial)
+                if f:
+                    sets, failure, changed = trial, f, True
+        positions = list(_statements(prog.body))
+        for body_path in reversed(range(len(positions))):
+            cand = copy.deepcopy(prog)
+            cand_positions = list(_statements(cand.body))
+            if body_path >= len(cand_positions):
+                continue
+            lst, i = cand_positions[body_path]
+            if len(lst) == 1 and lst is not cand.body:
+                continue  # an if / for keeps one statement per block
+            del lst[i]
+            f = still_fails(cand, sets)
+            if f:
+                prog, failure, changed = cand, f, True
+                break
+        if not changed:
+            cand_prog, f = _flatten_one(prog, sets, still_fails)
+            if f:
+                prog, failure, changed = cand_prog, f, True
+        if len(prog.returns) > 1:
+            for name in list(prog.returns):
+                cand = copy.deepcopy(prog)
+                cand.returns = [r for r in cand.returns if r != name]
+                f = still_fails(cand, sets)
+                if f:
+                    prog, failure, changed = cand, f, True
+                    break
+    return prog, sets, failure
+
+
+def _flatten_one(prog, sets, still_fails):
+    """Replaces one if by either branch, or one for by one pass of its body (the loop
+    variable bound to 0), when the program still fails; (program, failure) or (_, None)."""
+    for i, st in enumerate(prog.body):
+        if st.kind == "if":
+            options = [st.body, st.orelse]
+        elif st.kind == "for":
+            from gen import Stmt
+            options = [[Stmt("assign", st.target, "0")] + st.body]
+        else:
+            continue
+        for replacement in options:
+            cand = copy.deepcopy(prog)
+            cand.body[i:i + 1] = copy.deepcopy(replacement)
+            f = still_fails(cand, sets)
+            if f:
+                return cand, f
+    return prog, None
+
+
+def _literal(v):
+    if isinstance(v, torch.Tensor):
+        flat = [_literal(x) for x in v.flatten().tolist()]
+        return f"torch.tensor([{', '.join(flat)}], dtype={v.dtype}).reshape({tuple(v.shape)!r})"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "float('nan')"
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "-float('inf')"
+    return repr(v)
+
+
+def write_test(prog, inputs, failure, directory):
+    """Writes a standalone pytest file reproducing the failure; returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"test_{prog.name}.py")
+    arg_lines = ",\n".join("    [" + ", ".join(_literal(a) for a in args) + "]" for args in inputs)
+    src = f'''"""framejit fuzz failure {prog.name} (tests/fuzz, seed {prog.seed}, program {prog.index}), shrunk.
+
+{failure}
+"""
+import math
+
+import torch
+
+import framejit
+
+{textwrap.dedent(prog.source().split("import torch", 1)[1]).strip()}
+
+
+INPUTS = [
+{arg_lines},
+]
+
+
+def outcome(fn, args):
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001
+        return ("exc", type(e).__name__, str(e).split("\\nException raised from")[0])
+
+
+def same(a, e):
+    if isinstance(e, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and a.dtype == e.dtype and a.shape == e.shape):
+            return False
+        if e.is_floating_point():
+            return torch.allclose(a, e, rtol=1e-5, atol=1e-5, equal_nan=True)
+        return torch.equal(a, e)
+    if isinstance(e, (tuple, list)):
+        return type(a) is type(e) and len(a) == len(e) and all(same(x, y) for x, y in zip(a, e))
+    if isinstance(e, float):
+        return type(a) is float and ((math.isnan(a) and math.isnan(e)) or
+                                     (a == e and math.copysign(1, a) == math.copysign(1, e)))
+    return type(a) is type(e) and a == e
+
+
+def test_{prog.name}():
+    framejit.reset()
+    compiled = framejit.compile({prog.name})
+    for args in INPUTS + INPUTS[:1]:
+        e = outcome({prog.name}, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        c = outcome(compiled, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        assert e[0] == c[0] and (e[1:] == c[1:] if e[0] == "exc" else same(c[1], e[1])), (e, c)
+'''
+    with open(path, "w") as fh:
+        fh.write(src)
+    return path
