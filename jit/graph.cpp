@@ -227,12 +227,15 @@ Expected<SymShape> broadcast_sym(const SymShape& a, const SymShape& b,
     if (sb == nullptr) out[i] = *sa;
     else if (sa == nullptr || is_const(*sa, 1)) out[i] = *sb;
     else if (is_const(*sb, 1) || sa->same(*sb)) out[i] = *sa;
-    else if (sa->is_constant() && sb->is_constant()) {
-      return Error{"The size of tensor a (" + sa->str() + ") must match the size of tensor b (" +
-                   sb->str() + ") at non-singleton dimension " + std::to_string(i)};
-    } else {
+    else {
+      // Provably different (3 vs 0, or s0 >= 2 vs 0): eager raises.
+      SymExpr same = eq(*sa, *sb);
+      if (same.as_bool() == std::optional<bool>(false)) {
+        return Error{"The size of tensor a (" + sa->str() + ") must match the size of tensor b (" +
+                     sb->str() + ") at non-singleton dimension " + std::to_string(i)};
+      }
       out[i] = *sa;
-      assumed->push_back(eq(*sa, *sb));
+      if (!same.is_constant()) assumed->push_back(std::move(same));
     }
   }
   return out;
