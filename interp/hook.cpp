@@ -208,7 +208,12 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   Fallback why;
   const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why);
-  st.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  st.compile_seconds += seconds;
+  if (log::enabled(log::Channel::Perf)) {
+    log::interp().info("perf: {} ({}): trace and compile {:.1f} ms{}", PyUnicode_AsUTF8(code->co_qualname),
+                       location_of(code), seconds * 1e3, entry ? "" : " (fell back)");
+  }
   if (!entry) {
     if (PyErr_Occurred()) PyErr_Clear();
     if (st.fullgraph && t_recorder == nullptr) {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -401,6 +402,9 @@ class LlvmCpuBackend final : public CpuBackend {
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
 
     std::lock_guard<std::mutex> lock(mu_);
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
     // Schedule and lower; a reduction that would be recomputed gets a buffer and
     // the graph is lowered again.
     std::vector<NodeId> materialize;
@@ -424,7 +428,11 @@ class LlvmCpuBackend final : public CpuBackend {
     std::string broken;
     llvm::raw_string_ostream broken_os(broken);
     FJ_CHECK(!llvm::verifyModule(*module, &broken_os), "invalid kernel IR: " + broken);
+    const double lower_ms = ms_since(t0);
+    const auto t1 = Clock::now();
     optimize(*module);
+    const double opt_ms = ms_since(t1);
+    const auto t2 = Clock::now();
     std::string optimized;
     if (log::enabled(log::Channel::Ir) || !log::trace_dir().empty()) optimized = module_text(*module);
     if (log::enabled(log::Channel::Ir)) log::jit().info("optimized LLVM IR of {}:\n{}", prefix, optimized);
@@ -443,6 +451,12 @@ class LlvmCpuBackend final : public CpuBackend {
         return e;
       }
       kernels.push_back(Kernel{addr->toPtr<KernelFn>(), kernel_work(graph, schedule, spec)});
+    }
+    if (log::enabled(log::Channel::Perf)) {
+      log::jit().info("perf: {}: {} nodes, {} kernels, {} steps ({} rescheduled); lower {:.1f} ms, "
+                      "optimize {:.1f} ms, machine code {:.1f} ms", prefix, graph.size(),
+                      schedule.kernels.size(), schedule.steps.size(), materialize.size(), lower_ms, opt_ms,
+                      ms_since(t2));
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
         jit_, std::move(tracker), graph, std::move(schedule), std::move(kernels), std::move(ir),

@@ -23,7 +23,7 @@ constexpr Name kNames[] = {
     {"bytecode", Channel::Bytecode},       {"graph", Channel::Graph},
     {"guards", Channel::Guards},           {"recompiles", Channel::Recompiles},
     {"graph_breaks", Channel::GraphBreaks}, {"ir", Channel::Ir},
-    {"ptx", Channel::Ptx},
+    {"ptx", Channel::Ptx}, {"perf", Channel::Perf},
 };
 
 // stderr, or FRAMEJIT_LOG_FILE (appended) when set.

@@ -1,5 +1,6 @@
 // Logging channels switched on by FRAMEJIT_LOG (comma-separated), one spdlog logger
-// per subsystem. Channels: bytecode, graph, guards, recompiles, graph_breaks, ir, ptx.
+// per subsystem. Channels: bytecode, graph, guards, recompiles, graph_breaks, ir, ptx,
+// perf (where compile time goes, per compile).
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@ enum class Channel : unsigned {
   GraphBreaks = 1u << 4,
   Ir = 1u << 5,
   Ptx = 1u << 6,
+  Perf = 1u << 7,
 };
 
 // Parses a FRAMEJIT_LOG-style spec ("graph,ir", "all"); unknown names are ignored

@@ -110,3 +110,19 @@ def test_log_file(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "aten.add.Tensor" in log.read_text()
     assert "aten.add.Tensor" not in out.stderr
+
+
+def test_perf_log_says_where_compile_time_goes():
+    code = (
+        "import torch, framejit\n"
+        "f = framejit.compile(lambda x, y: torch.sigmoid(x * y) + torch.tanh(y))\n"
+        "x = torch.randn(8, 16)\n"
+        "f(x, x); f(x, x)\n"
+    )
+    out = run_python(code, {"FRAMEJIT_LOG": "perf"})
+    assert out.returncode == 0, out.stderr
+    lines = [l for l in out.stderr.splitlines() if "perf:" in l]
+    # One compile: the backend's breakdown, then the frame's total; the cache hit logs nothing.
+    assert len(lines) == 2, out.stderr
+    assert "kernels" in lines[0] and "optimize" in lines[0] and "machine code" in lines[0]
+    assert "<lambda>" in lines[1] and "trace and compile" in lines[1]
