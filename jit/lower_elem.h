@@ -237,8 +237,18 @@ class ElementEmitter {
           if (un) return pos;
           return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(a[0], z), a[0]->getType()));
         }
-      case Op::Maximum: return c == DType::Bool ? b_.CreateOr(a[0], a[1]) : max(a[0], a[1]);
-      case Op::Minimum: return c == DType::Bool ? b_.CreateAnd(a[0], a[1]) : min(a[0], a[1]);
+      // Floats as eager: NaN if either is NaN, else the second operand unless the
+      // first is strictly greater (maximum) / smaller (minimum): ties keep b's sign.
+      case Op::Maximum:
+        if (c == DType::Bool) return b_.CreateOr(a[0], a[1]);
+        if (!fp) return max(a[0], a[1]);
+        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
+                               b_.CreateSelect(b_.CreateFCmpOGT(a[0], a[1]), a[0], a[1]));
+      case Op::Minimum:
+        if (c == DType::Bool) return b_.CreateAnd(a[0], a[1]);
+        if (!fp) return min(a[0], a[1]);
+        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
+                               b_.CreateSelect(b_.CreateFCmpOLT(a[0], a[1]), a[0], a[1]));
       case Op::PowScalar: return fp ? emit_pow(n, a[0], a[1]) : int_pow(n, a[0]);
       case Op::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a[0], a[1]);
       case Op::Exp: return exp_of(a[0]);
@@ -285,9 +295,11 @@ class ElementEmitter {
       case Op::Round: return fp ? unary(llvm::Intrinsic::roundeven, a[0]) : a[0];
       case Op::Trunc: return fp ? unary(llvm::Intrinsic::trunc, a[0]) : a[0];
       // NaN in x or in a bound gives NaN, as eager's vectorized clamp.
-      case Op::Clamp: return min(max(a[0], a[1]), a[2]);
-      case Op::ClampMin: return max(a[0], a[1]);
-      case Op::ClampMax: return min(a[0], a[1]);
+      // Floats: x moves only when strictly beyond a bound (a tie keeps x's sign);
+      // a NaN bound gives NaN.
+      case Op::Clamp: return fp ? clamp_max(clamp_min(a[0], a[1]), a[2]) : min(max(a[0], a[1]), a[2]);
+      case Op::ClampMin: return fp ? clamp_min(a[0], a[1]) : max(a[0], a[1]);
+      case Op::ClampMax: return fp ? clamp_max(a[0], a[1]) : min(a[0], a[1]);
       case Op::Where: return b_.CreateSelect(a[0], a[1], a[2]);
       case Op::MaskedFill: return b_.CreateSelect(a[1], a[2], a[0]);
       case Op::NanToNum: {
@@ -324,6 +336,15 @@ class ElementEmitter {
         FJ_CHECK(false, "emit_node of a non-pointwise op");
     }
     FJ_CHECK(false, "unknown op");
+  }
+
+  Value* clamp_min(Value* x, Value* lo) {
+    Value* v = b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
+    return b_.CreateSelect(b_.CreateFCmpUNO(lo, lo), lo, v);
+  }
+  Value* clamp_max(Value* x, Value* hi) {
+    Value* v = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
+    return b_.CreateSelect(b_.CreateFCmpUNO(hi, hi), hi, v);
   }
 
   // torch's div_floor_floating: fmod-based, exact where a / b rounds up to an integer.
