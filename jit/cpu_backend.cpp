@@ -26,6 +26,7 @@
 #include "jit/blas.h"
 #include "jit/cpu_lower.h"
 #include "jit/log.h"
+#include "jit/nvptx_backend.h"
 #include "jit/thread_pool.h"
 
 namespace fj::jit {
@@ -369,8 +370,8 @@ class CpuCompiledGraph final : public CompiledGraph {
   mutable std::multimap<size_t, void*> pool_;
 };
 
-// The element counts that estimate a kernel's work: its loop and every value it
-// reads or reduces.
+}  // namespace
+
 std::vector<SymExpr> kernel_work(const Graph& g, const Schedule& s, const KernelSpec& spec) {
   std::vector<SymExpr> work{numel(spec.shape)};
   std::set<NodeId> seen;
@@ -391,11 +392,14 @@ std::vector<SymExpr> kernel_work(const Graph& g, const Schedule& s, const Kernel
   return work;
 }
 
+namespace {
+
 class LlvmCpuBackend final : public CpuBackend {
  public:
   LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm,
-                 LowerOptions lower, size_t num_threads)
-      : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower), num_threads_(num_threads) {}
+                 LowerOptions lower, size_t num_threads, bool gpu_math)
+      : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower), num_threads_(num_threads),
+        gpu_math_(gpu_math) {}
 
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     static std::atomic<uint64_t> next_graph{0};
@@ -420,6 +424,9 @@ class LlvmCpuBackend final : public CpuBackend {
                "lowering asked for a node twice");
       materialize.push_back(again);
       ctx = std::make_unique<llvm::LLVMContext>();
+    }
+    if (gpu_math_) {
+      if (auto err = replace_libm_calls(*module)) return std::move(*err);
     }
     module->setDataLayout(jit_->getDataLayout());
     module->setTargetTriple(jit_->getTargetTriple().str());
@@ -488,6 +495,7 @@ class LlvmCpuBackend final : public CpuBackend {
   std::unique_ptr<llvm::TargetMachine> tm_;  // for the optimizer's cost model
   const LowerOptions lower_;
   const size_t num_threads_;
+  const bool gpu_math_;
   std::mutex mu_;
 };
 
@@ -520,7 +528,8 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
   std::shared_ptr<llvm::orc::LLJIT> shared(std::move(*jit));
   return std::unique_ptr<CpuBackend>(
       new LlvmCpuBackend(std::move(shared), std::move(*tm), lower,
-                         options.num_threads > 0 ? options.num_threads : default_num_threads()));
+                         options.num_threads > 0 ? options.num_threads : default_num_threads(),
+                         options.gpu_math));
 }
 
 }  // namespace fj::jit

@@ -57,6 +57,9 @@ struct CpuOptions {
   // hardware's thread count; 1: every loop runs on the calling thread. Loops of at
   // least 64K elements are split (see CompiledGraph::run).
   size_t num_threads = 0;
+  // Tests only: the CUDA target's libm-free float32 erf/expm1/log1p/pow/sin/cos
+  // (jit/nvptx_math.h) instead of libm, to measure their accuracy on the host.
+  bool gpu_math = false;
 };
 
 class CpuBackend {

@@ -38,7 +38,7 @@ class KernelEmitter {
   KernelEmitter(const Graph& g, Schedule& s, size_t kernel, llvm::Module& m,
                 const LowerOptions& options, std::vector<int>& reduction_kernel)
       : g_(g), s_(s), k_(s.kernels[kernel]), kernel_(static_cast<int>(kernel)), m_(m),
-        ctx_(m.getContext()), b_(ctx_), entry_b_(ctx_), el_(b_, m, g, options),
+        ctx_(m.getContext()), b_(ctx_), entry_b_(ctx_), options_(options), el_(b_, m, g, options),
         reduction_kernel_(reduction_kernel) {}
 
   void emit() {
@@ -90,7 +90,12 @@ class KernelEmitter {
       auto* ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
       b_.CreateCondBr(b_.CreateICmpNE(st, b_.getInt64(0)), report, ret);
       b_.SetInsertPoint(report);
-      b_.CreateStore(st, status_out_);
+      if (options_.target == Target::Nvptx) {  // many threads report: keep every code
+        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, status_out_, st, llvm::MaybeAlign(8),
+                           llvm::AtomicOrdering::Monotonic);
+      } else {
+        b_.CreateStore(st, status_out_);
+      }
       b_.CreateBr(ret);
       b_.SetInsertPoint(ret);
     }
@@ -745,6 +750,7 @@ class KernelEmitter {
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
   llvm::IRBuilder<> entry_b_;  // appends to the entry block (loads of arguments)
+  const LowerOptions& options_;
   ElementEmitter el_;
   std::vector<int>& reduction_kernel_;
   llvm::Function* fn_ = nullptr;

@@ -80,7 +80,13 @@ struct Schedule {
   std::vector<SymExpr> dim_exprs;       // KernelArgs::dims, filled while lowering
 };
 
+// The target the kernels are emitted for: the CPU (ORC LLJIT) or NVPTX, where
+// each kernel becomes an internal body that a PTX entry calls once per index of
+// the split dim (jit/nvptx_backend.cpp), so the status report must be atomic.
+enum class Target : uint8_t { Cpu, Nvptx };
+
 struct LowerOptions {
+  Target target = Target::Cpu;
   // Inline, vectorizable exp/log/sin/cos/tanh/sigmoid (jit/cpu_math.h; needs FMA).
   // false: libm per lane (llvm.exp etc., tanhf), bit-identical to glibc.
   bool vector_math = false;
@@ -98,5 +104,9 @@ Schedule schedule_graph(const Graph& graph, const std::string& symbol_prefix,
 std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
                                              llvm::LLVMContext& ctx, const LowerOptions& options,
                                              NodeId* rematerialize);
+
+// The element counts that estimate a kernel's work: its loop and every value it
+// reads or reduces (the CPU backend splits by it, the CUDA backend sizes blocks).
+std::vector<SymExpr> kernel_work(const Graph& graph, const Schedule& schedule, const KernelSpec& spec);
 
 }  // namespace fj::jit
