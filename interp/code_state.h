@@ -35,6 +35,8 @@ struct CacheEntry {
   Plan plan;
   std::string graph_text;
   std::vector<std::string> ops;  // ATen names of the graph's compute nodes
+  // The traced graph itself, for framejit.ptx (the CUDA code generator reads it).
+  std::shared_ptr<const jit::Graph> graph;
 };
 
 // Why a frame ran in CPython: the reason and where (file:line).
@@ -72,6 +74,7 @@ struct Recorder {
   std::vector<std::string> ops;
   std::vector<std::string> guards;
   std::vector<Fallback> breaks;
+  std::vector<std::shared_ptr<const jit::Graph>> jit_graphs;  // framejit.ptx
 };
 
 // framejit.GraphBreakError, raised under fullgraph=True (created at module init).

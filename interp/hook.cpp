@@ -236,6 +236,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   if (t_recorder != nullptr) {
     if (!entry->graph_text.empty()) t_recorder->graphs.push_back(entry->graph_text);
+    if (entry->graph) t_recorder->jit_graphs.push_back(entry->graph);
     t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
     t_recorder->guards = entry->guards.describe();
     return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);

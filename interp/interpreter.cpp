@@ -422,6 +422,7 @@ Status Tracer::compile() {
   }
   if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
   entry_->graph_text = graph_.str();
+  entry_->graph = std::make_shared<const jit::Graph>(graph_);
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), entry_->graph_text);
   }

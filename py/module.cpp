@@ -9,6 +9,7 @@
 #include "interp/ops.h"
 #include "interp/resources.h"
 #include "jit/log.h"
+#include "jit/nvptx_backend.h"
 
 namespace py = pybind11;
 using namespace fj;
@@ -145,6 +146,30 @@ PYBIND11_MODULE(_C, m) {
     d["guards"] = rec.guards;
     d["breaks"] = fallback_list(rec.breaks);
     return py::make_tuple(py::reinterpret_steal<py::object>(r), d);
+  });
+  m.def("ptx", [](py::handle fn, py::tuple args, py::dict kwargs, const std::string& arch) {
+    // Trace fn on these (CPU) arguments as explain() does, then emit each graph's PTX.
+    interp::Recorder rec;
+    PyObject* r = interp::call_recorded(fn.ptr(), args.ptr(), kwargs.ptr(), &rec);
+    if (r == nullptr) throw py::error_already_set();
+    Py_DECREF(r);
+    if (rec.jit_graphs.empty()) {
+      std::string why = "framejit.ptx: tracing produced no graph to compile";
+      for (const interp::Fallback& b : rec.breaks) why += "; " + b.reason + " (" + b.location + ")";
+      throw py::value_error(why);
+    }
+    std::string text;
+    std::string error;
+    {
+      py::gil_scoped_release release;
+      for (size_t i = 0; i < rec.jit_graphs.size() && error.empty(); ++i) {
+        auto p = jit::emit_ptx(*rec.jit_graphs[i], jit::NvptxOptions{arch});
+        if (!p) error = p.error();
+        else text += (i ? "\n" : "") + p->ptx;
+      }
+    }
+    if (!error.empty()) throw py::value_error("framejit.ptx: " + error);
+    return text;
   });
   m.def("get_config", [] {
     py::dict d;

@@ -24,8 +24,8 @@ for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)
 del _cls
 
-from framejit.api import GraphBreakError, compile, config, explain, fallbacks, reset, stats  # noqa: E402
+from framejit.api import GraphBreakError, compile, config, explain, fallbacks, ptx, reset, stats  # noqa: E402
 from framejit.dis import dis  # noqa: E402
 from framejit.hooks import hook, unhook  # noqa: E402
 
-__all__ = ["GraphBreakError", "compile", "config", "dis", "explain", "fallbacks", "hook", "reset", "stats", "unhook"]
+__all__ = ["GraphBreakError", "compile", "config", "dis", "explain", "fallbacks", "hook", "ptx", "reset", "stats", "unhook"]

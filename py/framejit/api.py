@@ -142,6 +142,18 @@ def explain(fn, *args, **kwargs):
     )
 
 
+def ptx(fn, *example_args, arch="sm_90"):
+    """The PTX of fn's kernels for the CUDA architecture `arch` (sm_80, sm_90, ...),
+    as one str; no GPU is needed. fn is traced (fresh, not cached) on the example
+    arguments, which are CPU tensors and Python numbers; sizes stay symbolic as in
+    framejit.compile, so the kernels take the actual sizes at run time. Raises
+    ValueError when the trace yields no graph or the CUDA backend cannot lower one
+    of its ops (float64 transcendental functions, float remainder)."""
+    if isinstance(fn, types.MethodType):
+        fn, example_args = fn.__func__, (fn.__self__,) + example_args
+    return _C.ptx(fn, example_args, {}, str(arch))
+
+
 class _Config:
     """framejit.config: cache_limit (entries per code object), fallback_limit
     (fallbacks in a row before a function is left to CPython for good)."""
