@@ -298,10 +298,17 @@ class KernelEmitter {
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* first = llvm::BasicBlock::Create(ctx_, "loop.hoist", fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
-    b_.CreateBr(header);
+    // A loop emitted into a frame's hoist block (a reduction placed by hoisted()):
+    // values of that frame's level that the body reads are hoisted into that block
+    // while the body is emitted, so it branches to the header only afterwards, from
+    // wherever that frame's hoist code then ends.
+    size_t owner = frames_.size();
+    for (size_t f = 0; f < frames_.size(); ++f) {
+      if (frames_[f].hoist == pre) owner = f;
+    }
+    if (owner == frames_.size()) b_.CreateBr(header);
     b_.SetInsertPoint(header);
     llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
-    i->addIncoming(lo, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(i, hi), first, exit);
     b_.SetInsertPoint(first);
     const uint64_t bit = depth_bit();
@@ -312,6 +319,12 @@ class KernelEmitter {
     llvm::BranchInst* back = b_.CreateBr(header);
     if (!vectorize) back->setMetadata(llvm::LLVMContext::MD_loop, no_vectorize_loop_id());
     close_frame();
+    if (owner < frames_.size()) {
+      pre = frames_[owner].hoist;
+      llvm::IRBuilder<>(pre).CreateBr(header);
+      frames_[owner].hoist = exit;
+    }
+    i->addIncoming(lo, pre);
     b_.SetInsertPoint(exit);
   }
 

@@ -317,3 +317,18 @@ TEST_CASE("cpu ops: index_select, iota and matmul") {
   g.set_outputs({emb, mm, lin, io, sq});
   check(g, {{10, 8}, {2, 3}, {3, 5, 8}, {8, 4}}, 1e-4, {{1, {0, 9, 3, 3, 2, 7}}});
 }
+
+TEST_CASE("cpu ops: a reduction whose operand reads values of an outer loop level") {
+  // (a / c).sum(1, keepdim=True) with c [9, 1]: c's value belongs to the row loop's
+  // level and is hoisted out of the reduction loop, which itself sits in that
+  // level's hoist block.
+  Graph g;
+  NodeId a = g.placeholder(DType::Float32, {9, 7});
+  NodeId c = g.placeholder(DType::Float32, {9, 1});
+  NodeId cc = ok(g.pointwise(Op::Mul, {c, c}));
+  NodeId s = ok(g.reduce(Op::Sum, ok(g.pointwise(Op::Div, {a, cc})), {1}, true));
+  NodeId inner = ok(g.reduce(Op::Sum, ok(g.pointwise(Op::Mul, {a, ok(g.reduce(Op::Sum, c, {1}, true))})), {1}, true));
+  g.set_outputs({ok(g.pointwise(Op::Add, {s, a})), ok(g.expand(s, {SymExpr::integer(9), SymExpr::integer(7)})),
+                 ok(g.pointwise(Op::Sub, {a, inner}))});
+  check(g, {{9, 7}, {9, 1}}, 1e-4);
+}
