@@ -39,6 +39,10 @@ Status Tracer::op_unpack_sequence(const Instruction& ins) {
 Status Tracer::op_binary_subscr(const Instruction&) {
   Value index = pop();
   Value seq = pop();
+  if (is_tensor(seq)) {
+    if (Status s = require_tensor_attr("__getitem__")) return s;
+    return subscript(seq, index);
+  }
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
       PyLong_CheckExact(index.obj.get())) {
     long i = PyLong_AsLong(index.obj.get());
