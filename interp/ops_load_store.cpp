@@ -123,7 +123,16 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
   Source child = base.source;
   child.attrs.push_back(name);
   const std::string text = source_text(child);
-  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) {
+  auto& refs = guards::torch_refs();
+  if (refs.parameter_type == nullptr) {
+    PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
+    refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
+    Py_XDECREF(mod);
+    PyErr_Clear();
+  }
+  // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
+  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
+      (refs.parameter_type != nullptr && Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
     guards::TensorMeta meta;
     std::string why;
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);

@@ -269,6 +269,16 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
                                                     : jit::Op::All;
       if (!no_dim && dims.size() != 1) return unsupported(what + " over several dims");
       if (no_dim && keep && (r == jit::Op::Any || r == jit::Op::All)) return unsupported(what + " with keepdim and no dim");
+      if (no_dim && (r == jit::Op::ArgMax || r == jit::Op::ArgMin) && graph_.node(x).rank() > 1) {
+        // The index into the flattened tensor: argmax of the flattened tensor (jit/
+        // lowers an arg reduction over several dims to invalid IR; this avoids it).
+        const jit::SymShape xs = graph_.node(x).sym;
+        auto flat = graph_.reshape(x, {jit::numel(xs)});
+        if (!flat) return unsupported(what + ": " + flat.error());
+        auto i = graph_.reduce(r, *flat, {0}, false);
+        if (!i || !keep) return push_built(i, what);
+        return push_built(graph_.reshape(*i, jit::SymShape(xs.size(), SymExpr::integer(1))), what);
+      }
       return push_built(graph_.reduce(r, x, dims, keep), what);
     }
     case T::Var: case T::Std: {
