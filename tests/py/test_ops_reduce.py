@@ -92,7 +92,9 @@ def test_layer_norm_module():
     m = M()
     cm = framejit.compile(m)
     torch.testing.assert_close(cm(X), m(X), rtol=1e-5, atol=1e-5)
-    assert framejit.stats(m.forward)["fallbacks"] == 0 if hasattr(framejit.stats(m.forward), "get") else True
+    s = framejit.stats(M.forward)
+    assert s["fallbacks"] == 0 and s["graphs"] == 1, framejit.fallbacks(M.forward)
+    assert "aten.sum.dim_IntList" in framejit.explain(m, X).graphs[0]
 
 
 def test_softmax_dynamic_one_compile():
