@@ -70,7 +70,21 @@ Status Tracer::op_call(const Instruction& ins) {
     push(Value::constant(PyRef::steal(mgr)));
     return ok();
   }
-  if (callable.kind == ValueKind::Const && args.size() == 1 && (is_tensor(args[0]) || is_number(args[0]))) {
+  if (callable.kind == ValueKind::Const && args.size() == 1 && !kw_names && args[0].kind == ValueKind::Const &&
+      !is_opaque(args[0]) && (is_plain_scalar(args[0].obj.get()) || PyUnicode_CheckExact(args[0].obj.get())) &&
+      (callable.obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyBool_Type))) {
+    // float("-inf"), int(2.5): plain conversions of constants, folded.
+    PyObject* r = PyObject_CallOneArg(callable.obj.get(), args[0].obj.get());
+    if (r == nullptr) {
+      PyErr_Clear();
+      return unsupported("a constant conversion raised (CPython raises)");
+    }
+    push(Value::constant(PyRef::steal(r)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.size() == 1 && (args[0].kind == ValueKind::Sym || is_tensor(args[0]) || is_number(args[0]))) {
     // int(t), float(t), bool(t): a number read from the tensor (a graph Item node).
     PyObject* c = callable.obj.get();
     const std::string method = c == reinterpret_cast<PyObject*>(&PyLong_Type) ? "__int__"
