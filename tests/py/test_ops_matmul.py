@@ -17,7 +17,7 @@ MATMUL = {
     "vec_mat": (lambda a, b: a[0] @ b, A, B),
     "mat_vec": (lambda a, b: a @ b[:, 0], A, B),
     "dot": (lambda a, b: a[0] @ b[:, 1], A, B),
-    "batched": (lambda a, b: torch.randn(0) if False else a @ b, torch.randn(2, 4, 5, 7), torch.randn(4, 7, 3)),
+    "batched": (lambda a, b: a @ b, torch.randn(2, 4, 5, 7), torch.randn(4, 7, 3)),
     "bmm": (lambda a, b: torch.bmm(a, b), torch.randn(3, 5, 7), torch.randn(3, 7, 2)),
     "addmm": (lambda a, b: torch.addmm(torch.ones(3), a, b), A, B),
     "addmm_scaled": (lambda a, b: torch.addmm(torch.ones(5, 3), a, b, beta=0.5, alpha=2.0), A, B),
