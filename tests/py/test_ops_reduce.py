@@ -94,7 +94,7 @@ def test_layer_norm_module():
     torch.testing.assert_close(cm(X), m(X), rtol=1e-5, atol=1e-5)
     s = framejit.stats(M.forward)
     assert s["fallbacks"] == 0 and s["graphs"] == 1, framejit.fallbacks(M.forward)
-    assert "aten.sum.dim_IntList" in framejit.explain(m, X).graphs[0]
+    assert "aten.sum.dim_IntList" in framejit.explain(M.forward, m, X).graphs[0]
 
 
 def test_softmax_dynamic_one_compile():
