@@ -450,7 +450,10 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
         m = &*am;
       } else {  // a tensor attribute: found and read now, kept for the plan
         PyObject* t = walk_path(g, in);
-        if (t == nullptr || Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type)) return false;
+        if (t == nullptr || (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type) &&
+                             Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().parameter_type))) {
+          return false;
+        }
         const auto k = static_cast<size_t>(g.path_index);
         if (!read_tensor_meta(t, &in.path_metas[k], nullptr)) return false;
         in.path_tensors[k] = t;
@@ -569,7 +572,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         if (g.path_index >= 0) {
           PyObject* t = walk_path(g, in);
           if (t == nullptr) return who + " can no longer be read";
-          if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type)) {
+          if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type) &&
+              Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(torch_refs().parameter_type)) {
             return who + " is no longer a torch.Tensor: got " + Py_TYPE(t)->tp_name;
           }
         }

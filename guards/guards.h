@@ -38,6 +38,9 @@ struct TensorMeta {
 // framejit's Python side at import.
 struct TorchRefs {
   PyObject* tensor_type = nullptr;
+  // torch.nn.Parameter (exactly): read like a tensor where it does not require grad.
+  // Set by the tracer when it first reads a module attribute (before any guard on one).
+  PyObject* parameter_type = nullptr;
   PyObject* float32 = nullptr;
   PyObject* bool_ = nullptr;
   PyObject* float64 = nullptr;

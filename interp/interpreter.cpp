@@ -226,6 +226,7 @@ std::string Tracer::describe(const Value& v) const {
     }
     case ValueKind::TensorMethod: return "Tensor." + v.method;
     case ValueKind::GradModeExit: return "<grad mode __exit__>";
+    case ValueKind::Slice: return "<slice>";
     case ValueKind::Iterator: return "<iterator at " + std::to_string(v.next) + " of " + std::to_string(v.items.size()) + ">";
   }
   return "?";
@@ -285,6 +286,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
     t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
     t[op(Opcode::GET_ITER)] = &Tracer::op_get_iter;
+    t[op(Opcode::BUILD_SLICE)] = &Tracer::op_build_slice;
     t[op(Opcode::BEFORE_WITH)] = &Tracer::op_before_with;
     t[op(Opcode::FOR_ITER)] = &Tracer::op_for_iter;
     return t;
@@ -302,6 +304,18 @@ Status Tracer::finish(const Value& ret) {
   std::function<Status(const Value&, PlanValue*)> convert = [&](const Value& v, PlanValue* out) -> Status {
     switch (v.kind) {
       case ValueKind::Tensor: {
+        if (jit::op_family(graph_.node(v.node).op) == jit::Family::Item) {
+          // A Python number read from a tensor: a 0-d graph output, converted by the plan.
+          const jit::ScalarKind k = graph_.node(v.node).scalar_kind;
+          auto t = graph_.full({}, v.node, jit::scalar_kind_dtype(k) == jit::DType::Float32 ? jit::DType::Float64
+                                                                                            : jit::scalar_kind_dtype(k));
+          if (!t) return unsupported("returning a number read from a tensor: " + t.error());
+          auto [it, fresh] = output_index.emplace(*t, static_cast<int>(outputs.size()));
+          if (fresh) outputs.push_back(*t);
+          out->kind = PlanValue::Kind::Item;
+          out->index = it->second;
+          return ok();
+        }
         const jit::Node& n = graph_.node(v.node);
         if (n.op == jit::Op::Placeholder) {
           const int slot = placeholder_slot_[static_cast<size_t>(n.index)];
@@ -341,6 +355,7 @@ Status Tracer::finish(const Value& ret) {
           }
           out->memo = entry_->plan.num_memos++;
         }
+        out->obj = v.obj;  // a torch.return_types type, or null
         out->kind = v.kind == ValueKind::List ? PlanValue::Kind::List
                     : v.torch_size             ? PlanValue::Kind::Size
                                                : PlanValue::Kind::Tuple;
@@ -353,6 +368,7 @@ Status Tracer::finish(const Value& ret) {
       case ValueKind::TensorMethod:
       case ValueKind::Iterator:
       case ValueKind::GradModeExit:
+      case ValueKind::Slice:
         return unsupported("returning " + describe(v));
     }
     return unsupported("returning an unknown value");
@@ -418,7 +434,8 @@ Status Tracer::compile() {
   }
   for (size_t i = 0; i < graph_.size(); ++i) {
     const jit::Node& n = graph_.node(static_cast<jit::NodeId>(i));
-    if (live[i] && jit::op_family(n.op) == jit::Family::Pointwise) entry_->ops.emplace_back(jit::aten_name(n.op));
+    const jit::Family f = jit::op_family(n.op);
+    if (live[i] && f != jit::Family::Input && f != jit::Family::Constant) entry_->ops.emplace_back(jit::aten_name(n.op));
   }
   if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
   entry_->graph_text = graph_.str();

@@ -20,6 +20,25 @@ enum class Binding : uint8_t {
   GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
   CastFixed,    // x.float() & co: a Cast to PyOp::dtype
   CastTo,       // x.to(dtype): a Cast to the dtype argument
+  Tensor,       // a reduction, view, creation or matmul op: PyOp::tensor_op, built by
+                // Tracer::call_tensor_op (interp/ops_tensor.cpp, ops_views.cpp)
+};
+
+// The non-pointwise ops that the tracer builds from several graph nodes or with
+// arguments that are not operands (dims, sizes, dtypes).
+enum class TensorOp : uint8_t {
+  // reductions and their decompositions
+  Sum, Mean, Prod, Amax, Amin, Max, Min, ArgMax, ArgMin, Var, Std, Norm, LogSumExp, Any, All,
+  Softmax, LogSoftmax, LayerNorm,
+  // views and movement
+  View, Reshape, Permute, Transpose, T, Unsqueeze, Squeeze, Expand, ExpandAs, BroadcastTo, Flatten,
+  Contiguous, Narrow, Select, Unbind, Split, Chunk, Cat, Stack, Flip, IndexSelect, Gather, Embedding,
+  // creation
+  Zeros, Ones, Full, Empty, Arange, Linspace, Eye, ZerosLike, OnesLike, FullLike, EmptyLike, Tril, Triu,
+  // extern
+  Matmul, Mm, Bmm, Addmm, Linear,
+  // Python numbers
+  Item,
 };
 
 // A parameter's default: None, a number, or a string.
@@ -43,6 +62,10 @@ struct PyOp {
   size_t operands;
   Binding binding = Binding::Plain;
   jit::DType dtype = jit::DType::Float32;  // CastFixed: the target
+  TensorOp tensor_op = TensorOp::Sum;      // Tensor: which op
+  // Tensor: the parameter that collects the remaining positional arguments when
+  // they are not one sequence (x.view(2, -1), torch.zeros(2, 3)); -1: none.
+  int varargs = -1;
 };
 
 // A default as a Python object (new reference).

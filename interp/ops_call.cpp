@@ -25,7 +25,7 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
     const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
-    if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || args[0].kind != ValueKind::Tensor)) {
+    if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
       return unsupported(op->name + "() whose first argument is not a tensor (CPython raises)");
     }
     return call_py_op(*op, std::move(args), kw_names.get());
@@ -50,6 +50,7 @@ Status Tracer::op_call(const Instruction& ins) {
     }
   }
   if (callable.kind == ValueKind::TensorMethod) {
+    if (!args.empty() && is_number(args[0])) return unsupported("method ." + callable.method + "() of a Python number");
     if (Status s = require_tensor_attr(callable.method)) return s;
     if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
     if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
@@ -68,6 +69,34 @@ Status Tracer::op_call(const Instruction& ins) {
     }
     push(Value::constant(PyRef::steal(mgr)));
     return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.size() == 1 && !kw_names && args[0].kind == ValueKind::Const &&
+      !is_opaque(args[0]) && (is_plain_scalar(args[0].obj.get()) || PyUnicode_CheckExact(args[0].obj.get())) &&
+      (callable.obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyBool_Type))) {
+    // float("-inf"), int(2.5): plain conversions of constants, folded.
+    PyObject* r = PyObject_CallOneArg(callable.obj.get(), args[0].obj.get());
+    if (r == nullptr) {
+      PyErr_Clear();
+      return unsupported("a constant conversion raised (CPython raises)");
+    }
+    push(Value::constant(PyRef::steal(r)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.size() == 1 && (args[0].kind == ValueKind::Sym || is_tensor(args[0]) || is_number(args[0]))) {
+    // int(t), float(t), bool(t): a number read from the tensor (a graph Item node).
+    PyObject* c = callable.obj.get();
+    const std::string method = c == reinterpret_cast<PyObject*>(&PyLong_Type) ? "__int__"
+                               : c == reinterpret_cast<PyObject*>(&PyFloat_Type) ? "__float__"
+                               : c == reinterpret_cast<PyObject*>(&PyBool_Type) ? "__bool__" : "";
+    if (!method.empty()) {
+      if (is_tensor(args[0])) {
+        if (Status s = require_tensor_attr(method)) return s;
+      }
+      return to_number(args[0], method == "__int__" ? jit::ScalarKind::Int
+                                : method == "__float__" ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
+    }
   }
   if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
     return call_range(args);

@@ -39,6 +39,25 @@ Status Tracer::op_unpack_sequence(const Instruction& ins) {
 Status Tracer::op_binary_subscr(const Instruction&) {
   Value index = pop();
   Value seq = pop();
+  if (is_tensor(seq)) {
+    if (Status s = require_tensor_attr("__getitem__")) return s;
+    return subscript(seq, index);
+  }
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
+      !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
+    Py_ssize_t start, stop, step, n;
+    if (PySlice_GetIndicesEx(index.obj.get(), static_cast<Py_ssize_t>(seq.items.size()), &start, &stop, &step, &n) < 0) {
+      PyErr_Clear();
+      return unsupported("a bad slice (CPython raises)");
+    }
+    std::vector<Value> items;
+    for (Py_ssize_t i = 0, j = start; i < n; ++i, j += step) items.push_back(seq.items[static_cast<size_t>(j)]);
+    Value out = Value::sequence(seq.kind, std::move(items));
+    out.torch_size = seq.torch_size;
+    out.identity = next_identity_++;
+    push(std::move(out));
+    return ok();
+  }
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
       PyLong_CheckExact(index.obj.get())) {
     long i = PyLong_AsLong(index.obj.get());

@@ -123,7 +123,16 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
   Source child = base.source;
   child.attrs.push_back(name);
   const std::string text = source_text(child);
-  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) {
+  auto& refs = guards::torch_refs();
+  if (refs.parameter_type == nullptr) {
+    PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
+    refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
+    Py_XDECREF(mod);
+    PyErr_Clear();
+  }
+  // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
+  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
+      (refs.parameter_type != nullptr && Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
     guards::TensorMeta meta;
     std::string why;
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
@@ -147,7 +156,30 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
+  if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
+  if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
+    push(owner.items[name == "values" ? 0 : 1]);  // torch.return_types.max & co
+    return ok();
+  }
   if (owner.kind == ValueKind::Tensor) {
+    if (name == "T" || name == "mT") {
+      if (Status s = require_tensor_attr(name)) return s;
+      const size_t r = graph_.node(owner.node).rank();
+      if (name == "mT" && r < 2) return unsupported("tensor.mT of a tensor with fewer than 2 dims (eager raises)");
+      if (r < 2) {
+        push(std::move(owner));
+        return ok();
+      }
+      std::vector<int64_t> order;
+      for (size_t d = 0; d < r; ++d) order.push_back(static_cast<int64_t>(d));
+      if (name == "mT" || r == 2) std::swap(order[r - 1], order[r - 2]);
+      else return unsupported("tensor.T of a tensor with more than 2 dims (deprecated)");
+      auto p = graph_.permute(owner.node, order);
+      if (!p) return unsupported("tensor." + name + ": " + p.error());
+      mark_noncontig(*p);
+      push(Value::tensor(*p));
+      return ok();
+    }
     if (name == "shape") {
       push(shape_tuple(owner.node));
       return ok();
@@ -170,6 +202,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
+  if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
     if (!tensor_method_op(name) && !is_shape_method(name)) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <opcode.h>
+
 namespace fj::interp {
 
 // ---- values ----
@@ -93,6 +95,7 @@ std::string Tracer::readable(const jit::SymExpr& e) const {
 Expected<jit::NodeId> Tracer::operand(const Value& v) {
   if (v.kind == ValueKind::Tensor) return v.node;
   if (v.kind == ValueKind::Sym) {
+    sync_scalar_inputs();  // graph builders' own scalar inputs first: indices must agree
     const auto hint = v.expr.eval(hints_);
     if (!hint) return Error{"a scalar operand with no value here (CPython raises)"};
     if (v.expr.is_constant()) {
@@ -135,6 +138,9 @@ Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
   }
   auto n = graph_.pointwise(op, ids);
   if (!n) return unsupported(std::string(jit::aten_name(op)) + ": " + n.error());
+  for (const Value& a : args) {  // eager's result follows a strided operand's layout
+    if (a.kind == ValueKind::Tensor && may_be_noncontig(a.node)) mark_noncontig(*n);
+  }
   push(Value::tensor(*n));
   return ok();
 }
@@ -144,7 +150,22 @@ Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
 Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
   const std::string what = op.name + "()";
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
-  const size_t npos = args.size() - nkw;
+  size_t npos = args.size() - nkw;
+  if (op.varargs >= 0 && npos > static_cast<size_t>(op.varargs)) {
+    // x.view(2, -1) binds as x.view((2, -1)); x.view((2, -1)) and x.view(shape) stay.
+    const size_t first = static_cast<size_t>(op.varargs);
+    const Value& a = args[first];
+    const bool one_sequence = npos == first + 1 &&
+        (a.kind == ValueKind::Tuple || a.kind == ValueKind::List ||
+         (a.kind == ValueKind::Const && !is_opaque(a) && (PyTuple_Check(a.obj.get()) || PyList_Check(a.obj.get()))));
+    if (!one_sequence) {
+      std::vector<Value> rest(args.begin() + static_cast<std::ptrdiff_t>(first),
+                              args.begin() + static_cast<std::ptrdiff_t>(npos));
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(first), args.begin() + static_cast<std::ptrdiff_t>(npos));
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(first), Value::sequence(ValueKind::Tuple, std::move(rest)));
+      npos = first + 1;
+    }
+  }
   if (npos > op.params.size()) return unsupported(what + " with too many arguments (CPython raises)");
   std::vector<std::optional<Value>> bound(op.params.size());
   for (size_t i = 0; i < npos; ++i) bound[i] = std::move(args[i]);
@@ -178,6 +199,11 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
       }
     }
   }
+  if (op.binding == Binding::Tensor) {
+    std::vector<Value> all;
+    for (auto& b : bound) all.push_back(std::move(*b));
+    return call_tensor_op(op, all);
+  }
   std::vector<Value> operands;
   for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
   switch (op.binding) {
@@ -200,6 +226,8 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
       if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
       return unsupported("gelu(approximate='" + mode + "') (eager raises)");
     }
+    case Binding::Tensor:
+      break;  // handled above
     case Binding::CastFixed:
     case Binding::CastTo: {
       jit::DType to = op.dtype;
@@ -267,8 +295,14 @@ Status Tracer::require_tensor_attr(const std::string& name) {
 Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     if (ins.arg >= kNbInplaceAdd) return unsupported("in-place operator on a tensor (not supported yet)");
+    if (ins.arg == NB_MATRIX_MULTIPLY) {
+      if (Status s = require_tensor_attr("__matmul__")) return s;
+      if (Status s = require_tensor_attr("__rmatmul__")) return s;
+      return matmul_values(lhs, rhs);
+    }
     for (const char* dunder : binary_dunders(ins.arg)) {
       if (Status s = require_tensor_attr(dunder)) return s;
     }
@@ -288,6 +322,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
 // (value -- result)
 Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
+  if (is_number(v)) return number_negative(v);
   if (v.kind == ValueKind::Tensor) {
     if (Status s = require_tensor_attr("__neg__")) return s;
     return call_op(jit::Op::Neg, {v});
@@ -324,6 +359,7 @@ Status Tracer::op_unary_invert(const Instruction&) {
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_compare(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
     static const char* const kReflected[] = {"__gt__", "__ge__", "__eq__", "__ne__", "__lt__", "__le__"};

@@ -20,11 +20,12 @@
 namespace fj::interp {
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat } kind = Kind::Const;
-  int index = -1;               // GraphOutput: output position; Arg: argument slot; PathTensor: its slot;
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item } kind = Kind::Const;
+  int index = -1;               // GraphOutput, Item (a 0-d output as a Python number): output position; Arg: argument slot; PathTensor: its slot;
                                 // Repeat: the memo of a tuple or list built earlier in the same value
   int memo = -1;                // Tuple, List: where the built object is remembered for Repeat
-  PyRef obj;                    // Const
+  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple
+                                // (torch.return_types.max)
   std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size)
   jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
 };

@@ -48,6 +48,10 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
     }
     case PlanValue::Kind::GraphOutput:
       return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
+    case PlanValue::Kind::Item: {
+      static PyObject* item = PyUnicode_InternFromString("item");
+      return PyObject_CallMethodNoArgs(outs[static_cast<size_t>(v.index)].get(), item);
+    }
     case PlanValue::Kind::Arg:
       return Py_NewRef(in.args[v.index]);
     case PlanValue::Kind::PathTensor:
@@ -76,6 +80,12 @@ PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards
           return nullptr;
         }
         if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
+      }
+      if (tuple && v.obj) {  // a torch.return_types structseq, built from the tuple
+        PyObject* typed = PyObject_CallOneArg(v.obj.get(), seq);
+        Py_DECREF(seq);
+        seq = typed;
+        if (seq == nullptr) return nullptr;
       }
       if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = seq;  // borrowed: the result holds it
       return seq;

@@ -20,6 +20,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 std::string describe_value(const PlanValue& v) {
   switch (v.kind) {
     case PlanValue::Kind::GraphOutput: return "graph_output[" + std::to_string(v.index) + "]";
+    case PlanValue::Kind::Item: return "graph_output[" + std::to_string(v.index) + "].item()";
     case PlanValue::Kind::Arg: return "argument[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::PathTensor: return "attribute_tensor[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::Repeat: return "same_object_as[" + std::to_string(v.index) + "]";

@@ -143,6 +143,60 @@ class Tracer {
   Status op_for_iter(const Instruction&);
   Status call_range(const std::vector<Value>& args);
 
+  // ---- non-pointwise ops (interp/ops_tensor.cpp, interp/ops_views.cpp) ----
+  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);
+  Status reduction_op(const PyOp& op, const std::vector<Value>& a);
+  Status view_op(const PyOp& op, const std::vector<Value>& a);
+  Status creation_op(const PyOp& op, const std::vector<Value>& a);
+  Status matmul_op(TensorOp op, const std::vector<Value>& a);
+  Status matmul_values(const Value& a, const Value& b);  // a @ b with torch.matmul's 1-d rules
+  Status subscript(const Value& x, const Value& index);  // x[index] of a tensor
+  Status op_build_slice(const Instruction&);
+  // int(v), float(v), bool(v) of a tensor or a number read from one (a graph Item).
+  Status to_number(const Value& v, jit::ScalarKind kind);
+  // Arithmetic and comparisons where an operand is a number read from a tensor and
+  // none is a tensor: computed in the graph as Python computes it.
+  Status number_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status number_compare(int cmp, const Value& lhs, const Value& rhs);
+  Status number_negative(const Value& v);
+  bool is_number(const Value& v) const {
+    return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
+  }
+  bool is_tensor(const Value& v) const { return v.kind == ValueKind::Tensor && !is_number(v); }
+  // Pushes the node a builder made (or ends the trace with its error); `layout_of`:
+  // a node whose eager layout the result keeps (see noncontig_), -1: contiguous.
+  Status push_built(Expected<jit::NodeId> n, const std::string& what, jit::NodeId layout_of = -1);
+  // Scalar inputs that graph builders added (size_scalar) join the plan's, in order.
+  void sync_scalar_inputs();
+  // Argument readers for the ops above; each ends the trace on a value it cannot use.
+  Status int_arg(const Value& v, const std::string& what, int64_t* out);
+  Status dims_arg(const Value& v, const std::string& what, std::vector<int64_t>* out, bool* none);
+  Status dtype_arg(const Value& v, const std::string& what, std::optional<jit::DType>* out);
+  Status sizes_arg(const Value& v, const std::string& what, jit::SymShape* out, bool allow_minus_one);
+  // A size that the trace fixes as sizes are (0 and 1 specialized, else >= 2), guarded.
+  Status size_expr(const jit::SymExpr& e, const std::string& what, jit::SymExpr* out, bool allow_minus_one);
+  Status bool_arg(const Value& v, const std::string& what, bool* out);
+  bool is_none(const Value& v) const {
+    return v.kind == ValueKind::Const && !is_opaque(v) && v.obj.get() == Py_None;
+  }
+  // The value of an int expression at this call, with the guard that keeps it so.
+  Status specialize(const jit::SymExpr& e, const std::string& what, int64_t* out);
+  Status tensor_list(const Value& v, const std::string& what, std::vector<jit::NodeId>* out);
+
+  // Nodes whose eager result may be non-contiguous (transposed, expanded, sliced with
+  // a step, or computed from such): .view() that merges their dims raises in eager,
+  // so it ends the trace. Inputs are taken as contiguous (their strides are not
+  // guarded under dynamic shapes).
+  std::vector<bool> noncontig_;
+  size_t synced_scalars_ = 0;
+  bool may_be_noncontig(jit::NodeId n) const {
+    return static_cast<size_t>(n) < noncontig_.size() && noncontig_[static_cast<size_t>(n)];
+  }
+  void mark_noncontig(jit::NodeId n) {
+    if (noncontig_.size() <= static_cast<size_t>(n)) noncontig_.resize(static_cast<size_t>(n) + 1, false);
+    noncontig_[static_cast<size_t>(n)] = true;
+  }
+
   // The frame being traced: the root frame or an inlined callee.
   struct FrameCtx {
     FrameState* fs;

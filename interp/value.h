@@ -43,7 +43,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
@@ -57,8 +57,11 @@ struct Source {
 
 struct Value {
   ValueKind kind = ValueKind::Null;
-  jit::NodeId node = -1;       // Tensor
-  PyRef obj;                   // Const
+  jit::NodeId node = -1;       // Tensor (a Python number when the node is an Item node:
+                               // int(t), float(t), t.item())
+  PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as
+  // Slice: items are start, stop, step (a slice with a symbolic bound; constant
+  // slices are Const slice objects)
   jit::SymExpr expr;           // Sym
   std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`)
   size_t next = 0;             // Iterator: position of the next item

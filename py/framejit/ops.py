@@ -6,11 +6,18 @@ import torch
 import torch.nn.functional as F
 
 
+def _not_tensor_first():
+    """Torch functions whose first argument is not a tensor: factories take sizes or
+    numbers, cat and stack a sequence of tensors."""
+    return {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.linspace, torch.eye,
+            torch.cat, torch.concat, torch.concatenate, torch.stack}
+
+
 def tensor_first(fn):
     """Whether `fn` rejects a Python number as its first argument: torch functions and
     Tensor methods do (torch.eq(2.0, x) raises), operators, abs() and torch.pow do not."""
     return not (getattr(fn, "__module__", None) in ("_operator", "operator", "builtins")
-                or fn is torch.pow or fn is abs)
+                or fn is torch.pow or fn is abs or fn in _not_tensor_first())
 
 
 def torch_functions():
@@ -77,6 +84,76 @@ def torch_functions():
         "long": [T.long],
         "int": [T.int],
         "bool": [T.bool],
+        # reductions and normalizations
+        "sum": [torch.sum, T.sum],
+        "mean": [torch.mean, T.mean],
+        "prod": [torch.prod, T.prod],
+        "amax": [torch.amax, T.amax],
+        "amin": [torch.amin, T.amin],
+        "max": [torch.max, T.max],
+        "min": [torch.min, T.min],
+        "argmax": [torch.argmax, T.argmax],
+        "argmin": [torch.argmin, T.argmin],
+        "any": [torch.any, T.any],
+        "all": [torch.all, T.all],
+        "var": [torch.var, T.var],
+        "std": [torch.std, T.std],
+        "norm": [torch.norm, T.norm],
+        "logsumexp": [torch.logsumexp, T.logsumexp],
+        "softmax": [torch.softmax, T.softmax, torch.special.softmax],
+        "log_softmax": [torch.log_softmax, T.log_softmax, torch.special.log_softmax],
+        "F_softmax": [F.softmax],
+        "F_log_softmax": [F.log_softmax],
+        "layer_norm": [F.layer_norm],
+        # views and movement
+        "view": [T.view],
+        "reshape": [T.reshape],
+        "reshape_fn": [torch.reshape],
+        "permute": [T.permute],
+        "permute_fn": [torch.permute],
+        "transpose": [torch.transpose, T.transpose, torch.swapaxes, T.swapaxes, torch.swapdims, T.swapdims],
+        "t": [torch.t, T.t],
+        "unsqueeze": [torch.unsqueeze, T.unsqueeze],
+        "squeeze": [torch.squeeze, T.squeeze],
+        "expand": [T.expand],
+        "expand_as": [T.expand_as],
+        "broadcast_to": [torch.broadcast_to, T.broadcast_to],
+        "flatten": [torch.flatten, T.flatten],
+        "contiguous": [T.contiguous],
+        "narrow": [torch.narrow, T.narrow],
+        "select": [torch.select, T.select],
+        "unbind": [torch.unbind, T.unbind],
+        "split": [T.split],
+        "split_fn": [torch.split],
+        "chunk": [torch.chunk, T.chunk],
+        "cat": [torch.cat, torch.concat, torch.concatenate],
+        "stack": [torch.stack],
+        "flip": [T.flip],
+        "flip_fn": [torch.flip],
+        "index_select": [torch.index_select, T.index_select],
+        "gather": [torch.gather, T.gather],
+        "embedding": [F.embedding],
+        # creation
+        "zeros": [torch.zeros],
+        "ones": [torch.ones],
+        "empty": [torch.empty],
+        "full": [torch.full],
+        "arange": [torch.arange],
+        "linspace": [torch.linspace],
+        "eye": [torch.eye],
+        "zeros_like": [torch.zeros_like],
+        "ones_like": [torch.ones_like],
+        "empty_like": [torch.empty_like],
+        "full_like": [torch.full_like],
+        "tril": [torch.tril, T.tril],
+        "triu": [torch.triu, T.triu],
+        # matmul family
+        "matmul": [torch.matmul, T.matmul, operator.matmul],
+        "mm": [torch.mm, T.mm],
+        "bmm": [torch.bmm, T.bmm],
+        "addmm": [torch.addmm, T.addmm],
+        "linear": [F.linear],
+        "item": [T.item],
     }
     for name, fns in table.items():
         for fn in fns:
@@ -88,6 +165,7 @@ def tensor_attr_names():
     dunders = [f"__{n}__" for n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv",
                                      "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "and", "rand",
                                      "or", "ror", "xor", "rxor", "neg", "invert", "abs",
-                                     "lt", "le", "eq", "ne", "gt", "ge")]
+                                     "lt", "le", "eq", "ne", "gt", "ge", "matmul", "rmatmul",
+                                     "getitem", "int", "float", "bool")]
     methods = [n for n in dir(torch.Tensor) if not n.startswith("_")]
     return dunders + methods

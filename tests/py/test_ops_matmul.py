@@ -1,0 +1,122 @@
+"""The matmul family, linear layers and a transformer-style block through framejit."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import framejit
+from _opcheck import check
+
+A = torch.randn(5, 7)
+B = torch.randn(7, 3)
+MATMUL = {
+    "at": (lambda a, b: a @ b, A, B),
+    "matmul": (lambda a, b: torch.matmul(a, b), A, B),
+    "method": (lambda a, b: a.matmul(b) + 1, A, B),
+    "mm": (lambda a, b: torch.mm(a, b), A, B),
+    "vec_mat": (lambda a, b: a[0] @ b, A, B),
+    "mat_vec": (lambda a, b: a @ b[:, 0], A, B),
+    "dot": (lambda a, b: a[0] @ b[:, 1], A, B),
+    "batched": (lambda a, b: a @ b, torch.randn(2, 4, 5, 7), torch.randn(4, 7, 3)),
+    "bmm": (lambda a, b: torch.bmm(a, b), torch.randn(3, 5, 7), torch.randn(3, 7, 2)),
+    "addmm": (lambda a, b: torch.addmm(torch.ones(3), a, b), A, B),
+    "addmm_scaled": (lambda a, b: torch.addmm(torch.ones(5, 3), a, b, beta=0.5, alpha=2.0), A, B),
+    "linear": (lambda a, b: F.linear(a, b.t()), A, B),
+    "linear_bias": (lambda a, b: F.linear(a, b.t(), b[0]), A, B),
+    "float64": (lambda a, b: a.double() @ b.double(), A, B),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMUL))
+def test_matmul(name):
+    fn, a, b = MATMUL[name]
+    check(lambda a, b: fn(a, b), a, b)
+
+
+def test_int_matmul_falls_back():
+    def f(a, b):
+        return a @ b
+
+    cf = framejit.compile(f)
+    a = torch.arange(6).view(2, 3)
+    assert torch.equal(cf(a, a.t()), f(a, a.t()))
+    assert framejit.stats(f)["fallbacks"] == 1
+
+
+def test_linear_module_no_grad_params():
+    lin = nn.Linear(7, 4).requires_grad_(False)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lin
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
+
+    m = M()
+    cm = framejit.compile(m)
+    for n in (3, 8):
+        x = torch.randn(n, 7)
+        torch.testing.assert_close(cm(x), m(x))
+    s = framejit.stats(M.forward)
+    assert s["fallbacks"] == 0 and s["compiles"] == 1, framejit.fallbacks(M.forward)
+
+
+def test_requires_grad_params_fall_back():
+    lin = nn.Linear(7, 4)
+
+    def f(x):
+        return lin(x)
+
+    cf = framejit.compile(f)
+    x = torch.randn(3, 7)
+    out = cf(x)
+    assert out.requires_grad
+    torch.testing.assert_close(out, lin(x))
+    assert framejit.stats(f)["fallbacks"] == 1
+
+
+class Block(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        h = self.ln(x)
+        q = self.q(h).view(b, t, self.heads, -1).transpose(1, 2)
+        k = self.k(h).view(b, t, self.heads, -1).transpose(1, 2)
+        v = self.v(h).view(b, t, self.heads, -1).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (k.size(-1) ** -0.5)
+        mask = torch.tril(torch.ones(t, t))
+        att = att.masked_fill(mask == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return x + self.o(y)
+
+
+def test_issue4_transformer_block_one_compile():
+    blk = Block().requires_grad_(False)
+    cb = framejit.compile(blk)
+    for t in range(5, 65, 7):
+        x = torch.randn(2, t, 16)
+        torch.testing.assert_close(cb(x), blk(x), rtol=1e-5, atol=1e-5)
+    s = framejit.stats(Block.forward)
+    assert s["fallbacks"] == 0 and s["compiles"] == 1, (s, framejit.fallbacks(Block.forward))
+
+
+def test_issue4_transformer_block_under_no_grad_with_masked_fill():
+    # Parameters frozen, the call under no_grad as inference code does.
+    blk = Block(d=8, heads=4).requires_grad_(False)
+    cb = framejit.compile(blk)
+    with torch.no_grad():
+        for t in (5, 17, 64):
+            x = torch.randn(1, t, 8)
+            torch.testing.assert_close(cb(x), blk(x), rtol=1e-5, atol=1e-5)
+    assert framejit.stats(Block.forward)["fallbacks"] == 0
