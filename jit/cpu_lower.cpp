@@ -351,7 +351,10 @@ class KernelEmitter {
   // frames inside it out of sight; what fn emits runs once per iteration of that
   // frame, before its body.
   Value* hoisted(size_t level, const std::function<Value*()>& fn) {
-    if (level + 1 == frames_.size()) return fn();
+    // Every value of a level goes to that level's hoist code, also when the builder
+    // is in the level's body: hoisted code of the same level emitted later (a
+    // reduction) may read it, and the hoist code runs before the body.
+    const bool at_tail = b_.GetInsertBlock() == frames_[level].hoist;
     llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
     std::vector<Frame> inner(std::make_move_iterator(frames_.begin() + static_cast<long>(level) + 1),
                              std::make_move_iterator(frames_.end()));
@@ -360,7 +363,9 @@ class KernelEmitter {
     Value* v = fn();
     frames_[level].hoist = b_.GetInsertBlock();
     for (Frame& f : inner) frames_.push_back(std::move(f));
-    b_.restoreIP(ip);
+    // Already emitting this level's hoist code: go on from its new end (a loop
+    // emitted by fn ended the block we were in).
+    if (!at_tail) b_.restoreIP(ip);
     return v;
   }
 

@@ -332,3 +332,23 @@ TEST_CASE("cpu ops: a reduction whose operand reads values of an outer loop leve
                  ok(g.pointwise(Op::Sub, {a, inner}))});
   check(g, {{9, 7}, {9, 1}}, 1e-4);
 }
+
+TEST_CASE("cpu ops: a reduction reading a reduction of the same level, under a view") {
+  // (x + x.sum(0)).sum(0).view(1, 5): the inner sum is placed next to the outer one.
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {4, 5});
+  NodeId s0 = ok(g.reduce(Op::Sum, x, {0}, false));
+  NodeId y = ok(g.pointwise(Op::Add, {x, s0}));
+  NodeId s1 = ok(g.reduce(Op::Sum, y, {0}, false));
+  g.set_outputs({ok(g.reshape(s1, {SymExpr::integer(1), SymExpr::integer(5)}))});
+  check(g, {{4, 5}});
+}
+
+TEST_CASE("cpu ops: argmax over every dim of a matrix") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {6, 7});
+  NodeId am = ok(g.reduce(Op::ArgMax, x, {}, false));
+  NodeId mx = ok(g.reduce(Op::Amax, x, {}, true));
+  g.set_outputs({am, ok(g.pointwise(Op::Sub, {x, mx}))});
+  check(g, {{6, 7}});
+}
