@@ -69,7 +69,7 @@ def main():
         for t in lengths:
             ids = torch.randint(0, 512, (2, t))
             logits = model(ids)
-            print(f"seq {t:2d}: logits {tuple(logits.shape)}, sum {logits.sum().item():.3f}")
+            print(f"seq {t:2d}: logits {tuple(logits.shape)}, sum {logits.sum().item():.2f}")
         ids = torch.randint(0, 512, (2, 48))
         model(ids)
         t0 = time.perf_counter()

@@ -388,6 +388,34 @@ void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymTyp
   guards_.push_back(std::move(g));
 }
 
+bool grad_enabled() {
+  static PyObject* fn = [] {
+    PyObject* torch = PyImport_ImportModule("torch");
+    PyObject* f = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : nullptr;  // kept for the process
+    Py_XDECREF(torch);
+    if (f == nullptr) PyErr_Clear();
+    return f;
+  }();
+  if (fn == nullptr) return false;
+  PyObject* r = PyObject_CallNoArgs(fn);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool on = r == Py_True;
+  Py_DECREF(r);
+  return on;
+}
+
+void GuardSet::add_grad_mode(bool enabled) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::GradModeIs) return;
+  }
+  Guard g{GuardKind::GradModeIs};
+  g.arg = enabled ? 1 : 0;
+  guards_.push_back(std::move(g));
+}
+
 void GuardSet::add_expr(jit::SymExpr expr, std::string text) {
   for (const Guard& g : guards_) {
     if (g.kind == GuardKind::ExprTrue && g.expr.same(expr)) return;
@@ -484,6 +512,8 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       const auto v = g.expr.eval(b);
       return v && std::holds_alternative<bool>(*v) && std::get<bool>(*v);
     }
+    case GuardKind::GradModeIs:
+      return grad_enabled() == (g.arg == 1);
     case GuardKind::ClosureIs: {
       if (in.closure == nullptr || g.arg >= PyTuple_GET_SIZE(in.closure)) return false;
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
@@ -621,6 +651,8 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return "L['" + g.name + "'] is not " + symbol_kind(g.sym_type) + ": actual " + repr_of(in.args[g.arg]);
       case GuardKind::ExprTrue:
         return g.name + " is no longer true";
+      case GuardKind::GradModeIs:
+        return std::string("torch.is_grad_enabled() is no longer ") + (g.arg ? "True" : "False");
       case GuardKind::TensorAttrIs:
         return "torch.Tensor." + g.name + " was replaced";
       case GuardKind::PathIs:
@@ -673,6 +705,9 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::ExprTrue:
         out.push_back(g.name);
+        break;
+      case GuardKind::GradModeIs:
+        out.push_back(std::string("torch.is_grad_enabled() == ") + (g.arg ? "True" : "False"));
         break;
       case GuardKind::PathIs:
         out.push_back(g.name + " is " + repr_of(g.object));

@@ -51,6 +51,8 @@ struct TorchRefs {
   PyObject* size_type = nullptr;  // torch.Size
 };
 TorchRefs& torch_refs();
+// torch.is_grad_enabled() now (false when it cannot be read).
+bool grad_enabled();
 // torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
 PyObject* original_tensor_attr(const std::string& name);
 // torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.
@@ -116,6 +118,7 @@ enum class GuardKind : uint8_t {
   DictKeysAre,  // this dict (a container module's _modules) has exactly these keys, in order
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
+  GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
 };
 
 struct Guard {
@@ -181,6 +184,7 @@ class GuardSet {
   void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type);
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
+  void add_grad_mode(bool enabled);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 

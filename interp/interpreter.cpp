@@ -54,7 +54,11 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   const std::optional<jit::DType> known = dtype_from_torch(meta.dtype);
   if (!known) return unsupported("tensor " + source + " has dtype " + repr_short(meta.dtype) + " (not supported yet)");
   if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
-  if (meta.requires_grad) return unsupported("tensor " + source + " requires grad (autograd is not supported yet)");
+  if (meta.requires_grad) {
+    if (grad_enabled_) return unsupported("tensor " + source + " requires grad (autograd is not supported yet)");
+    reads_requires_grad_ = true;
+    entry_->guards.add_grad_mode(grad_at_entry_);
+  }
   jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
   dim_symbols->fill(-1);
   jit::SymShape sym;

@@ -58,6 +58,10 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
   if (callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
+    if (!grad_outer_.empty()) {
+      grad_enabled_ = grad_outer_.back();
+      grad_outer_.pop_back();
+    }
     push(Value::constant(PyRef::borrow(Py_None)));
     return ok();
   }
@@ -113,7 +117,56 @@ Status Tracer::op_call(const Instruction& ins) {
     }
     return unsupported("len() of " + describe(a));
   }
+  if (callable.kind == ValueKind::Const && PyCFunction_Check(callable.obj.get())) {
+    Status s;
+    if (call_math(callable, args, &s)) return s;
+  }
   return unsupported("call to " + describe(callable) + " (not supported yet)");
+}
+
+// A function of the math module on numbers: computed with the values of this call.
+// A symbolic argument is specialized to its value here and guarded (math.sqrt of a
+// head size: a new head size recompiles, a new sequence length does not reach it).
+bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, Status* out) {
+  PyObject* fn = callable.obj.get();
+  PyObject* self = PyCFunction_GET_SELF(fn);
+  if (self == nullptr || !PyModule_Check(self)) return false;
+  const char* module = PyModule_GetName(self);
+  if (module == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  if (std::string_view(module) != "math") return false;
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    PyObject* item = nullptr;
+    if (a.kind == ValueKind::Const && !is_opaque(a) &&
+        (PyLong_CheckExact(a.obj.get()) || PyFloat_CheckExact(a.obj.get()) || PyBool_Check(a.obj.get()))) {
+      item = Py_NewRef(a.obj.get());
+    } else if (a.kind == ValueKind::Sym) {
+      const auto v = a.expr.eval(hints_);
+      if (!v) {
+        *out = unsupported("math function of a value that does not exist");
+        return true;
+      }
+      item = sym_value_to_python(*v);
+      entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +
+                                                                              jit::SymExpr::constant(*v).str());
+    } else {
+      return false;
+    }
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
+  }
+  PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
+  if (r == nullptr) {
+    PyErr_Clear();
+    *out = unsupported("math function raised (eager raises it)");
+    return true;
+  }
+  push(Value::constant(PyRef::steal(r)));
+  *out = ok();
+  return true;
 }
 
 

@@ -1,4 +1,6 @@
 // Handlers for sequences, the value stack, jumps and RETURN_VALUE.
+#include <string_view>
+
 #include "interp/tracer.h"
 
 namespace fj::interp {
@@ -202,14 +204,22 @@ Status Tracer::op_for_iter(const Instruction& ins) {
 }
 
 // (manager -- exit, entered): `with torch.no_grad():` and `with torch.enable_grad():`.
-// framejit compiles only frames whose tensors do not require grad, so the grad mode
-// changes nothing in what they compute: the block is traced as it stands. The
+// Without autograd, the grad mode changes nothing in what a traced frame computes:
+// the block is traced as it stands, and the mode is tracked for tensors that require
+// grad (read only where it is off). The
 // exception path of the block is never traced (a raise ends the trace).
 Status Tracer::op_before_with(const Instruction&) {
   Value mgr = pop();
   if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
     return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
   }
+  const bool enables = std::string_view(Py_TYPE(mgr.obj.get())->tp_name).find("enable_grad") !=
+                       std::string_view::npos;
+  if (enables && reads_requires_grad_) {
+    return unsupported("enable_grad() around tensors that require grad (autograd is not supported yet)");
+  }
+  grad_outer_.push_back(grad_enabled_);
+  grad_enabled_ = enables;
   Value exit;
   exit.kind = ValueKind::GradModeExit;
   push(std::move(exit));

@@ -21,14 +21,19 @@ jit::SymShape without_ones(const jit::SymShape& s) {
 
 // Whether `to` only splits dims of `from` (and adds or drops 1s): such a view works
 // for any strides, where merging dims needs them to be contiguous.
-bool only_splits(const jit::SymShape& from_all, const jit::SymShape& to_all) {
+// `equal` decides size equalities that are not structural (4*(s2//4) == s2).
+template <class Equal>
+bool only_splits(const jit::SymShape& from_all, const jit::SymShape& to_all, Equal&& equal) {
   const jit::SymShape from = without_ones(from_all), to = without_ones(to_all);
   size_t j = 0;
   for (const SymExpr& f : from) {
     if (j >= to.size()) return false;
     SymExpr prod = to[j++];
-    while (!prod.same(f) && j < to.size()) prod = jit::mul(prod, to[j++]);
-    if (!prod.same(f)) return false;
+    while (!prod.same(f) && j < to.size() && !(jit::is_const(f, 0))) {
+      if (equal(prod, f)) break;
+      prod = jit::mul(prod, to[j++]);
+    }
+    if (!prod.same(f) && !equal(prod, f)) return false;
   }
   return j == to.size();
 }
@@ -77,6 +82,15 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
   }
   const NodeId x = a[0].node;
   const jit::SymShape xs = graph_.node(x).sym;
+  // Equal in this call, and guarded so (a split of s2 into 4 * (s2 // 4)).
+  auto split_equal = [&](const SymExpr& a, const SymExpr& b) {
+    const SymExpr same = jit::eq(a, b);
+    if (auto c = same.as_bool()) return *c;
+    const auto v = same.eval(hints_);
+    if (!v || !std::holds_alternative<bool>(*v) || !std::get<bool>(*v)) return false;
+    entry_->guards.add_expr(same, readable(same));
+    return true;
+  };
   const int64_t rank = static_cast<int64_t>(xs.size());
   auto norm = [&](int64_t d, int64_t r, int64_t* out) -> Status {
     const int64_t rr = std::max<int64_t>(r, 1);
@@ -121,7 +135,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       if (Status s = sizes_arg(a[1], what, &sizes, true)) return s;
       auto r = graph_.reshape(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
-      if (may_be_noncontig(x) && !only_splits(xs, graph_.node(*r).sym)) {
+      if (may_be_noncontig(x) && !only_splits(xs, graph_.node(*r).sym, split_equal)) {
         if (op.tensor_op == T::View) return unsupported("view() that merges dims of a non-contiguous tensor (eager raises)");
         return push_built(r, what);  // reshape copies: a contiguous result
       }
@@ -212,7 +226,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       sizes.insert(sizes.end(), xs.begin() + s1 + 1, xs.end());
       auto r = graph_.reshape(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
-      if (may_be_noncontig(x) && !only_splits(xs, sizes)) return push_built(r, what);  // a copy
+      if (may_be_noncontig(x) && !only_splits(xs, sizes, split_equal)) return push_built(r, what);  // a copy
       return push_built(r, what, x);
     }
     case T::Contiguous: {

@@ -56,13 +56,16 @@ const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
 class Tracer {
  public:
   Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
-      : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()) {
+      : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()),
+        grad_at_entry_(guards::grad_enabled()), grad_enabled_(grad_at_entry_) {
     cur_ = FrameCtx{&root_fs_, &code, st.code, in.globals, in.builtins, nullptr, nullptr, 0};
   }
 
   std::unique_ptr<CacheEntry> run(Fallback* why);
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
+  // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
+  bool call_math(const Value& callable, const std::vector<Value>& args, Status* out);
 
  private:
   using Handler = Status (Tracer::*)(const Instruction&);
@@ -220,6 +223,14 @@ class Tracer {
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
   int next_identity_ = 0;  // for tuples and lists the frame builds
+  // Grad mode as traced: torch's at entry, changed by `with torch.no_grad()` /
+  // `torch.enable_grad()` blocks. Without autograd, a tensor that requires grad is
+  // read only where grad mode is off (its results then require no grad); the entry's
+  // mode is then guarded.
+  const bool grad_at_entry_;
+  bool grad_enabled_;
+  std::vector<bool> grad_outer_;  // the mode outside each open with block
+  bool reads_requires_grad_ = false;
 
  public:
   std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced

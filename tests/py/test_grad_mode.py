@@ -1,0 +1,61 @@
+"""Modules whose parameters require grad compile under torch.no_grad(): grad mode is
+traced through with blocks and guarded at entry (autograd itself is not compiled yet)."""
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+def test_parameters_that_require_grad_compile_under_no_grad_and_follow_new_weights():
+    torch.manual_seed(0)
+    m = MLP()
+    cm = framejit.compile(m)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        assert_same(cm(x), m(x))
+        m.fc1.weight.add_(0.5)  # in place: the compiled code reads the parameter, not a copy
+        assert_same(cm(x), m(x))
+        x9 = torch.randn(9, 16)
+        assert_same(cm(x9), m(x9))
+    s = framejit.stats(MLP.forward)
+    assert s["fallbacks"] == 0 and s["compiles"] == 1, s
+
+
+def test_grad_mode_is_guarded_and_enable_grad_inside_falls_back():
+    torch.manual_seed(0)
+    m = MLP()
+    cm = framejit.compile(m)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        out = cm(x)
+    assert not out.requires_grad
+    # Grad mode on: eager builds an autograd graph, which framejit does not compile yet.
+    out = cm(x)
+    assert out.requires_grad and out.grad_fn is not None
+    assert_same(out.detach(), m(x).detach())
+    assert any("requires grad" in f.reason for f in framejit.fallbacks(MLP.forward))
+
+    def f(w, x):
+        with torch.no_grad():
+            y = x * w
+        with torch.enable_grad():
+            z = y * w
+        return y, z
+
+    w = torch.randn(4, requires_grad=True)
+    cf = framejit.compile(f)
+    with torch.no_grad():
+        y, z = cf(w, torch.randn(4))
+    # enable_grad around w: eager's autograd graph, so the frame ran in CPython.
+    assert z.requires_grad and not y.requires_grad
+    assert any("enable_grad" in b.reason for b in framejit.fallbacks(f))
