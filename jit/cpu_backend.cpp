@@ -383,7 +383,9 @@ std::vector<SymExpr> kernel_work(const Graph& g, const Schedule& s, const Kernel
     if (!seen.insert(id).second) continue;
     const Node& n = g.node(id);
     if (is_python_scalar(n)) continue;
-    work.push_back(numel(n.sym));
+    // Elements computed: the loop's, and each reduction's operand. Values that are
+    // only read (an embedding table, a broadcast row) do not count.
+    if (op_family(n.op) == Family::Reduction) work.push_back(numel(g.node(n.inputs[0]).sym));
     const bool stored = std::any_of(spec.stores.begin(), spec.stores.end(),
                                     [&](const KernelSpec::Store& st) { return st.node == id; });
     if (s.buffer_of[static_cast<size_t>(id)] >= 0 && !stored) continue;
