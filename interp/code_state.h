@@ -30,6 +30,12 @@ struct Counters {
   }
 };
 
+// Why a frame ran in CPython: the reason and where (file:line).
+struct Fallback {
+  std::string reason;
+  std::string location;
+};
+
 struct CacheEntry {
   guards::GuardSet guards;
   Plan plan;
@@ -37,12 +43,8 @@ struct CacheEntry {
   std::vector<std::string> ops;  // ATen names of the graph's compute nodes
   // The traced graph itself, for framejit.ptx (the CUDA code generator reads it).
   std::shared_ptr<const jit::Graph> graph;
-};
-
-// Why a frame ran in CPython: the reason and where (file:line).
-struct Fallback {
-  std::string reason;
-  std::string location;
+  std::vector<std::string> segment_texts;  // graphs run before a break, in order
+  std::vector<Fallback> breaks;            // graph breaks of the plan (reason, file:line)
 };
 
 struct CodeState {

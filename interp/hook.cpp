@@ -167,7 +167,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       const std::shared_ptr<CacheEntry> entry = st.entries[i];
       if (entry->guards.check(in, &bindings) && eval_scalars(entry->plan, bindings, &scalars)) {
         st.counters.cache_hits++;
-        return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);
+        return or_eager(run_plan(entry->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
       }
     }
     if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
@@ -207,13 +207,15 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
 
   Fallback why;
   const auto started = std::chrono::steady_clock::now();
-  std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why);
+  TraceOutcome ran;  // a plan with steps runs while it is traced
+  std::unique_ptr<CacheEntry> entry = trace_frame(st, f, in, &why, &ran);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   st.compile_seconds += seconds;
   if (log::enabled(log::Channel::Perf)) {
     log::interp().info("perf: {} ({}): trace and compile {:.1f} ms{}", PyUnicode_AsUTF8(code->co_qualname),
                        location_of(code), seconds * 1e3, entry ? "" : " (fell back)");
   }
+  if (ran.ran && !entry) return ran.result;
   if (!entry) {
     if (PyErr_Occurred()) PyErr_Clear();
     if (st.fullgraph && t_recorder == nullptr) {
@@ -228,18 +230,20 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   st.fallbacks_in_a_row = 0;
   // The trace's own guards bind this call's symbols (they hold: the trace saw it).
-  if (!entry->guards.check(in, &bindings) || !eval_scalars(entry->plan, bindings, &scalars)) {
+  if (!ran.ran && (!entry->guards.check(in, &bindings) || !eval_scalars(entry->plan, bindings, &scalars))) {
     FJ_DEBUG_CHECK(false, "a fresh trace's guards fail on the call that made it");
     record_fallback(st, {"internal error: a fresh trace does not match its own call", location_of(code)});
     tracing.reset();
     return compat::eval_default(ts, f, throwflag);
   }
   if (t_recorder != nullptr) {
+    t_recorder->graphs.insert(t_recorder->graphs.end(), entry->segment_texts.begin(), entry->segment_texts.end());
     if (!entry->graph_text.empty()) t_recorder->graphs.push_back(entry->graph_text);
     if (entry->graph) t_recorder->jit_graphs.push_back(entry->graph);
     t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
     t_recorder->guards = entry->guards.describe();
-    return or_eager(run_plan(entry->plan, in, bindings, scalars), ts, f, throwflag);
+    t_recorder->breaks.insert(t_recorder->breaks.end(), entry->breaks.begin(), entry->breaks.end());
+    return ran.ran ? ran.result : or_eager(run_plan(entry->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
   }
   st.counters.compiles++;
   if (!st.entries.empty()) {
@@ -252,7 +256,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   track_entry(shared);
   st.entries.push_back(shared);
   tracing.reset();
-  return or_eager(run_plan(shared->plan, in, bindings, scalars), ts, f, throwflag);
+  return ran.ran ? ran.result : or_eager(run_plan(shared->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
 }
 
 PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {

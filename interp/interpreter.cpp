@@ -86,7 +86,7 @@ Status Tracer::bind_arguments() {
     PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in_.closure, k));
     if (v == nullptr) continue;  // an empty cell: reading it ends the trace
     const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
-    entry_->guards.add_closure(k, name, v);
+    guards().add_closure(k, name, v);
     cur_.fs->locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
   }
   const auto& refs = guards::torch_refs();
@@ -102,8 +102,8 @@ Status Tracer::bind_arguments() {
       std::array<int, guards::kMaxRank> dim_symbols;
       jit::NodeId n;
       if (Status s = tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols)) return s;
-      placeholder_slot_.push_back(i);
-      entry_->guards.add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
+      placeholder_slot_.push_back(InputRef{InputRef::Kind::Arg, i});
+      guards().add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
     } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
       return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
@@ -113,7 +113,7 @@ Status Tracer::bind_arguments() {
       int overflow = 0;
       const long long iv = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : 0;
       if (PyLong_CheckExact(a) && (overflow != 0 || iv == 0 || iv == 1)) {
-        entry_->guards.add_scalar(i, name, a);
+        guards().add_scalar(i, name, a);
         cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
         continue;
       }
@@ -127,10 +127,10 @@ Status Tracer::bind_arguments() {
         hint = PyFloat_AS_DOUBLE(a);
       }
       const int id = new_symbol(type, hint, "L['" + name + "']");
-      entry_->guards.add_symbol_arg(i, name, id, type);
+      guards().add_symbol_arg(i, name, id, type);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
-      entry_->guards.add_scalar(i, name, a);
+      guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
     } else {
       // Any other object: passed through unguarded; using it ends the trace.
@@ -149,6 +149,12 @@ Status Tracer::execute(Value* result) {
     if (++steps_ > kMaxSteps) return unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
     last_ins_ = &cur_.code->instructions[cur_.fs->pc];
     last_co_ = cur_.co;
+    // After an opaque call, a root instruction that cannot be traced runs in CPython
+    // from the state before it (not inside KW_NAMES..CALL or after EXTENDED_ARG).
+    if (committed_ && cur_.depth == 0 && !cur_.fs->kw_names &&
+        (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
+      snapshot_ = *cur_.fs;
+    }
     if (Status s = step(*last_ins_)) return s;
     if (cur_.fs->ret) {
       *result = std::move(*cur_.fs->ret);
@@ -158,14 +164,29 @@ Status Tracer::execute(Value* result) {
 }
 
 std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
+  own_run_ = std::unique_ptr<PlanRun>(new PlanRun{in_, hints_, {}, &st_, frame_});
+  run_ = own_run_.get();
   Value ret;
   Status s = bind_arguments();
   if (!s) s = execute(&ret);
   if (!s) s = finish(ret);
   if (!s) s = compile();
+  const bool has_steps = !entry_->plan.steps.empty();
+  if (!s && has_steps) s = flush_block_guards();
+  if (!s && has_steps) run_final();  // the steps so far ran while tracing: run the rest
+  if (s && end_with_deopt(s)) s = ok();
+  if (!s || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
   if (s) {
     why->reason = s->reason;
     why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
+    if (committed_ || call_raised_) {  // side effects happened: the call cannot start over
+      ran_ = true;
+      if (!call_raised_ && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_RuntimeError, "framejit: cannot continue %U after a graph break: %s (%s)",
+                     st_.code->co_qualname, why->reason.c_str(), why->location.c_str());
+      }
+      return nullptr;
+    }
     if (PyErr_Occurred()) PyErr_Clear();
     return nullptr;
   }
@@ -228,6 +249,13 @@ std::string Tracer::describe(const Value& v) const {
       for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe(v.items[i]);
       return s + (v.kind == ValueKind::Tuple ? ")" : "]");
     }
+    case ValueKind::Dict: {
+      std::string s = "{";
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        s += (i ? ", " : "") + describe(v.items[i]) + ": " + describe(v.items[i + 1]);
+      }
+      return s + "}";
+    }
     case ValueKind::TensorMethod: return "Tensor." + v.method;
     case ValueKind::GradModeExit: return "<grad mode __exit__>";
     case ValueKind::Slice: return "<slice>";
@@ -289,6 +317,9 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::JUMP_IF_FALSE_OR_POP)] = &Tracer::op_jump_if_or_pop;
     t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
     t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
+    t[op(Opcode::RAISE_VARARGS)] = &Tracer::op_raise_varargs;
+    t[op(Opcode::BUILD_MAP)] = &Tracer::op_build_map;
+    t[op(Opcode::BUILD_CONST_KEY_MAP)] = &Tracer::op_build_map;
     t[op(Opcode::GET_ITER)] = &Tracer::op_get_iter;
     t[op(Opcode::BUILD_SLICE)] = &Tracer::op_build_slice;
     t[op(Opcode::BEFORE_WITH)] = &Tracer::op_before_with;
@@ -303,85 +334,23 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
 
 Status Tracer::finish(const Value& ret) {
   std::unordered_map<jit::NodeId, int> output_index;
-  std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
   std::vector<jit::NodeId> outputs;
-  std::function<Status(const Value&, PlanValue*)> convert = [&](const Value& v, PlanValue* out) -> Status {
-    switch (v.kind) {
-      case ValueKind::Tensor: {
-        if (jit::op_family(graph_.node(v.node).op) == jit::Family::Item) {
-          // A Python number read from a tensor: a 0-d graph output, converted by the plan.
-          const jit::ScalarKind k = graph_.node(v.node).scalar_kind;
-          auto t = graph_.full({}, v.node, jit::scalar_kind_dtype(k) == jit::DType::Float32 ? jit::DType::Float64
-                                                                                            : jit::scalar_kind_dtype(k));
-          if (!t) return unsupported("returning a number read from a tensor: " + t.error());
-          auto [it, fresh] = output_index.emplace(*t, static_cast<int>(outputs.size()));
-          if (fresh) outputs.push_back(*t);
-          out->kind = PlanValue::Kind::Item;
-          out->index = it->second;
-          return ok();
-        }
-        const jit::Node& n = graph_.node(v.node);
-        if (n.op == jit::Op::Placeholder) {
-          const int slot = placeholder_slot_[static_cast<size_t>(n.index)];
-          out->kind = slot >= 0 ? PlanValue::Kind::Arg : PlanValue::Kind::PathTensor;
-          out->index = slot >= 0 ? slot : -1 - slot;
-          return ok();
-        }
-        auto [it, fresh] = output_index.emplace(v.node, static_cast<int>(outputs.size()));
-        if (fresh) outputs.push_back(v.node);
-        out->kind = PlanValue::Kind::GraphOutput;
-        out->index = it->second;
-        return ok();
-      }
-      case ValueKind::Const:
-        if (v.fresh) return unsupported("returning a function defined in the frame");
-        if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
-          out->kind = PlanValue::Kind::Arg;  // the call's own argument object
-          out->index = v.source.arg;
-        } else {  // a constant, a default value or a bound method's self: fixed by guards
-          out->kind = PlanValue::Kind::Const;
-          out->obj = v.obj;
-        }
-        return ok();
-      case ValueKind::Sym:
-        out->kind = PlanValue::Kind::Sym;
-        out->expr = v.expr;
-        entry_->plan.must_evaluate.push_back(v.expr);
-        return ok();
-      case ValueKind::Tuple:
-      case ValueKind::List:
-        if (v.identity >= 0) {  // one object, however often it is returned
-          auto [it, fresh] = memo_of.emplace(v.identity, entry_->plan.num_memos);
-          if (!fresh) {
-            out->kind = PlanValue::Kind::Repeat;
-            out->index = it->second;
-            return ok();
-          }
-          out->memo = entry_->plan.num_memos++;
-        }
-        out->obj = v.obj;  // a torch.return_types type, or null
-        out->kind = v.kind == ValueKind::List ? PlanValue::Kind::List
-                    : v.torch_size             ? PlanValue::Kind::Size
-                                               : PlanValue::Kind::Tuple;
-        out->items.resize(v.items.size());
-        for (size_t i = 0; i < v.items.size(); ++i) {
-          if (Status s = convert(v.items[i], &out->items[i])) return s;
-        }
-        return ok();
-      case ValueKind::Null:
-      case ValueKind::TensorMethod:
-      case ValueKind::Iterator:
-      case ValueKind::GradModeExit:
-      case ValueKind::Slice:
-        return unsupported("returning " + describe(v));
-    }
-    return unsupported("returning an unknown value");
-  };
-  if (Status s = convert(ret, &entry_->plan.ret)) return s;
+  ConvertCtx ctx;
+  ctx.output_index = &output_index;
+  ctx.outputs = &outputs;
+  if (Status s = convert(ret, &plan_->ret, ctx)) return s;
+  plan_->num_memos = ctx.num_memos;
   // A frame without tensor arguments and without tensor results is Python's work.
-  if (outputs.empty() && placeholder_slot_.empty()) return unsupported("no tensor work in this frame");
+  if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
+    return unsupported("no tensor work in this frame");
+  }
   graph_.set_outputs(outputs);
-  entry_->plan.graph_args = placeholder_slot_;
+  plan_->graph_args = placeholder_slot_;
+  return seal_outputs(outputs, &plan_->outputs);
+}
+
+// Output specs of the current graph, and the guards its building relied on.
+Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs) {
   for (jit::NodeId id : outputs) {
     const jit::Node& n = graph_.node(id);
     OutputSpec spec;
@@ -389,26 +358,26 @@ Status Tracer::finish(const Value& ret) {
     spec.sym = n.sym;
     spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
     for (const jit::SymExpr& e : n.sym) {
-      if (!e.is_constant()) entry_->plan.must_evaluate.push_back(e);
+      if (!e.is_constant()) plan_->must_evaluate.push_back(e);
     }
     if (spec.is_static) {
       spec.shape = *jit::concrete(n.sym);
       spec.strides = contiguous_strides(spec.shape);
       spec.empty_args = empty_args_for(spec.shape);
     }
-    entry_->plan.outputs.push_back(std::move(spec));
+    specs->push_back(std::move(spec));
   }
-  for (const jit::SymExpr& a : graph_.assumptions()) entry_->guards.add_expr(a, readable(a));
+  for (const jit::SymExpr& a : graph_.assumptions()) guards().add_expr(a, readable(a));
   // Runtime numbers whose conversion eager checks (clamp bounds, where values):
   // guarded into the range that converts; outside it eager raises, so fall back.
   for (const jit::Graph::ScalarRange& r : graph_.scalar_ranges()) {
-    const jit::SymExpr& e = entry_->plan.scalar_inputs[static_cast<size_t>(r.index)];
+    const jit::SymExpr& e = plan_->scalar_inputs[static_cast<size_t>(r.index)];
     const bool is_int = graph_.node(scalar_nodes_[static_cast<size_t>(r.index)]).scalar_kind == jit::ScalarKind::Int;
     auto bound = [&](double v) { return is_int ? jit::SymExpr::integer(static_cast<int64_t>(v)) : jit::SymExpr::real(v); };
     for (const jit::SymExpr& cond : {jit::ge(e, bound(r.lo)), jit::le(e, bound(r.hi))}) {
       const auto holds = cond.eval(hints_);
       if (!holds || holds->index() != 2 || !std::get<bool>(*holds)) return unsupported("a scalar operand out of the range eager converts (eager raises)");
-      if (!cond.is_constant()) entry_->guards.add_expr(cond, readable(cond));
+      if (!cond.is_constant()) guards().add_expr(cond, readable(cond));
     }
   }
   return ok();
@@ -428,7 +397,8 @@ static jit::CpuBackend* cpu_backend(std::string* error) {
   return backend.get();
 }
 
-Status Tracer::compile() {
+// Compiles the current graph (its outputs set); the op list and counters follow.
+Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   // The ops that the outputs need, in order (for explain and the op list).
   std::vector<bool> live(graph_.size(), false);
   for (jit::NodeId id : graph_.outputs()) live[static_cast<size_t>(id)] = true;
@@ -441,11 +411,8 @@ Status Tracer::compile() {
     const jit::Family f = jit::op_family(n.op);
     if (live[i] && f != jit::Family::Input && f != jit::Family::Constant) entry_->ops.emplace_back(jit::aten_name(n.op));
   }
-  if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
-  entry_->graph_text = graph_.str();
-  entry_->graph = std::make_shared<const jit::Graph>(graph_);
   if (log::enabled(log::Channel::Graph)) {
-    log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), entry_->graph_text);
+    log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
   }
   std::string error;
   jit::CpuBackend* backend = cpu_backend(&error);
@@ -456,15 +423,21 @@ Status Tracer::compile() {
   auto compiled = backend->compile(graph_);
   PyEval_RestoreThread(saved);
   if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
-  entry_->plan.graph = *compiled;
-  track_graph(entry_->plan.graph);
+  *out = *compiled;
+  track_graph(*out);
+  graphs_compiled_++;
   return ok();
 }
 
-
+Status Tracer::compile() {
+  if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
+  entry_->graph_text = graph_.str();
+  entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
+  return compile_graph(&plan_->graph);
+}
 
 std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
-                                        Fallback* why) {
+                                        Fallback* why, TraceOutcome* out) {
   std::string error;
   const DecodedCode* code = decoded_code(state.code, &error);
   if (code == nullptr) {
@@ -473,11 +446,12 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, cons
     return nullptr;
   }
   Tracer tracer(state, f, in, *code);
-  if (log::trace_dir().empty()) return tracer.run(why);
   std::string trace;
-  tracer.trace_log_ = &trace;
+  if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
   std::unique_ptr<CacheEntry> entry = tracer.run(why);
-  write_trace_dump(state.code, trace, entry.get(), *why);
+  if (!log::trace_dir().empty()) write_trace_dump(state.code, trace, entry.get(), *why);
+  out->ran = tracer.ran_;
+  out->result = tracer.result_.release();
   return entry;
 }
 

@@ -30,6 +30,19 @@ Status Tracer::op_call(const Instruction& ins) {
     }
     return call_py_op(*op, std::move(args), kw_names.get());
   }
+  // What cannot be traced at the root frame becomes a graph break: the call runs as
+  // it is, between two graph segments (see plan_break.cpp).
+  std::string no_break;
+  const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
+    if (!can_break || call_raised_) return failed;
+    PyObject* c = callable.obj.get();
+    // Building a builtin exception has no side effect: not a graph break.
+    const bool pure = PyExceptionClass_Check(c) && !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure);
+    return s && !call_raised_ && !committed_ ? failed : s;
+  };
+  const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     // A Python function (or a bound method, or a framejit-compiled function): its
     // body is traced into the same graph.
@@ -41,12 +54,16 @@ Status Tracer::op_call(const Instruction& ins) {
       args.insert(args.begin(), std::move(self));
       target = PyMethod_GET_FUNCTION(target);
     }
-    if (PyFunction_Check(target)) return inline_call(target, std::move(args), kw_names.get());
+    if (PyFunction_Check(target)) {
+      Status s = inline_call(target, std::move(args), kw_names.get());
+      return s ? opaque_call(std::move(s), orig_args) : s;
+    }
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     if (PyObject* forward = module_forward(callable)) {  // an nn.Module without hooks
       args.insert(args.begin(), callable);
-      return inline_call(forward, std::move(args), kw_names.get());
+      Status s = inline_call(forward, std::move(args), kw_names.get());
+      return s ? opaque_call(std::move(s), orig_args) : s;
     }
   }
   if (callable.kind == ValueKind::TensorMethod) {
@@ -56,7 +73,7 @@ Status Tracer::op_call(const Instruction& ins) {
     if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
     return call_shape_method(callable.method, args);
   }
-  if (kw_names) return unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)");
+  if (kw_names) return opaque_call(unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)"), std::move(args));
   if (callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
     if (!grad_outer_.empty()) {
       grad_enabled_ = grad_outer_.back();
@@ -121,7 +138,7 @@ Status Tracer::op_call(const Instruction& ins) {
     Status s;
     if (call_math(callable, args, &s)) return s;
   }
-  return unsupported("call to " + describe(callable) + " (not supported yet)");
+  return opaque_call(unsupported("call to " + describe(callable) + " (not supported yet)"), std::move(args));
 }
 
 // A function of the math module on numbers: computed with the values of this call.
@@ -183,7 +200,7 @@ Status Tracer::call_range(const std::vector<Value>& args) {
       const auto hint = a.expr.eval(hints_);
       if (!hint) return unsupported("range() bound with no value");
       const int64_t n = std::get<int64_t>(*hint);
-      entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)),
+      guards().add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)),
                               readable(a.expr) + " == " + std::to_string(n));
       v = PyLong_FromLongLong(n);
     } else if (a.kind == ValueKind::Const && !is_opaque(a) && PyLong_CheckExact(a.obj.get())) {
@@ -230,9 +247,9 @@ PyObject* Tracer::module_forward(const Value& m) {
   PyRef holder;
   if (!path_root(m, &root, &holder)) return nullptr;
   const std::string text = source_text(m.source);
-  entry_->guards.add_dicts_empty(text, hooks);
-  entry_->guards.add_path_method(text, root, m.source.attrs, "__call__", refs.call);
-  entry_->guards.add_path_method(text, root, m.source.attrs, "forward", forward);
+  guards().add_dicts_empty(text, hooks);
+  guards().add_path_method(text, root, m.source.attrs, "__call__", refs.call);
+  guards().add_path_method(text, root, m.source.attrs, "forward", forward);
   return forward;
 }
 
@@ -271,7 +288,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     return unsupported("call of the generator or coroutine " + qualname);
   }
   if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
-  entry_->guards.add_function(fn);
+  guards().add_function(fn);
   std::string error;
   const DecodedCode* decoded = decoded_code(co, &error);
   if (decoded == nullptr) return unsupported(error);
@@ -324,7 +341,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     PyObject* cell = PyTuple_GET_ITEM(func->func_closure, k);
     PyObject* v = PyCell_GET(cell);
     if (v == nullptr) continue;
-    entry_->guards.add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
+    guards().add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
     fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
   }
 

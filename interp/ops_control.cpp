@@ -115,8 +115,9 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
     }
     default: {
       bool t = false;
-      if (Status s = truth(v, &t)) return s;
       const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
+      if (v.kind == ValueKind::Tensor && cur_.depth == 0) return branch_on(std::move(v), ins, want);
+      if (Status s = truth(v, &t)) return s;
       jump = t == want;
       break;
     }
@@ -178,7 +179,7 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
   PyObject* modules = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
   if (modules == nullptr || !PyDict_CheckExact(modules)) return unsupported("a container module without _modules");
   if (static_cast<size_t>(PyDict_GET_SIZE(modules)) > kMaxUnroll) return unsupported("a loop over too many submodules");
-  entry_->guards.add_dict_keys(source_text(seq.source) + "._modules", modules);
+  guards().add_dict_keys(source_text(seq.source) + "._modules", modules);
   Py_ssize_t pos = 0;
   PyObject* key;
   while (PyDict_Next(modules, &pos, &key, nullptr)) {
@@ -209,6 +210,9 @@ Status Tracer::op_for_iter(const Instruction& ins) {
 // grad (read only where it is off). The
 // exception path of the block is never traced (a raise ends the trace).
 Status Tracer::op_before_with(const Instruction&) {
+  // After an opaque call a failure inside the block could not resume in CPython (the
+  // grad mode change is not real while tracing): the block runs there from its start.
+  if (committed_ && cur_.depth == 0) return unsupported("a with block after a graph break");
   Value mgr = pop();
   if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
     return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
@@ -230,6 +234,60 @@ Status Tracer::op_before_with(const Instruction&) {
 // (value -- )
 Status Tracer::op_return_value(const Instruction&) {
   cur_.fs->ret = pop();
+  return ok();
+}
+
+// (args[n] -- ): raising is CPython's: the frame resumes there (a Deopt step), so the
+// exception, its traceback and context are eager's own.
+Status Tracer::op_raise_varargs(const Instruction&) {
+  std::string why;
+  if (cur_.depth == 0 && can_resume(&why)) {
+    deopt_here_ = true;
+    snapshot_ = *cur_.fs;
+  }
+  return unsupported("raise");
+}
+
+// BUILD_MAP (key, value, ... -- dict); BUILD_CONST_KEY_MAP (values..., keys -- dict).
+// Keys are constants whose hashing runs no user code (str, numbers, None).
+Status Tracer::op_build_map(const Instruction& ins) {
+  const size_t n = static_cast<size_t>(ins.arg);
+  std::vector<Value> keys, values;
+  if (ins.opcode == op(Opcode::BUILD_CONST_KEY_MAP)) {
+    Value k = pop();
+    if (k.kind != ValueKind::Const || !PyTuple_CheckExact(k.obj.get()) || PyTuple_GET_SIZE(k.obj.get()) != static_cast<Py_ssize_t>(n)) {
+      return unsupported("BUILD_CONST_KEY_MAP without a tuple of keys");
+    }
+    for (size_t i = 0; i < n; ++i) keys.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(k.obj.get(), static_cast<Py_ssize_t>(i)))));
+    values.assign(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
+    cur_.fs->stack.resize(cur_.fs->stack.size() - n);
+  } else {
+    std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(2 * n), cur_.fs->stack.end());
+    cur_.fs->stack.resize(cur_.fs->stack.size() - 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      keys.push_back(std::move(items[2 * i]));
+      values.push_back(std::move(items[2 * i + 1]));
+    }
+  }
+  Value dict;
+  dict.kind = ValueKind::Dict;
+  for (size_t i = 0; i < n; ++i) {
+    const Value& k = keys[i];
+    if (k.kind != ValueKind::Const || is_opaque(k) || !is_foldable(k.obj.get()) || PyTuple_Check(k.obj.get())) {
+      return unsupported("a dict key " + describe(k) + " (not supported yet)");
+    }
+    size_t j = 0;  // a repeated key keeps its first position and takes the last value
+    while (j < dict.items.size() && PyObject_RichCompareBool(dict.items[j].obj.get(), k.obj.get(), Py_EQ) != 1) j += 2;
+    PyErr_Clear();
+    if (j < dict.items.size()) {
+      dict.items[j + 1] = std::move(values[i]);
+    } else {
+      dict.items.push_back(k);
+      dict.items.push_back(std::move(values[i]));
+    }
+  }
+  dict.identity = next_identity_++;
+  push(std::move(dict));
   return ok();
 }
 

@@ -54,7 +54,7 @@ Status Tracer::op_load_global(const Instruction& ins) {
   }
   if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
   const std::string n = PyUnicode_AsUTF8(name);
-  entry_->guards.add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
+  guards().add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
   if (ins.arg & 1) push(Value::null());
   Source src;
   src.kind = Source::Kind::Global;
@@ -136,18 +136,20 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
     guards::TensorMeta meta;
     std::string why;
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
+    // After an opaque call the plan's checks bind no new symbols and find no tensors.
+    if (committed_) return unsupported("tensor attribute " + text + " read after a graph break (not supported yet)");
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
     if (Status s = tensor_input(meta, text, &n, &dims)) return s;
-    const int k = entry_->guards.add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
-    placeholder_slot_.push_back(-1 - k);
+    const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
+    placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
     *out = Value::tensor(n, child);
     return ok();
   }
   if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type))) {
     return unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet");
   }
-  entry_->guards.add_path(text, root, child.attrs, v);
+  guards().add_path(text, root, child.attrs, v);
   *out = Value::constant(PyRef::borrow(v), child);
   return ok();
 }
@@ -191,7 +193,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   Value out;
-  if (Status s = is_global_module(owner) ? module_attr(owner, name, &out, entry_->guards) : attr_of(owner, name, &out)) {
+  if (Status s = is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out)) {
     return s;
   }
   push(std::move(out));
@@ -213,7 +215,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
   }
   Value out;
   if (is_global_module(owner)) {
-    if (Status s = module_attr(owner, name, &out, entry_->guards)) return s;
+    if (Status s = module_attr(owner, name, &out, guards())) return s;
     push(Value::null());
     push(std::move(out));
     return ok();
@@ -230,7 +232,23 @@ Status Tracer::op_load_method(const Instruction& ins) {
     PyRef holder;
     if (fn != nullptr && PyFunction_Check(fn) && !shadowed && guards::generic_getattribute(Py_TYPE(obj)) &&
         path_root(owner, &root, &holder)) {
-      entry_->guards.add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
+      guards().add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
+      push(Value::constant(PyRef::borrow(fn)));
+      push(std::move(owner));
+      return ok();
+    }
+  }
+  // A method of a builtin type (log.append): (method descriptor, self), for a call
+  // that becomes a graph break. The type's method is guarded.
+  if (owner.kind == ValueKind::Const && !owner.fresh && cur_.depth == 0 && !st_.fullgraph) {
+    PyObject* obj = owner.obj.get();
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
+    guards::PathRoot root;
+    PyRef holder;
+    if (fn != nullptr && Py_IS_TYPE(fn, &PyMethodDescr_Type) && !(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        _PyObject_GetDictPtr(obj) == nullptr && path_root(owner, &root, &holder)) {
+      guards().add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
       push(Value::constant(PyRef::borrow(fn)));
       push(std::move(owner));
       return ok();

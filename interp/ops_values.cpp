@@ -51,7 +51,7 @@ Status Tracer::push_sym(jit::SymExpr e, const char* what) {
   } else {
     // Checked at every cache hit even if nothing uses it: eager raises when it has
     // no value (10 // (n - 5) with n == 5), so such a call must not hit.
-    entry_->plan.must_evaluate.push_back(e);
+    plan_->must_evaluate.push_back(e);
     push(Value::sym(std::move(e)));
   }
   return ok();
@@ -64,7 +64,7 @@ Status Tracer::guard_truth(const jit::SymExpr& cond, bool* out) {
   if (!value) return unsupported("a condition with no value here (CPython raises)");
   *out = std::get<bool>(*value);
   const jit::SymExpr holds = *out ? as_bool : jit::logical_not(as_bool);
-  if (!holds.is_constant()) entry_->guards.add_expr(holds, readable(holds));
+  if (!holds.is_constant()) guards().add_expr(holds, readable(holds));
   return ok();
 }
 
@@ -105,10 +105,10 @@ Expected<jit::NodeId> Tracer::operand(const Value& v) {
         case jit::ScalarKind::Float: return graph_.scalar(std::get<double>(*hint));
       }
     }
-    for (size_t k = 0; k < entry_->plan.scalar_inputs.size(); ++k) {
-      if (entry_->plan.scalar_inputs[k].same(v.expr)) return scalar_nodes_[k];
+    for (size_t k = 0; k < plan_->scalar_inputs.size(); ++k) {
+      if (plan_->scalar_inputs[k].same(v.expr)) return scalar_nodes_[k];
     }
-    entry_->plan.scalar_inputs.push_back(v.expr);
+    plan_->scalar_inputs.push_back(v.expr);
     scalar_nodes_.push_back(graph_.scalar_input(scalar_kind_of(*hint)));
     return scalar_nodes_.back();
   }
@@ -250,7 +250,7 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
 Status Tracer::truth(const Value& v, bool* out) {
   if (v.kind == ValueKind::Tensor) return unsupported("a branch on a tensor's value (data-dependent control flow)");
   if (v.kind == ValueKind::Sym) return guard_truth(v.expr, out);
-  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List) {
+  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Dict) {
     *out = !v.items.empty();
     return ok();
   }
@@ -288,7 +288,7 @@ Status Tracer::require_tensor_attr(const std::string& name) {
   PyObject* now = guards::current_tensor_attr(key);
   Py_DECREF(key);
   if (original == nullptr || now != original) return unsupported("torch.Tensor." + name + " is not torch's own");
-  entry_->guards.add_tensor_attr(name, original);
+  guards().add_tensor_attr(name, original);
   return ok();
 }
 

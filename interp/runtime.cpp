@@ -33,67 +33,6 @@ PyObject* dtype_kwargs(jit::DType d) {
   return kw[i];
 }
 
-PyObject* build(const PlanValue& v, const std::vector<PyRef>& outs, const guards::CallInputs& in,
-                const jit::Bindings& b, std::vector<PyObject*>& memo) {
-  switch (v.kind) {
-    case PlanValue::Kind::Repeat:
-      return Py_NewRef(memo[static_cast<size_t>(v.index)]);
-    case PlanValue::Kind::Sym: {
-      const auto value = v.expr.eval(b);
-      if (!value) {
-        PyErr_SetString(PyExc_RuntimeError, "framejit: a guarded scalar expression has no value");
-        return nullptr;
-      }
-      return sym_value_to_python(*value);
-    }
-    case PlanValue::Kind::GraphOutput:
-      return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
-    case PlanValue::Kind::Item: {
-      static PyObject* item = PyUnicode_InternFromString("item");
-      return PyObject_CallMethodNoArgs(outs[static_cast<size_t>(v.index)].get(), item);
-    }
-    case PlanValue::Kind::Arg:
-      return Py_NewRef(in.args[v.index]);
-    case PlanValue::Kind::PathTensor:
-      return Py_NewRef(in.path_tensors[static_cast<size_t>(v.index)]);
-    case PlanValue::Kind::Const:
-      return Py_NewRef(v.obj.get());
-    case PlanValue::Kind::Size: {
-      PlanValue as_tuple = v;
-      as_tuple.kind = PlanValue::Kind::Tuple;
-      PyObject* t = build(as_tuple, outs, in, b, memo);
-      if (t == nullptr) return nullptr;
-      PyObject* size = PyObject_CallOneArg(guards::torch_refs().size_type, t);
-      Py_DECREF(t);
-      return size;
-    }
-    case PlanValue::Kind::Tuple:
-    case PlanValue::Kind::List: {
-      const auto n = static_cast<Py_ssize_t>(v.items.size());
-      const bool tuple = v.kind == PlanValue::Kind::Tuple;
-      PyObject* seq = tuple ? PyTuple_New(n) : PyList_New(n);
-      if (seq == nullptr) return nullptr;
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = build(v.items[static_cast<size_t>(i)], outs, in, b, memo);
-        if (item == nullptr) {
-          Py_DECREF(seq);
-          return nullptr;
-        }
-        if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
-      }
-      if (tuple && v.obj) {  // a torch.return_types structseq, built from the tuple
-        PyObject* typed = PyObject_CallOneArg(v.obj.get(), seq);
-        Py_DECREF(seq);
-        seq = typed;
-        if (seq == nullptr) return nullptr;
-      }
-      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = seq;  // borrowed: the result holds it
-      return seq;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 std::vector<int64_t> contiguous_strides(const jit::Shape& shape) {
@@ -180,69 +119,204 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
   return true;
 }
 
-PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
-                   const std::vector<double>& scalars) {
-  std::vector<PyRef> outs;
-  if (plan.graph) {
-    std::vector<jit::TensorArg> args;
-    args.reserve(plan.graph_args.size());
-    for (int slot : plan.graph_args) {
-      const auto k = static_cast<size_t>(-1 - slot);
-      const guards::TensorMeta& m = slot >= 0 ? *in.metas[static_cast<size_t>(slot)] : in.path_metas[k];
-      void* p = data_ptr(slot >= 0 ? in.args[slot] : in.path_tensors[k]);
-      if (p == nullptr && PyErr_Occurred()) return nullptr;
-      args.push_back(jit::TensorArg{p, m.sizes.data(), m.strides.data(), m.rank});
-    }
-    std::vector<jit::TensorArg> results;
-    outs.reserve(plan.outputs.size());
-    // Sizes of outputs with symbolic shapes, for this call (kept alive until run).
-    std::vector<std::pair<jit::Shape, std::vector<int64_t>>> dynamic(plan.outputs.size());
-    for (size_t k = 0; k < plan.outputs.size(); ++k) {
-      const OutputSpec& o = plan.outputs[k];
-      const jit::Shape* shape = &o.shape;
-      const std::vector<int64_t>* strides = &o.strides;
-      PyRef args = o.empty_args;
-      if (!o.is_static) {
-        auto& [sizes, st] = dynamic[k];
-        for (const jit::SymExpr& e : o.sym) {
-          const auto v = e.eval(b);
-          if (!v || v->index() != 0) {
-            PyErr_SetString(PyExc_RuntimeError, "framejit: an output size has no value");
-            return nullptr;
-          }
-          sizes.push_back(std::get<int64_t>(*v));
-        }
-        st = contiguous_strides(sizes);
-        args = empty_args_for(sizes);
-        shape = &sizes;
-        strides = &st;
+PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
+                      std::vector<PyObject*>& memo) {
+  const guards::CallInputs& in = run.in;
+  switch (v.kind) {
+    case PlanValue::Kind::Repeat:
+      return Py_NewRef(memo[static_cast<size_t>(v.index)]);
+    case PlanValue::Kind::Sym: {
+      const auto value = v.expr.eval(run.b);
+      if (!value) {
+        PyErr_SetString(PyExc_RuntimeError, "framejit: a guarded scalar expression has no value");
+        return nullptr;
       }
-      PyObject* t = PyObject_Call(guards::torch_refs().empty, args.get(), dtype_kwargs(o.dtype));
+      return sym_value_to_python(*value);
+    }
+    case PlanValue::Kind::GraphOutput:
+      return Py_NewRef(outs[static_cast<size_t>(v.index)].get());
+    case PlanValue::Kind::Item: {  // a Python number read from a 0-d tensor
+      static PyObject* item = PyUnicode_InternFromString("item");
+      const bool in_reg = v.reg >= 0;
+      if (in_reg && (static_cast<size_t>(v.reg) >= run.regs.size() || !run.regs[static_cast<size_t>(v.reg)])) {
+        PyErr_SetString(PyExc_RuntimeError, "framejit: a plan register is empty (internal error)");
+        return nullptr;
+      }
+      PyObject* t = in_reg ? run.regs[static_cast<size_t>(v.reg)].get() : outs[static_cast<size_t>(v.index)].get();
+      return PyObject_CallMethodNoArgs(t, item);
+    }
+    case PlanValue::Kind::Arg:
+      return Py_NewRef(in.args[v.index]);
+    case PlanValue::Kind::PathTensor:
+      return Py_NewRef(in.path_tensors[static_cast<size_t>(v.index)]);
+    case PlanValue::Kind::Reg: {
+      const auto r = static_cast<size_t>(v.index);
+      if (r >= run.regs.size() || !run.regs[r]) {
+        PyErr_SetString(PyExc_RuntimeError, "framejit: a plan register is empty (internal error)");
+        return nullptr;
+      }
+      return Py_NewRef(run.regs[r].get());
+    }
+    case PlanValue::Kind::Null:
+      PyErr_SetString(PyExc_RuntimeError, "framejit: NULL outside a frame's stack (internal error)");
+      return nullptr;
+    case PlanValue::Kind::Const:
+      return Py_NewRef(v.obj.get());
+    case PlanValue::Kind::Size: {
+      PlanValue as_tuple = v;
+      as_tuple.kind = PlanValue::Kind::Tuple;
+      PyObject* t = build_value(as_tuple, run, outs, memo);
       if (t == nullptr) return nullptr;
-      outs.push_back(PyRef::steal(t));
-      void* p = data_ptr(t);
-      if (p == nullptr && PyErr_Occurred()) return nullptr;
-      results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
+      PyObject* size = PyObject_CallOneArg(guards::torch_refs().size_type, t);
+      Py_DECREF(t);
+      return size;
     }
-    // A large graph runs without the GIL so that other Python threads progress (as
-    // torch's own kernels let them); a small one keeps it, since releasing and
-    // retaking the GIL would cost more than its loop. The frame keeps the inputs
-    // alive and `outs` the outputs; the kernels touch no Python object.
-    int64_t work = 0;
-    for (const jit::TensorArg& r : results) {
-      int64_t n = 1;
-      for (int d = 0; d < r.rank; ++d) n *= r.sizes[d];
-      work += n;
+    case PlanValue::Kind::Iter: {
+      PlanValue as_list = v;
+      as_list.kind = PlanValue::Kind::List;
+      PyObject* l = build_value(as_list, run, outs, memo);
+      if (l == nullptr) return nullptr;
+      PyObject* it = PyObject_GetIter(l);
+      Py_DECREF(l);
+      return it;
     }
-    PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
-    const int64_t status = plan.graph->run(args, results, scalars.data(), &b);
-    if (released != nullptr) PyEval_RestoreThread(released);
-    // An index out of range or an int() without a value: eager raises its own error;
-    // returning nothing without an error runs the frame in CPython.
-    if (status != 0) return nullptr;
+    case PlanValue::Kind::Dict: {
+      PyObject* d = PyDict_New();
+      if (d == nullptr) return nullptr;
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        PyObject* k = build_value(v.items[i], run, outs, memo);
+        PyObject* x = k ? build_value(v.items[i + 1], run, outs, memo) : nullptr;
+        const int rc = x ? PyDict_SetItem(d, k, x) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(x);
+        if (rc < 0) {
+          Py_DECREF(d);
+          return nullptr;
+        }
+      }
+      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = d;
+      return d;
+    }
+    case PlanValue::Kind::Tuple:
+    case PlanValue::Kind::List: {
+      const auto n = static_cast<Py_ssize_t>(v.items.size());
+      const bool tuple = v.kind == PlanValue::Kind::Tuple;
+      PyObject* seq = tuple ? PyTuple_New(n) : PyList_New(n);
+      if (seq == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = build_value(v.items[static_cast<size_t>(i)], run, outs, memo);
+        if (item == nullptr) {
+          Py_DECREF(seq);
+          return nullptr;
+        }
+        if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
+      }
+      if (tuple && v.obj) {  // a torch.return_types structseq, built from the tuple
+        PyObject* typed = PyObject_CallOneArg(v.obj.get(), seq);
+        Py_DECREF(seq);
+        seq = typed;
+        if (seq == nullptr) return nullptr;
+      }
+      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = seq;  // borrowed: the result holds it
+      if (v.reg >= 0) {
+        if (run.regs.size() <= static_cast<size_t>(v.reg)) run.regs.resize(static_cast<size_t>(v.reg) + 1);
+        run.regs[static_cast<size_t>(v.reg)] = PyRef::borrow(seq);
+      }
+      return seq;
+    }
   }
+  return nullptr;
+}
+
+int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_args,
+              const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
+              std::vector<PyRef>* outs) {
+  const guards::CallInputs& in = run.in;
+  std::vector<jit::TensorArg> args;
+  args.reserve(graph_args.size());
+  std::vector<guards::TensorMeta> reg_metas;  // registers' metadata, read now
+  reg_metas.reserve(graph_args.size());
+  for (const InputRef& ref : graph_args) {
+    const auto k = static_cast<size_t>(ref.index);
+    PyObject* t = nullptr;
+    const guards::TensorMeta* m = nullptr;
+    switch (ref.kind) {
+      case InputRef::Kind::Arg: t = in.args[ref.index]; m = &*in.metas[k]; break;
+      case InputRef::Kind::Path: t = in.path_tensors[k]; m = &in.path_metas[k]; break;
+      case InputRef::Kind::Reg: {
+        t = k < run.regs.size() ? run.regs[k].get() : nullptr;
+        std::string why;
+        reg_metas.emplace_back();
+        if (t == nullptr || !guards::read_tensor_meta(t, &reg_metas.back(), &why)) {
+          PyErr_Format(PyExc_RuntimeError, "framejit: a plan register holds no readable tensor (%s)", why.c_str());
+          return -1;
+        }
+        m = &reg_metas.back();
+        break;
+      }
+    }
+    void* p = data_ptr(t);
+    if (p == nullptr && PyErr_Occurred()) return -1;
+    args.push_back(jit::TensorArg{p, m->sizes.data(), m->strides.data(), m->rank});
+  }
+  std::vector<jit::TensorArg> results;
+  outs->reserve(outputs.size());
+  // Sizes of outputs with symbolic shapes, for this call (kept alive until run).
+  std::vector<std::pair<jit::Shape, std::vector<int64_t>>> dynamic(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const OutputSpec& o = outputs[k];
+    const jit::Shape* shape = &o.shape;
+    const std::vector<int64_t>* strides = &o.strides;
+    PyRef eargs = o.empty_args;
+    if (!o.is_static) {
+      auto& [sizes, st] = dynamic[k];
+      for (const jit::SymExpr& e : o.sym) {
+        const auto v = e.eval(run.b);
+        if (!v || v->index() != 0) {
+          PyErr_SetString(PyExc_RuntimeError, "framejit: an output size has no value");
+          return -1;
+        }
+        sizes.push_back(std::get<int64_t>(*v));
+      }
+      st = contiguous_strides(sizes);
+      eargs = empty_args_for(sizes);
+      shape = &sizes;
+      strides = &st;
+    }
+    PyObject* t = PyObject_Call(guards::torch_refs().empty, eargs.get(), dtype_kwargs(o.dtype));
+    if (t == nullptr) return -1;
+    outs->push_back(PyRef::steal(t));
+    void* p = data_ptr(t);
+    if (p == nullptr && PyErr_Occurred()) return -1;
+    results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
+  }
+  // A large graph runs without the GIL so that other Python threads progress (as
+  // torch's own kernels let them); a small one keeps it, since releasing and
+  // retaking the GIL would cost more than its loop. The frame and the registers keep
+  // the inputs alive and `outs` the outputs; the kernels touch no Python object.
+  int64_t work = 0;
+  for (const jit::TensorArg& r : results) {
+    int64_t n = 1;
+    for (int d = 0; d < r.rank; ++d) n *= r.sizes[d];
+    work += n;
+  }
+  PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
+  const int64_t status = g.run(args, results, scalars.data(), &run.b);
+  if (released != nullptr) PyEval_RestoreThread(released);
+  // An index out of range or an int() without a value: eager raises its own error.
+  return status != 0 ? 1 : 0;
+}
+
+PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
+                   const std::vector<double>& scalars, CodeState* st, compat::Frame* frame) {
+  PlanRun run{in, b, {}, st, frame};
+  if (!plan.steps.empty()) return run_steps(plan, run);
+  std::vector<PyRef> outs;
+  // A kernel that found an index out of range (status > 0) returns nothing without an
+  // error: the frame then runs in CPython, which raises eager's error.
+  if (plan.graph && run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) != 0) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
-  return build(plan.ret, outs, in, b, memo);
+  return build_value(plan.ret, run, outs, memo);
 }
 
 }  // namespace fj::interp

@@ -25,6 +25,14 @@ std::string describe_value(const PlanValue& v) {
     case PlanValue::Kind::PathTensor: return "attribute_tensor[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::Repeat: return "same_object_as[" + std::to_string(v.index) + "]";
     case PlanValue::Kind::Sym: return "scalar(" + v.expr.str() + ")";
+    case PlanValue::Kind::Reg: return "r" + std::to_string(v.index);
+    case PlanValue::Kind::Null: return "NULL";
+    case PlanValue::Kind::Dict:
+    case PlanValue::Kind::Iter: {
+      std::string s = v.kind == PlanValue::Kind::Dict ? "{" : "iter(";
+      for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe_value(v.items[i]);
+      return s + (v.kind == PlanValue::Kind::Dict ? "}" : ")");
+    }
     case PlanValue::Kind::Const: {
       PyObject* r = PyObject_Repr(v.obj.get());
       std::string s = r ? PyUnicode_AsUTF8(r) : "<?>";
@@ -45,11 +53,29 @@ std::string describe_value(const PlanValue& v) {
 
 }  // namespace
 
+std::string input_ref(const InputRef& r) {
+  switch (r.kind) {
+    case InputRef::Kind::Arg: return std::to_string(r.index);
+    case InputRef::Kind::Path: return "path " + std::to_string(r.index);
+    case InputRef::Kind::Reg: return "r" + std::to_string(r.index);
+  }
+  return "?";
+}
+
 std::string describe_plan(const Plan& plan) {
   std::string s;
+  for (const PlanStep& st : plan.steps) {
+    switch (st.kind) {
+      case PlanStep::Kind::RunGraph: s += "run a graph segment into " + std::to_string(st.seg.out_regs.size()) + " registers\n"; break;
+      case PlanStep::Kind::Call: s += "call " + describe_value(st.callable) + " -> r" + std::to_string(st.result_reg) + "\n"; break;
+      case PlanStep::Kind::CheckGuards: s += "check " + std::to_string(st.guards->size()) + " guards read after a call\n"; break;
+      case PlanStep::Kind::Branch: s += "branch on " + describe_value(st.cond) + " (outcomes traced as they occur)\n"; break;
+      case PlanStep::Kind::Deopt: s += "resume in CPython at offset " + std::to_string(st.deopt->offset) + "\n"; break;
+    }
+  }
   if (plan.graph) {
     s += "run graph 0 on arguments [";
-    for (size_t i = 0; i < plan.graph_args.size(); ++i) s += (i ? ", " : "") + std::to_string(plan.graph_args[i]);
+    for (size_t i = 0; i < plan.graph_args.size(); ++i) s += (i ? ", " : "") + input_ref(plan.graph_args[i]);
     s += "]";
     if (!plan.scalar_inputs.empty()) {
       s += " with scalars [";

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "interp/bytecode.h"
@@ -53,15 +54,46 @@ std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
 const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
 
+// The tracer's state at a plan branch, for tracing the other outcome later.
+struct ResumePoint {
+  FrameState state;  // the root frame after the branch popped its condition
+  struct Input {
+    InputRef ref;
+    jit::DType dtype;
+    jit::SymShape sym;
+  };
+  std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
+  std::vector<std::string> symbol_sources;
+  int next_identity = 0;
+  int num_regs = 0;
+  size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues
+};
+
+// How a Value becomes a PlanValue (return values, call arguments, saved frame states).
+struct ConvertCtx {
+  std::unordered_map<jit::NodeId, int>* output_index = nullptr;  // final graph: tensors may be outputs
+  std::vector<jit::NodeId>* outputs = nullptr;
+  std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
+  int num_memos = 0;
+  bool frame_state = false;              // a frame state: NULLs, iterators and fresh functions allowed
+  int* next_reg = nullptr;               // call arguments: lists built here are also kept in registers
+  std::unordered_map<int, int> list_regs;  // identity -> register
+};
+
 class Tracer {
  public:
   Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
       : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()),
         grad_at_entry_(guards::grad_enabled()), grad_enabled_(grad_at_entry_) {
     cur_ = FrameCtx{&root_fs_, &code, st.code, in.globals, in.builtins, nullptr, nullptr, 0};
+    plan_ = &entry_->plan;
   }
 
   std::unique_ptr<CacheEntry> run(Fallback* why);
+  // Traces a branch's outcome from its saved state, runs it on `run`, attaches it.
+  PyObject* resume(BranchTargets& targets, int outcome, PlanRun& run);
+  bool ran_ = false;     // the trace ran the call itself (plans with steps)
+  PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
   // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
@@ -82,6 +114,24 @@ class Tracer {
   Status step(const Instruction& ins);
   Status finish(const Value& ret);
   Status compile();
+  Status compile_graph(std::shared_ptr<jit::CompiledGraph>* out);
+  Status seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs);
+
+  // ---- plan steps: graph breaks, branches, deopt (interp/plan_break.cpp) ----
+  // The guards of what is read now: the entry's, or after an opaque call the set that
+  // the plan checks at that point.
+  guards::GuardSet& guards() { return committed_ ? *block_guards_ : entry_->guards; }
+  bool can_resume(std::string* why) const;  // the root state could be handed to CPython
+  bool can_cut(const Instruction& ins, std::string* why) const;
+  Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
+  Status cut(std::vector<Value*> extra);
+  Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure);
+  Status branch_on(Value cond, const Instruction& ins, bool jump_if);
+  Status flush_block_guards();
+  Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
+  bool end_with_deopt(const Status& why);
+  void run_final();
+  int new_reg() { return num_regs_++; }
 
   Value pop() {
     Value v = std::move(cur_.fs->stack.back());
@@ -140,6 +190,8 @@ class Tracer {
   Status op_pop_jump_if(const Instruction&);
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
+  Status op_raise_varargs(const Instruction&);
+  Status op_build_map(const Instruction&);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
@@ -231,10 +283,23 @@ class Tracer {
   bool grad_enabled_;
   std::vector<bool> grad_outer_;  // the mode outside each open with block
   bool reads_requires_grad_ = false;
+  Plan* plan_ = nullptr;   // the plan being built: the entry's, or a branch outcome's
+  std::unique_ptr<PlanRun> own_run_;
+  PlanRun* run_ = nullptr;  // runs each step as it is traced
+  bool committed_ = false;  // an opaque call ran: from here the trace can only end by deopt
+  bool continuation_ = false;  // tracing a branch outcome on a cache hit
+  bool deopt_here_ = false;    // the failing instruction is meant to run in CPython (raise)
+  bool call_raised_ = false;   // an opaque call raised while tracing: the frame raises it
+  std::shared_ptr<guards::GuardSet> block_guards_;
+  std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
+  std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
+  std::optional<FrameState> snapshot_;      // the root state before the current root instruction
+  int num_regs_ = 0;
+  int graphs_compiled_ = 0;  // segments and branch outcomes' graphs, for stats
 
  public:
   std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
-  std::vector<int> placeholder_slot_;  // argument slot of each placeholder; -1-k: path tensor k
+  std::vector<InputRef> placeholder_slot_;  // source of each placeholder of the current graph
   std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
   jit::Bindings hints_;                    // each symbol's value in the traced call
   std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"

@@ -43,7 +43,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
@@ -63,7 +63,8 @@ struct Value {
   // Slice: items are start, stop, step (a slice with a symbolic bound; constant
   // slices are Const slice objects)
   jit::SymExpr expr;           // Sym
-  std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`)
+  std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`),
+                               // Dict (key, value, key, value, ...; keys are constants)
   size_t next = 0;             // Iterator: position of the next item
   std::string method;          // TensorMethod: name (self is the next stack item)
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
@@ -71,6 +72,8 @@ struct Value {
   int identity = -1;           // Tuple, List built by the frame: which object (copies share it)
   bool fresh = false;          // Const: an object made while tracing (a nested function):
                                // calls of it are traced, but it must not escape the frame
+  int reg = -1;                // Const: an opaque call's result (or a list given to one), in this register
+  bool item = false;           // Const with reg: the Python number of the 0-d tensor in that register
   Source source;
 
   static Value null() { return Value{}; }
