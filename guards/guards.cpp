@@ -170,6 +170,13 @@ PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
   return nullptr;
 }
 
+// A step of an attribute path: an interned name, or for "#i" the index i of an exact
+// list or tuple (an argument that is a sequence of tensors).
+PyObject* path_step(const std::string& a) {
+  if (!a.empty() && a[0] == '#') return PyLong_FromLong(std::stol(a.substr(1)));
+  return interned(a.c_str());
+}
+
 PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept {
   PyObject* v = nullptr;
   if (g.root.arg >= 0) {
@@ -180,6 +187,13 @@ PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept {
   }
   for (PyObject* attr : g.attr_objs) {
     if (v == nullptr) return nullptr;
+    if (PyLong_CheckExact(attr)) {
+      const Py_ssize_t i = PyLong_AsSsize_t(attr);
+      if (PyList_CheckExact(v) && i < PyList_GET_SIZE(v)) v = PyList_GET_ITEM(v, i);
+      else if (PyTuple_CheckExact(v) && i < PyTuple_GET_SIZE(v)) v = PyTuple_GET_ITEM(v, i);
+      else return nullptr;
+      continue;
+    }
     v = plain_attr(v, attr);
   }
   return v;
@@ -287,7 +301,7 @@ void set_path(Guard& g, const PathRoot& root, const std::vector<std::string>& at
   g.root.arg = root.arg;
   g.root.global_name = Py_XNewRef(root.global_name);
   g.root.globals = Py_XNewRef(root.globals);
-  for (const std::string& a : attrs) g.attr_objs.push_back(interned(a.c_str()));
+  for (const std::string& a : attrs) g.attr_objs.push_back(path_step(a));
 }
 }  // namespace
 
@@ -307,6 +321,15 @@ void GuardSet::add_path_method(std::string name, const PathRoot& root, const std
   set_path(g, root, attrs);
   g.name_obj = interned(method.c_str());
   g.object = Py_NewRef(fn);
+  guards_.push_back(std::move(g));
+}
+
+void GuardSet::add_sequence(int arg, std::string name, PyObject* seq) {
+  Guard g{GuardKind::SequenceIs};
+  g.arg = arg;
+  g.name = std::move(name);
+  g.object = Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(seq)));
+  g.symbol = static_cast<int>(Py_SIZE(seq));
   guards_.push_back(std::move(g));
 }
 
@@ -525,6 +548,10 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject* v = walk_path(g, in);
       return v != nullptr && scalar_equal(v, g.object);
     }
+    case GuardKind::SequenceIs: {
+      PyObject* v = in.args[g.arg];
+      return v != nullptr && reinterpret_cast<PyObject*>(Py_TYPE(v)) == g.object && Py_SIZE(v) == g.symbol;
+    }
     case GuardKind::DictKeysAre: {
       if (g.object == nullptr || PyDict_GET_SIZE(g.cell) != PyList_GET_SIZE(g.object)) return false;
       Py_ssize_t pos = 0, i = 0;
@@ -663,6 +690,9 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return g.name + " now has hooks";
       case GuardKind::DictKeysAre:
         return g.name + " has other submodules now";
+      case GuardKind::SequenceIs:
+        return g.name + " is no longer a " + reinterpret_cast<PyTypeObject*>(g.object)->tp_name + " of " +
+               std::to_string(g.symbol) + " items";
       case GuardKind::FunctionUnchanged:
         return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + g.name + " changed";
       case GuardKind::CellIs:
@@ -720,6 +750,10 @@ std::vector<std::string> GuardSet::describe() const {
         break;
       case GuardKind::DictKeysAre:
         out.push_back(g.name + " keeps its submodules " + repr_of(g.object));
+        break;
+      case GuardKind::SequenceIs:
+        out.push_back(g.name + " is a " + reinterpret_cast<PyTypeObject*>(g.object)->tp_name + " of " +
+                      std::to_string(g.symbol) + " items");
         break;
       case GuardKind::TensorAttrIs:
         out.push_back("torch.Tensor." + g.name + " is torch's own");

@@ -116,6 +116,7 @@ enum class GuardKind : uint8_t {
   PathMethodIs, // type(root.a.b).<name> is this function, not shadowed by the instance dict
   DictsEmpty,   // these dicts (an nn.Module's hooks, the global module hooks) are empty
   DictKeysAre,  // this dict (a container module's _modules) has exactly these keys, in order
+  SequenceIs,   // arg is exactly this type (list or tuple) with `symbol` items
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
   GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
@@ -168,6 +169,9 @@ class GuardSet {
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
+  // Argument `arg` is a list or tuple of exactly this type and length (its items are
+  // path tensors with the steps "#0", "#1", ...).
+  void add_sequence(int arg, std::string name, PyObject* seq);
   // `dict` keeps exactly the keys it has now, in this order.
   void add_dict_keys(std::string name, PyObject* dict);
   // Each of `dicts` stays empty (strong references are kept).

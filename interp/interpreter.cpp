@@ -129,6 +129,35 @@ Status Tracer::bind_arguments() {
       const int id = new_symbol(type, hint, "L['" + name + "']");
       guards().add_symbol_arg(i, name, id, type);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
+    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) > 0 && Py_SIZE(a) <= 16) {
+      // A list or tuple of tensors: each item is a tensor input found by index.
+      std::vector<Value> items;
+      guards::PathRoot root;
+      root.arg = i;
+      for (Py_ssize_t k = 0; k < Py_SIZE(a); ++k) {
+        PyObject* t = PySequence_Fast_GET_ITEM(a, k);
+        guards::TensorMeta meta;
+        if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(refs.tensor_type) || !guards::read_tensor_meta(t, &meta, nullptr)) {
+          PyErr_Clear();
+          items.clear();
+          break;
+        }
+        Source item = src;
+        item.attrs.push_back("#" + std::to_string(k));
+        const std::string text = source_text(item);
+        std::array<int, guards::kMaxRank> dims;
+        jit::NodeId n;
+        if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+        if (items.empty()) guards().add_sequence(i, "L['" + name + "']", a);
+        const int slot = guards().add_path_tensor(text, root, item.attrs, meta, dims, !st_.dynamic);
+        placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, slot});
+        items.push_back(Value::tensor(n, item));
+      }
+      Value v = items.empty() ? Value::constant(PyRef::borrow(a), src)
+                              : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
+      v.source = src;
+      v.opaque = v.kind == ValueKind::Const;
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);

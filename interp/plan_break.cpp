@@ -118,6 +118,11 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Tuple:
     case ValueKind::List:
     case ValueKind::Dict:
+      if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+        out->kind = PlanValue::Kind::Arg;  // an argument list or tuple: the object itself
+        out->index = v.source.arg;
+        return ok();
+      }
       if (v.identity >= 0) {  // one object, however often it appears
         auto [it, fresh] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
         if (!fresh) {
@@ -353,10 +358,17 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
     result.opaque = true;  // only passed on, returned, or raised
     result.reg = step.result_reg;
   }
-  // Lists the callee received may have changed: from now on they are those objects.
-  if (!ctx.list_regs.empty()) {
+  // Lists the callee received (or could reach: the arguments) may have changed: from
+  // now on they are those objects.
+  {
     std::vector<Value*> roots = state_roots(root_fs_);
     walk_values(roots, [&](Value& v) {
+      if (v.kind == ValueKind::List && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+        Value o = Value::constant(PyRef::borrow(in_.args[v.source.arg]), v.source);
+        o.opaque = true;
+        v = std::move(o);
+        return;
+      }
       if (v.kind != ValueKind::List || v.identity < 0) return;
       auto it = ctx.list_regs.find(v.identity);
       if (it == ctx.list_regs.end()) return;

@@ -1,0 +1,378 @@
+"""Graph breaks and data-dependent branches as steps of the plan: the frame still
+runs compiled, with eager's results, exceptions and side effects, in order."""
+import types
+
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+def no_fallbacks(fn):
+    s = framejit.stats(fn)
+    assert s["fallbacks"] == 0, framejit.fallbacks(fn)
+    return s
+
+
+# ---- call steps ----
+
+def print_mid(x):
+    y = x * 2
+    print("y sum sign", y.shape, "first")
+    z = y + 1
+    print("second")
+    return z.relu()
+
+
+def test_print_in_the_middle(capsys):
+    cf = framejit.compile(print_mid)
+    for _ in range(3):
+        x = torch.randn(4, 3)
+        expected = print_mid(x)
+        eager_out = capsys.readouterr().out
+        assert_same(cf(x), expected)
+        assert capsys.readouterr().out == eager_out  # once per call, in order
+    s = no_fallbacks(print_mid)
+    assert s["compiles"] == 1 and s["graph_breaks"] == 2 and s["cache_hits"] == 2
+
+
+def print_once(x):
+    y = x + 1
+    print("between")
+    return y * y
+
+
+def test_one_print_is_one_graph_break(capsys):
+    cf = framejit.compile(print_once)
+    x = torch.randn(5)
+    for _ in range(3):
+        assert_same(cf(x), print_once(x))
+    assert capsys.readouterr().out == "between\n" * 6
+    s = no_fallbacks(print_once)
+    assert s["graph_breaks"] == 1 and s["compiles"] == 1
+
+
+LOG = []
+
+
+def log_around(x):
+    LOG.append("start")
+    y = x.sigmoid()
+    LOG.append(y)
+    z = y * 3 - x
+    LOG.append(z)
+    LOG.append(len(LOG))
+    return z
+
+
+def test_log_append_around_tensor_work():
+    cf = framejit.compile(log_around)
+    for _ in range(3):
+        x = torch.randn(6)
+        LOG.clear()
+        expected = log_around(x)
+        eager_log = list(LOG)
+        LOG.clear()
+        assert_same(cf(x), expected)
+        assert len(LOG) == len(eager_log)
+        for a, e in zip(LOG, eager_log):
+            assert_same(a, e)
+    s = no_fallbacks(log_around)
+    assert s["compiles"] == 1 and s["graph_breaks"] == 4
+
+
+def opaque_helper(t):
+    return t.tolist()  # not traced: runs as a call step
+
+
+def unsupported_call(x):
+    y = x + 1
+    values = opaque_helper(y)
+    return y * 2, values
+
+
+def test_unsupported_function_is_a_call_step():
+    cf = framejit.compile(unsupported_call)
+    for n in (3, 4):
+        x = torch.randn(n)
+        assert_same(cf(x), unsupported_call(x))
+    s = no_fallbacks(unsupported_call)
+    assert s["graph_breaks"] >= 1
+
+
+def make_tensor(n):
+    return torch.arange(n, dtype=torch.float32)
+
+
+def uses_call_result(x):
+    t = make_tensor(x.shape[0] if False else 4)
+    t2 = torch.ones(2) if False else t
+    return x + t2
+
+
+def test_tensor_result_of_a_call_feeds_the_next_segment():
+    cf = framejit.compile(uses_call_result)
+    x = torch.randn(4)
+    for _ in range(2):
+        assert_same(cf(x), uses_call_result(x))
+
+
+class Box:
+    scale = 2.0
+
+
+BOX = Box()
+
+
+def set_scale(v):
+    BOX.scale = v
+
+
+def read_after_call(x, v):
+    y = x + 1
+    set_scale(v)
+    return y * BOX.scale
+
+
+def test_state_read_after_an_opaque_call_is_checked_there():
+    cf = framejit.compile(read_after_call)
+    x = torch.randn(3)
+    for v in (2.0, 3.0, 5.0, 3.0):
+        BOX.scale = 2.0
+        expected = read_after_call(x, v)
+        BOX.scale = 2.0
+        assert_same(cf(x, v), expected)
+    assert framejit.stats(read_after_call)["fallbacks"] == 0
+
+
+def call_raises(x):
+    y = x * 2
+    int("not a number")
+    return y
+
+
+def test_an_opaque_call_that_raises():
+    cf = framejit.compile(call_raises)
+    x = torch.randn(2)
+    for _ in range(2):
+        with pytest.raises(ValueError) as eager:
+            call_raises(x)
+        with pytest.raises(ValueError) as compiled:
+            cf(x)
+        assert str(compiled.value) == str(eager.value)
+
+
+def test_explain_lists_graph_breaks():
+    e = framejit.explain(print_once, torch.randn(3))
+    assert len(e.graph_breaks) == 1
+    b = e.graph_breaks[0]
+    assert "print" in b.reason
+    assert b.location.endswith(":%d" % (print_once.__code__.co_firstlineno + 2))
+    assert "print" in str(e) and b.location in str(e)
+
+
+# ---- raise ----
+
+def raise_after(x, limit):
+    y = (x * 2).abs()
+    if limit < 0:
+        raise ValueError("limit must be non-negative")
+    return y
+
+
+def test_raise_after_tensor_work():
+    cf = framejit.compile(raise_after)
+    x = torch.randn(4)
+    for limit in (-1, -2, -3):
+        with pytest.raises(ValueError) as eager:
+            raise_after(x, limit)
+        with pytest.raises(ValueError) as compiled:
+            cf(x, limit)
+        assert type(compiled.value) is type(eager.value)
+        assert str(compiled.value) == str(eager.value)
+    s = no_fallbacks(raise_after)
+    assert s["compiles"] == 1
+    assert_same(cf(x, 3), raise_after(x, 3))
+
+
+# ---- branches ----
+
+def data_branch(t, x):
+    y = x * 2
+    if t > 0:
+        y = y + t
+    else:
+        y = y - 1
+    return y.relu()
+
+
+def test_data_dependent_if_alternates_without_fallback():
+    cf = framejit.compile(data_branch)
+    x = torch.randn(5)
+    for v in (1.0, -1.0, 2.0, -3.0, 0.5, -0.5):
+        t = torch.tensor([v])
+        assert_same(cf(t, x), data_branch(t, x))
+    s = no_fallbacks(data_branch)
+    assert s["compiles"] == 1 and s["recompiles"] == 0
+    assert s["cache_hits"] == 5
+
+
+def branch_then_print(t, x):
+    if (t * 2) < 1:
+        print("small")
+        return x - t
+    print("large")
+    return x + t
+
+
+def test_branch_with_breaks_in_each_outcome(capsys):
+    cf = framejit.compile(branch_then_print)
+    x = torch.randn(3)
+    for v in (0.0, 5.0, 0.1, 7.0):
+        t = torch.tensor(v)
+        expected = branch_then_print(t, x)
+        eager_out = capsys.readouterr().out
+        assert_same(cf(t, x), expected)
+        assert capsys.readouterr().out == eager_out
+    no_fallbacks(branch_then_print)
+
+
+# ---- arguments and results ----
+
+def flag_fn(x, flag):
+    if flag:
+        return x + 1
+    if flag is None:
+        return x * 0
+    return x - 1
+
+
+def test_bool_flag_true_false_none():
+    cf = framejit.compile(flag_fn)
+    x = torch.randn(3)
+    for flag in (True, False, None, True, False, None):
+        assert_same(cf(x, flag), flag_fn(x, flag))
+    s = no_fallbacks(flag_fn)
+    assert s["compiles"] <= 3
+
+
+def unpack_pair(xs):
+    a, b = xs
+    return a * b + a
+
+
+def test_list_then_tuple_of_tensors_unpacked():
+    cf = framejit.compile(unpack_pair)
+    a, b = torch.randn(3), torch.randn(3)
+    assert_same(cf([a, b]), unpack_pair([a, b]))
+    assert_same(cf((a, b)), unpack_pair((a, b)))
+    assert_same(cf([b, a]), unpack_pair([b, a]))
+    s = no_fallbacks(unpack_pair)
+    assert s["compiles"] == 2  # one for the list, one for the tuple
+
+
+def loop_over_list(xs, log):
+    total = xs[0] * 0
+    for t in xs:
+        total = total + t
+    log.append(len(xs))
+    xs.append(total)
+    return total, xs
+
+
+def test_list_argument_mutated_by_a_call_step():
+    cf = framejit.compile(loop_over_list)
+    for n in (2, 3):
+        ts = [torch.randn(4) for _ in range(n)]
+        xs_e, xs_c, log_e, log_c = list(ts), list(ts), [], []
+        want = loop_over_list(xs_e, log_e)
+        got = cf(xs_c, log_c)
+        assert_same(got[0], want[0])
+        assert got[1] is xs_c and len(xs_c) == len(xs_e) and log_c == log_e
+
+
+class Config:
+    def __init__(self):
+        self.scale = 2.0
+        self.shift = 1.0
+
+
+CONFIG = Config()
+
+
+def use_config(x):
+    return x * CONFIG.scale + CONFIG.shift
+
+
+def test_global_config_attributes_change_between_calls():
+    cf = framejit.compile(use_config)
+    x = torch.randn(4)
+    try:
+        for scale, shift in ((2.0, 1.0), (3.0, 1.0), (3.0, -2.0), (2.0, 1.0)):
+            CONFIG.scale, CONFIG.shift = scale, shift
+            assert_same(cf(x), use_config(x))
+    finally:
+        CONFIG.scale, CONFIG.shift = 2.0, 1.0
+    no_fallbacks(use_config)
+
+
+def two_params(a, b):
+    a2 = a * 2
+    return a2 + b, a2 - b
+
+
+def test_same_tensor_for_two_parameters():
+    cf = framejit.compile(two_params)
+    a, b = torch.randn(3), torch.randn(3)
+    assert_same(cf(a, b), two_params(a, b))
+    assert_same(cf(a, a), two_params(a, a))
+    assert_same(cf(b, b), two_params(b, b))
+    no_fallbacks(two_params)
+
+
+def kw_defaults(x, scale=2.0, *, shift=1, clamp=False):
+    y = x * scale + shift
+    if clamp:
+        y = y.clamp(min=0.0)
+    return y
+
+
+def test_keyword_arguments_and_defaults():
+    cf = framejit.compile(kw_defaults)
+    x = torch.randn(5)
+    assert_same(cf(x), kw_defaults(x))
+    assert_same(cf(x, 3.0), kw_defaults(x, 3.0))
+    assert_same(cf(x, shift=4), kw_defaults(x, shift=4))
+    assert_same(cf(x, scale=0.5, clamp=True), kw_defaults(x, scale=0.5, clamp=True))
+    assert_same(cf(x=x, shift=-1, clamp=False), kw_defaults(x=x, shift=-1, clamp=False))
+    no_fallbacks(kw_defaults)
+
+
+def mixed_results(x, n):
+    y = x + 1
+    return {"y": y, "n": n, "name": "out", "pair": (y * 2, 3), "items": [x, "s", n + 1]}
+
+
+def test_dict_list_tuple_results_mixing_tensors_ints_strings():
+    cf = framejit.compile(mixed_results)
+    x = torch.randn(3)
+    for n in (5, 7):
+        got, want = cf(x, n), mixed_results(x, n)
+        assert type(got) is dict and list(got) == list(want)
+        for k in want:
+            assert_same(got[k], want[k])
+    no_fallbacks(mixed_results)
+
+
+def nested_returns(x):
+    t = (x, x * 2)
+    return [t, "tag", 4], t
+
+
+def test_list_tuple_results_keep_shared_objects():
+    cf = framejit.compile(nested_returns)
+    x = torch.randn(2)
+    got, want = cf(x), nested_returns(x)
+    assert_same(got, want)
+    assert got[0][0] is got[1]
