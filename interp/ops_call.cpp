@@ -36,10 +36,18 @@ Status Tracer::op_call(const Instruction& ins) {
   const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
   auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
     if (!can_break || call_raised_) return failed;
+    // A frame without tensors is Python's work; a call whose result enters a with
+    // block would only resume in CPython right after it.
+    const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();
+    const size_t next = cur_.fs->pc + 1;
+    if (!tensors || (next < cur_.code->instructions.size() &&
+                     cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {
+      return failed;
+    }
     PyObject* c = callable.obj.get();
     // Building a builtin exception has no side effect: not a graph break.
     const bool pure = PyExceptionClass_Check(c) && !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
-    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure);
+    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed->reason);
     return s && !call_raised_ && !committed_ ? failed : s;
   };
   const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};

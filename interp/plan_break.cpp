@@ -308,7 +308,8 @@ Status Tracer::flush_block_guards() {
 
 // ---- breaks ----
 
-Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure) {
+Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure,
+                          const std::string& why_not_traced) {
   const std::string what = "call to " + describe(callable);
   std::string why;
   if (!can_cut(*last_ins_, &why)) return unsupported(what + " (not supported yet; no graph break " + why + ")");
@@ -386,7 +387,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   plan_->steps.push_back(std::move(step));
   if (!pure) {
     st_.counters.graph_breaks++;
-    entry_->breaks.push_back({what + " (graph break)", location(*last_ins_)});
+    entry_->breaks.push_back({what + " (graph break: " + why_not_traced + ")", location(*last_ins_)});
     if (log::enabled(log::Channel::GraphBreaks)) {
       log::interp().info("graph break in {}: {} ({})", PyUnicode_AsUTF8(st_.code->co_qualname), what,
                          location(*last_ins_));

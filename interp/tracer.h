@@ -125,7 +125,7 @@ class Tracer {
   bool can_cut(const Instruction& ins, std::string* why) const;
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status cut(std::vector<Value*> extra);
-  Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure);
+  Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
   Status flush_block_guards();
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
