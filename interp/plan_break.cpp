@@ -379,6 +379,8 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
       v = std::move(o);
     });
   }
+  // However the trace uses it, a resumed frame gets this call's own result.
+  if (result.kind == ValueKind::Const) result.reg = step.result_reg;
   push(std::move(result));
   if (!pure) committed_ = true;
   if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();

@@ -88,7 +88,9 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       if (r == nullptr) return false;  // raised: the frame raises it, as eager's would
       set_reg(run, step.result_reg, PyRef::steal(r));
       if (!result_matches(step.check, r)) {
-        log::interp().info("plan: an opaque call's result differs from the traced one; the rest runs in CPython");
+        if (log::enabled(log::Channel::GraphBreaks)) {
+          log::interp().info("plan: an opaque call's result differs from the traced one; the rest runs in CPython");
+        }
         *deopt = step.deopt.get();
         return false;
       }

@@ -376,3 +376,17 @@ def test_list_tuple_results_keep_shared_objects():
     got, want = cf(x), nested_returns(x)
     assert_same(got, want)
     assert got[0][0] is got[1]
+
+
+def float_of(x, a):
+    return x / a, a * 2.0, x + float(a)
+
+
+def test_call_result_that_changes_resumes_with_the_new_value():
+    # float() is a call step; its result differs from the traced one on later calls:
+    # the rest of the frame runs in CPython with the new value.
+    cf = framejit.compile(float_of)
+    x = torch.randn(4)
+    for a in (2.0, 3.0, float("inf"), 0.5, 2.0):
+        assert_same(cf(x, a), float_of(x, a))
+    assert framejit.stats(float_of)["compiles"] == 1
