@@ -390,3 +390,37 @@ def test_call_result_that_changes_resumes_with_the_new_value():
     for a in (2.0, 3.0, float("inf"), 0.5, 2.0):
         assert_same(cf(x, a), float_of(x, a))
     assert framejit.stats(float_of)["compiles"] == 1
+
+
+def sum_branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return -x
+
+
+def test_branch_on_a_reduction_alternates():
+    cf = framejit.compile(sum_branch)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        x = torch.rand(6) * sign
+        assert_same(cf(x), sum_branch(x))
+    s = no_fallbacks(sum_branch)
+    assert s["compiles"] == 1 and s["cache_hits"] == 3
+
+
+def item_across_break(x):
+    n = x.sum().item()
+    print("n is", round(n, 3))
+    return x * n, n
+
+
+def test_number_read_from_a_tensor_lives_across_a_break(capsys):
+    cf = framejit.compile(item_across_break)
+    for _ in range(3):
+        x = torch.rand(4)
+        want = item_across_break(x)
+        eager_out = capsys.readouterr().out
+        got = cf(x)
+        assert capsys.readouterr().out == eager_out
+        assert_same(got[0], want[0])
+        assert type(got[1]) is float and got[1] == pytest.approx(want[1], rel=1e-6)
+    no_fallbacks(item_across_break)
