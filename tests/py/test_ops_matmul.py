@@ -74,7 +74,9 @@ def test_requires_grad_params_fall_back():
     out = cf(x)
     assert out.requires_grad
     torch.testing.assert_close(out, lin(x))
-    assert framejit.stats(f)["fallbacks"] == 1
+    # The module (grad-requiring parameters) is not traced: it runs as a call step.
+    s = framejit.stats(f)
+    assert s["fallbacks"] + s["graph_breaks"] == 1
 
 
 class Block(nn.Module):
