@@ -424,3 +424,24 @@ def test_number_read_from_a_tensor_lives_across_a_break(capsys):
         assert_same(got[0], want[0])
         assert type(got[1]) is float and got[1] == pytest.approx(want[1], rel=1e-6)
     no_fallbacks(item_across_break)
+
+
+def with_after_break(x):
+    y = x + 1
+    print("before")
+    with torch.no_grad():
+        z = y * 2
+    import math  # noqa: F401  (not traced: the rest runs in CPython)
+    return z - 1
+
+
+def test_untraceable_code_after_a_break_resumes_in_cpython(capsys):
+    cf = framejit.compile(with_after_break)
+    for _ in range(3):
+        x = torch.randn(3)
+        want = with_after_break(x)
+        eager_out = capsys.readouterr().out
+        assert_same(cf(x), want)
+        assert capsys.readouterr().out == eager_out
+    s = no_fallbacks(with_after_break)
+    assert s["compiles"] == 1
