@@ -169,7 +169,11 @@ def test_explain_lists_graph_breaks():
     b = e.graph_breaks[0]
     assert "print" in b.reason
     assert b.location.endswith(":%d" % (print_once.__code__.co_firstlineno + 2))
-    assert "print" in str(e) and b.location in str(e)
+    text = str(e)
+    assert "print" in text and b.location in text
+    # The graphs on both sides of the break, and the guards, in the same text.
+    assert "--- graph 0 ---" in text and "--- graph 1 ---" in text and e.graph_count == 2
+    assert "guards:" in text and "tensor 'x'" in text
 
 
 # ---- raise ----
