@@ -396,7 +396,6 @@ Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector
     }
     specs->push_back(std::move(spec));
   }
-  for (const jit::SymExpr& a : graph_.assumptions()) guards().add_expr(a, readable(a));
   // Runtime numbers whose conversion eager checks (clamp bounds, where values):
   // guarded into the range that converts; outside it eager raises, so fall back.
   for (const jit::Graph::ScalarRange& r : graph_.scalar_ranges()) {
@@ -442,6 +441,16 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   }
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
+  }
+  // Size equalities the graph relies on (broadcasting s0 against s1, a view's element
+  // count): false in this call means eager raises, so the graph must not run; true,
+  // they are guarded for the calls that reuse it.
+  for (const jit::SymExpr& a : graph_.assumptions()) {
+    const auto v = a.eval(hints_);
+    if (!v || !std::holds_alternative<bool>(*v) || !std::get<bool>(*v)) {
+      return unsupported("sizes that do not fit: " + readable(a) + " is false here (eager raises)");
+    }
+    guards().add_expr(a, readable(a));
   }
   std::string error;
   jit::CpuBackend* backend = cpu_backend(&error);

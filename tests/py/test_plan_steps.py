@@ -449,3 +449,31 @@ def test_untraceable_code_after_a_break_resumes_in_cpython(capsys):
         assert capsys.readouterr().out == eager_out
     s = no_fallbacks(with_after_break)
     assert s["compiles"] == 1
+
+
+def test_sizes_that_do_not_broadcast_raise_before_a_break(capsys):
+    # Found by the fuzzer: a segment runs while the trace goes on, so the graph's size
+    # assumptions (s0 == s1 for a + b) must hold before it runs, and be guarded after.
+    def f(a, b):
+        c = a + b
+        print("after the add")
+        return c * 2
+
+    cf = framejit.compile(f)
+    for sizes in ((5, 6), (4, 4), (7, 3), (4, 4)):
+        a, b = torch.randn(sizes[0]), torch.randn(sizes[1])
+        try:
+            want = ("ok", f(a, b))
+        except RuntimeError as e:
+            want = ("exc", str(e))
+        eager_out = capsys.readouterr().out
+        try:
+            got = ("ok", cf(a, b))
+        except RuntimeError as e:
+            got = ("exc", str(e))
+        assert capsys.readouterr().out == eager_out
+        assert got[0] == want[0]
+        if got[0] == "ok":
+            assert torch.equal(got[1], want[1])
+        else:
+            assert got[1] == want[1]
