@@ -375,7 +375,23 @@ Status Tracer::finish(const Value& ret) {
   }
   graph_.set_outputs(outputs);
   plan_->graph_args = placeholder_slot_;
+  if (Status s = check_assumptions()) return s;  // also for ops whose results are unused
   return seal_outputs(outputs, &plan_->outputs);
+}
+
+// Size equalities the graph relies on (broadcasting s0 against s1, a view's element
+// count), whether or not the ops that needed them are live: false in this call means
+// eager raises, so the graph must not run; true, they are guarded for the calls that
+// reuse the trace.
+Status Tracer::check_assumptions() {
+  for (const jit::SymExpr& a : graph_.assumptions()) {
+    const auto v = a.eval(hints_);
+    if (!v || !std::holds_alternative<bool>(*v) || !std::get<bool>(*v)) {
+      return unsupported("sizes that do not fit: " + readable(a) + " is false here (eager raises)");
+    }
+    guards().add_expr(a, readable(a));
+  }
+  return ok();
 }
 
 // Output specs of the current graph, and the guards its building relied on.
@@ -442,16 +458,7 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
   }
-  // Size equalities the graph relies on (broadcasting s0 against s1, a view's element
-  // count): false in this call means eager raises, so the graph must not run; true,
-  // they are guarded for the calls that reuse it.
-  for (const jit::SymExpr& a : graph_.assumptions()) {
-    const auto v = a.eval(hints_);
-    if (!v || !std::holds_alternative<bool>(*v) || !std::get<bool>(*v)) {
-      return unsupported("sizes that do not fit: " + readable(a) + " is false here (eager raises)");
-    }
-    guards().add_expr(a, readable(a));
-  }
+  if (Status s = check_assumptions()) return s;
   std::string error;
   jit::CpuBackend* backend = cpu_backend(&error);
   if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);

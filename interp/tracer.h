@@ -98,6 +98,7 @@ class Tracer {
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
   // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
   bool call_math(const Value& callable, const std::vector<Value>& args, Status* out);
+  Status check_assumptions();
 
  private:
   using Handler = Status (Tracer::*)(const Instruction&);
