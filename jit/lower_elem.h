@@ -237,18 +237,21 @@ class ElementEmitter {
           if (un) return pos;
           return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(a[0], z), a[0]->getType()));
         }
-      // Floats as eager: NaN if either is NaN, else the second operand unless the
-      // first is strictly greater (maximum) / smaller (minimum): ties keep b's sign.
+      // Floats: NaN if either is NaN, else the first operand unless the second is
+      // strictly greater (maximum) / smaller (minimum), as eager's scalar loop (every
+      // tensor under 16 elements, and the tail of longer ones). Eager's vector loop
+      // keeps the second operand on a signed-zero tie instead: position-dependent in
+      // eager itself, so framejit cannot match both.
       case Op::Maximum:
         if (c == DType::Bool) return b_.CreateOr(a[0], a[1]);
         if (!fp) return max(a[0], a[1]);
         return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
-                               b_.CreateSelect(b_.CreateFCmpOGT(a[0], a[1]), a[0], a[1]));
+                               b_.CreateSelect(b_.CreateFCmpOGT(a[1], a[0]), a[1], a[0]));
       case Op::Minimum:
         if (c == DType::Bool) return b_.CreateAnd(a[0], a[1]);
         if (!fp) return min(a[0], a[1]);
         return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
-                               b_.CreateSelect(b_.CreateFCmpOLT(a[0], a[1]), a[0], a[1]));
+                               b_.CreateSelect(b_.CreateFCmpOLT(a[1], a[0]), a[1], a[0]));
       case Op::PowScalar: return fp ? emit_pow(n, a[0], a[1]) : int_pow(n, a[0]);
       case Op::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a[0], a[1]);
       case Op::Exp: return exp_of(a[0]);
