@@ -275,10 +275,11 @@ class ElementEmitter {
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
         Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
         Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
-        if (c == DType::Float64) return g;
-        // Eager's vectorized float32 erf gives NaN at +inf, so gelu(+inf) is NaN in
-        // every tensor of more than a few elements (a lone element takes the scalar
-        // path: inf). framejit follows the vectorized path.
+        // Eager's float32 gelu(+inf): NaN (its vectorized erf) except in a tensor of
+        // one element (inf). Sizes 1 are static, so the node's shape says which.
+        bool one = true;
+        for (const SymExpr& d : n.sym) one = one && is_const(d, 1);
+        if (one) return g;
         return b_.CreateSelect(b_.CreateFCmpOEQ(a[0], fconst(ty, INFINITY)), fconst(ty, NAN), g);
       }
       case Op::GeluTanh: {  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
