@@ -275,6 +275,7 @@ class ElementEmitter {
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
         Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
         Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
+        if (c == DType::Float64) return g;
         // Eager's float32 gelu(+inf): NaN (its vectorized erf) except in a tensor of
         // one element (inf). Sizes 1 are static, so the node's shape says which.
         bool one = true;
