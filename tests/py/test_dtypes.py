@@ -170,7 +170,7 @@ UNARY = {
     "expm1": "torch.expm1({x})", "log1p": "torch.log1p({x})", "rsqrt": "torch.rsqrt({x})",
     "reciprocal": "{x}.reciprocal()", "relu": "F.relu({x})",
     # eager's float32 gelu(+inf) is NaN on its vectorized path, inf on its scalar
-    # path (small tensors, tails): framejit gives inf; +inf is kept out here
+    # path (one-element tensors): framejit matches both; +inf is kept out here
     "gelu": "F.gelu({x}.clamp(max=1e30))",
     "gelu_tanh": "F.gelu({x}, approximate='tanh')", "silu": "F.silu({x})",
     "softplus": "F.softplus({x})", "softplus_kw": "F.softplus({x}, beta=2, threshold=1.5)",
