@@ -420,7 +420,9 @@ class LlvmCpuBackend final : public CpuBackend {
     for (;;) {
       schedule = schedule_graph(graph, prefix, materialize);
       NodeId again = -1;
-      module = lower_schedule(graph, &schedule, *ctx, lower_, &again);
+      LowerOptions lower = lower_;
+      lower.float_libm_via_double = !gpu_math_;  // the GPU's functions replace the float names
+      module = lower_schedule(graph, &schedule, *ctx, lower, &again);
       if (module) break;
       FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
                "lowering asked for a node twice");

@@ -90,6 +90,10 @@ struct LowerOptions {
   // Inline, vectorizable exp/log/sin/cos/tanh/sigmoid (jit/cpu_math.h; needs FMA).
   // false: libm per lane (llvm.exp etc., tanhf), bit-identical to glibc.
   bool vector_math = false;
+  // float32 erf/expm1/log1p as glibc's double functions rounded to float (close to
+  // correctly rounded, so closer to eager's); false: the float names (erff, ...),
+  // which the NVPTX path and its host tests replace with framejit's own.
+  bool float_libm_via_double = true;
 };
 
 // The schedule of a graph; `materialize` forces more nodes into buffers.

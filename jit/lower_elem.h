@@ -188,6 +188,18 @@ class ElementEmitter {
     return b_.CreateCall(fn, {x});
   }
 
+  // float32 on the CPU: the double function rounded to float (correctly rounded but
+  // for rare double roundings), so that results agree with eager's wherever eager's
+  // own are correctly rounded; glibc's float versions are off by up to an ulp, which
+  // ill-conditioned code (1 + erf(x) near -1) magnifies. NVPTX keeps the float names
+  // (replaced by framejit's own functions there).
+  Value* rounded_libm(const char* f32, const char* f64, Value* x) {
+    if (!x->getType()->isFloatTy() || options_.target != Target::Cpu || !options_.float_libm_via_double) {
+      return libm(f32, f64, x);
+    }
+    return b_.CreateFPTrunc(libm(f32, f64, b_.CreateFPExt(x, b_.getDoubleTy())), b_.getFloatTy());
+  }
+
   bool vec_math(Value* x) const { return options_.vector_math && x->getType()->isFloatTy(); }
   Value* exp_of(Value* x) { return vec_math(x) ? math::exp(b_, x) : unary(llvm::Intrinsic::exp, x); }
   Value* tanh_of(Value* x) {
@@ -263,9 +275,9 @@ class ElementEmitter {
       case Op::Sigmoid:
         if (vec_math(a[0])) return math::sigmoid(b_, a[0]);
         return b_.CreateFDiv(one(), b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Erf: return libm("erff", "erf", a[0]);
-      case Op::Expm1: return libm("expm1f", "expm1", a[0]);
-      case Op::Log1p: return libm("log1pf", "log1p", a[0]);
+      case Op::Erf: return rounded_libm("erff", "erf", a[0]);
+      case Op::Expm1: return rounded_libm("expm1f", "expm1", a[0]);
+      case Op::Log1p: return rounded_libm("log1pf", "log1p", a[0]);
       case Op::Rsqrt: return b_.CreateFDiv(one(), unary(llvm::Intrinsic::sqrt, a[0]));
       case Op::Reciprocal: return b_.CreateFDiv(one(), a[0]);
       case Op::Relu:
@@ -273,7 +285,7 @@ class ElementEmitter {
         if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), zero(), a[0]);
         return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
-        Value* e = libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
+        Value* e = rounded_libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
         Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
         if (c == DType::Float64) return g;
         // Eager's float32 gelu(+inf): NaN (its vectorized erf) except in a tensor of
