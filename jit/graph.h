@@ -253,6 +253,7 @@ class Graph {
  private:
   NodeId push(Node n);
   Expected<int64_t> norm_dim(NodeId x, int64_t dim, bool one_past = false) const;
+  Expected<SymExpr> reduced_count(NodeId x, std::vector<int64_t>* dims) const;
 
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;

@@ -110,6 +110,20 @@ std::vector<int64_t> all_dims(size_t rank) {
 
 }  // namespace
 
+// Normalizes `dims` (empty: all) and returns the number of elements they hold.
+Expected<SymExpr> Graph::reduced_count(NodeId x, std::vector<int64_t>* dims) const {
+  const SymShape& sizes = node(x).sym;
+  if (dims->empty()) *dims = all_dims(sizes.size());
+  SymExpr count = SymExpr::integer(1);
+  for (int64_t& d : *dims) {
+    auto n = norm_dim(x, d);
+    if (!n) return n.take_error();
+    d = *n;
+    count = mul(count, sizes[static_cast<size_t>(d)]);
+  }
+  return count;
+}
+
 Expected<NodeId> Graph::mean(NodeId x, std::vector<int64_t> dims, bool keepdim,
                              std::optional<DType> dtype) {
   if (dtype) {
@@ -122,18 +136,12 @@ Expected<NodeId> Graph::mean(NodeId x, std::vector<int64_t> dims, bool keepdim,
     return Error{"mean(): could not infer output dtype. Input dtype must be either a floating "
                  "point or complex dtype. Got: " + std::string(dtype_name(in.dtype))};
   }
-  if (dims.empty()) dims = all_dims(in.rank());
-  SymExpr count = SymExpr::integer(1);
-  for (int64_t& d : dims) {
-    auto n = norm_dim(x, d);
-    if (!n) return n.take_error();
-    d = *n;
-    count = mul(count, in.sym[static_cast<size_t>(d)]);
-  }
+  auto count = reduced_count(x, &dims);
+  if (!count) return count.take_error();
   const DType t = in.dtype;
   auto s = reduce(Op::Sum, x, dims, keepdim, t);
   if (!s) return s;
-  return pointwise(Op::Div, {*s, count.as_int() ? scalar_int(*count.as_int()) : size_scalar(count)});
+  return pointwise(Op::Div, {*s, count->as_int() ? scalar_int(*count->as_int()) : size_scalar(*count)});
 }
 
 Expected<NodeId> Graph::var(NodeId x, std::vector<int64_t> dims, double correction, bool keepdim) {
@@ -142,14 +150,8 @@ Expected<NodeId> Graph::var(NodeId x, std::vector<int64_t> dims, double correcti
   if (correction != static_cast<double>(static_cast<int64_t>(correction))) {
     return Error{"var: a non-integral correction (not supported)"};
   }
-  if (dims.empty()) dims = all_dims(in.rank());
-  SymExpr count = SymExpr::integer(1);
-  for (int64_t& d : dims) {
-    auto n = norm_dim(x, d);
-    if (!n) return n.take_error();
-    d = *n;
-    count = mul(count, in.sym[static_cast<size_t>(d)]);
-  }
+  auto count = reduced_count(x, &dims);
+  if (!count) return count.take_error();
   auto m = mean(x, dims, true);
   if (!m) return m;
   auto diff = pointwise(Op::Sub, {x, *m});
@@ -158,7 +160,7 @@ Expected<NodeId> Graph::var(NodeId x, std::vector<int64_t> dims, double correcti
   if (!sq) return sq;
   auto s = reduce(Op::Sum, *sq, dims, keepdim, in.dtype);
   if (!s) return s;
-  const SymExpr denom = max(SymExpr::integer(0), sub(count, SymExpr::integer(static_cast<int64_t>(correction))));
+  const SymExpr denom = max(SymExpr::integer(0), sub(*count, SymExpr::integer(static_cast<int64_t>(correction))));
   return pointwise(Op::Div, {*s, denom.as_int() ? scalar_int(*denom.as_int()) : size_scalar(denom)});
 }
 
