@@ -14,6 +14,7 @@ namespace {
 std::mutex g_mu;
 std::vector<std::weak_ptr<jit::CompiledGraph>> g_graphs;
 std::vector<std::weak_ptr<CacheEntry>> g_entries;
+size_t g_graphs_reused = 0;
 
 // Drops expired records once the list has doubled since the last sweep, so that
 // tracking stays amortized O(1) however many compiles a process makes.
@@ -38,6 +39,13 @@ void track_graph(const std::shared_ptr<jit::CompiledGraph>& graph) {
   static size_t high_water = 64;
   if (!graph) return;
   std::lock_guard<std::mutex> lock(g_mu);
+  // The backend returns the same code for equal graphs: count it once.
+  for (const std::weak_ptr<jit::CompiledGraph>& w : g_graphs) {
+    if (!w.owner_before(graph) && !graph.owner_before(w)) {
+      g_graphs_reused++;
+      return;
+    }
+  }
   add(g_graphs, graph, &high_water);
 }
 
@@ -50,7 +58,7 @@ void track_entry(const std::shared_ptr<CacheEntry>& entry) {
 
 LiveResources live_resources() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return LiveResources{count_live(g_graphs), count_live(g_entries)};
+  return LiveResources{count_live(g_graphs), count_live(g_entries), g_graphs_reused};
 }
 
 }  // namespace fj::interp

@@ -22,6 +22,9 @@ void track_entry(const std::shared_ptr<CacheEntry>& entry);
 struct LiveResources {
   size_t graphs = 0;   // compiled graphs not yet freed (= live JIT resource trackers)
   size_t entries = 0;  // cache entries not yet freed (cached or still running)
+  // Since the process started: compiles answered with code of an equal live graph
+  // (jit::CpuBackend's structural cache) instead of new machine code.
+  size_t graphs_reused = 0;
 };
 // Counts what is still alive, dropping the records of what was freed.
 LiveResources live_resources();

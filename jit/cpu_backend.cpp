@@ -22,6 +22,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "jit/blas.h"
 #include "jit/cpu_lower.h"
@@ -403,7 +405,38 @@ class LlvmCpuBackend final : public CpuBackend {
       : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower), num_threads_(num_threads),
         gpu_math_(gpu_math) {}
 
+  // Graphs with one structural key share their compiled code (two functions with the
+  // same body, a function traced again after framejit.reset() while its old plan is
+  // still referenced, one layer's code object reached from several frames). The
+  // cache holds weak references: code lives as long as some plan uses it.
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
+    std::string key = graph.structural_key();
+    {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        if (std::shared_ptr<CompiledGraph> hit = it->second.lock()) {
+          cache_hits_.fetch_add(1, std::memory_order_relaxed);
+          if (log::enabled(log::Channel::Perf)) log::jit().info("perf: {} nodes: compiled code reused", graph.size());
+          return hit;
+        }
+      }
+    }
+    auto compiled = compile_new(graph);
+    if (!compiled) return compiled;
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_.size() >= cache_sweep_at_) {
+      std::erase_if(cache_, [](const auto& kv) { return kv.second.expired(); });
+      cache_sweep_at_ = std::max<size_t>(64, 2 * cache_.size());
+    }
+    cache_[std::move(key)] = *compiled;
+    return compiled;
+  }
+
+  size_t cache_hits() const override { return cache_hits_.load(std::memory_order_relaxed); }
+
+ private:
+  Expected<std::shared_ptr<CompiledGraph>> compile_new(const Graph& graph) {
     static std::atomic<uint64_t> next_graph{0};
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
 
@@ -474,7 +507,6 @@ class LlvmCpuBackend final : public CpuBackend {
         std::move(optimized), num_threads_));
   }
 
- private:
   // O2: the loop vectorizer and unroller run, at about half the compile time of O3's
   // extra function passes for these single-loop kernels.
   void optimize(llvm::Module& m) {
@@ -501,6 +533,10 @@ class LlvmCpuBackend final : public CpuBackend {
   const size_t num_threads_;
   const bool gpu_math_;
   std::mutex mu_;
+  std::mutex cache_mu_;  // guards cache_ and cache_sweep_at_
+  std::unordered_map<std::string, std::weak_ptr<CompiledGraph>> cache_;
+  size_t cache_sweep_at_ = 64;
+  std::atomic<size_t> cache_hits_{0};
 };
 
 }  // namespace

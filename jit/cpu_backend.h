@@ -66,7 +66,11 @@ class CpuBackend {
  public:
   static Expected<std::unique_ptr<CpuBackend>> create(const CpuOptions& options = {});
   virtual ~CpuBackend() = default;
+  // Graphs with equal Graph::structural_key() share one CompiledGraph while any
+  // caller holds it.
   virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) = 0;
+  // How many compile() calls returned code compiled for an earlier equal graph.
+  virtual size_t cache_hits() const = 0;
 };
 
 }  // namespace fj::jit

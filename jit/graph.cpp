@@ -526,6 +526,43 @@ std::string Graph::str() const {
   return os.str();
 }
 
-std::string Graph::structural_key() const { return str(); }
+// Every field of every node, so that two graphs with one key compile to the same
+// code: the kernel cache (jit/cpu_backend.cpp) shares compiled graphs by this key.
+// Numbers are written exactly (doubles as hex floats); the assumptions and scalar
+// ranges are part of it although no kernel reads them, so that equal keys mean
+// equal graphs in every respect a caller could observe.
+std::string Graph::structural_key() const {
+  std::ostringstream os;
+  auto exact = [&os](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    os << buf;
+  };
+  os << "in " << num_inputs_ << " scalars " << num_scalar_inputs_ << "\n";
+  for (const Node& n : nodes_) {
+    os << static_cast<int>(n.op) << ' ' << static_cast<int>(n.dtype) << ' ' << static_cast<int>(n.compute) << ' '
+       << static_cast<int>(n.scalar_kind) << ' ' << n.index << ' ' << n.int_value << ' ' << n.keepdim << ' ';
+    exact(n.scalar);
+    os << " (";
+    for (NodeId in : n.inputs) os << in << ' ';
+    os << ") " << shape_str(n.sym) << " dims[";
+    for (int64_t d : n.dims) os << d << ' ';
+    os << "] args" << shape_str(n.args) << "\n";
+  }
+  os << "exprs";
+  for (const SymExpr& e : scalar_input_exprs_) os << ' ' << e.str();
+  os << "\nassume";
+  for (const SymExpr& e : assumptions_) os << ' ' << e.str();
+  os << "\nranges";
+  for (const ScalarRange& r : scalar_ranges_) {
+    os << ' ' << r.index << ':';
+    exact(r.lo);
+    os << ':';
+    exact(r.hi);
+  }
+  os << "\nout";
+  for (NodeId o : outputs_) os << ' ' << o;
+  return os.str();
+}
 
 }  // namespace fj::jit

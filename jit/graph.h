@@ -247,7 +247,9 @@ class Graph {
   //   %2 = aten.mul.Tensor(%0, %1) f32[4, 8]
   //   return (%5)
   std::string str() const;
-  // A key that is equal for graphs with the same structure (kernel cache).
+  // A key that is equal exactly when two graphs are the same in every field (ops,
+  // dtypes, symbolic shapes, attributes, exact constants, outputs): the CPU
+  // backend's cache of compiled graphs is keyed by it.
   std::string structural_key() const;
 
  private:

@@ -117,6 +117,8 @@ PYBIND11_MODULE(_C, m) {
     return d;
   }, "JIT resources alive now: compiled graphs (each owns one LLVM ResourceTracker and its "
      "machine code) and cache entries (guards + plan), cached or running.");
+  m.def("graphs_reused", [] { return interp::live_resources().graphs_reused; },
+        "Compiles since the process started that shared the machine code of an equal live graph.");
   m.def("watch", [](py::handle code, bool on) {
     if (!PyCode_Check(code.ptr())) throw py::type_error("framejit._C.watch expects a code object");
     if (!interp::watch_code(reinterpret_cast<PyCodeObject*>(code.ptr()), on)) throw py::error_already_set();

@@ -1,5 +1,6 @@
 // Graph IR: the text printer, broadcasting, and the dtype rules of pointwise().
 #include <doctest.h>
+#include <cmath>
 
 #include "jit/graph.h"
 
@@ -26,7 +27,24 @@ TEST_CASE("graph printer: a small graph") {
         "%5 = aten.gt.Tensor(%4, %1) bool[4, 8]\n"
         "return (%4, %5)\n");
   CHECK(g.num_inputs() == 2);
-  CHECK(g.structural_key() == g.str());
+}
+
+TEST_CASE("structural_key tells graphs apart by every field a kernel depends on") {
+  auto build = [](double c, bool keepdim, bool wrap) {
+    Graph g;
+    const NodeId x = g.placeholder(DType::Float32, {4, 8});
+    const NodeId i = g.placeholder(DType::Int64, {3});
+    const NodeId y = *g.pointwise(Op::Mul, {x, g.scalar(c)});
+    const NodeId s = *g.reduce(Op::Sum, y, {1}, keepdim);
+    const NodeId r = *g.index_select(s, 0, i, wrap);
+    g.set_outputs({r});
+    return g;
+  };
+  const std::string key = build(1.5, false, false).structural_key();
+  CHECK(build(1.5, false, false).structural_key() == key);
+  CHECK(build(std::nextafter(1.5, 2.0), false, false).structural_key() != key);
+  CHECK(build(1.5, true, false).structural_key() != key);
+  CHECK(build(1.5, false, true).structural_key() != key);
 }
 
 TEST_CASE("broadcast_shapes follows PyTorch's right-aligned rules") {

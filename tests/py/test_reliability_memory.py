@@ -114,3 +114,35 @@ def test_compile_reset_cycles_do_not_grow_rss():
     assert _C.live_resources() == {"graphs": 0, "entries": 0}
     growth = rss_bytes() - before
     assert growth < 5 * 2**20, f"RSS grew by {growth / 2**20:.2f} MiB over 120 compiles + resets"
+
+
+def make_scaled(c):
+    # A fresh code object per call (exec), so that each function is traced on its own.
+    ns = {"torch": torch}
+    exec(f"def scaled(x, y):\n    return torch.tanh(x * {c!r} + y).sum(1)\n", ns)
+    return ns["scaled"]
+
+
+def test_equal_graphs_share_compiled_code():
+    # Two functions whose graphs are equal run one piece of machine code; a graph that
+    # differs only in a constant (by one ulp) gets its own.
+    x, y = torch.randn(6, 5), torch.randn(6, 5)
+    f1, f2, f3 = make_scaled(0.5), make_scaled(0.5), make_scaled(0.5000000000000001)
+    c1, c2, c3 = framejit.compile(f1), framejit.compile(f2), framejit.compile(f3)
+    before = _C.live_resources()
+    reused = _C.graphs_reused()
+    assert_same(c1(x, y), f1(x, y))
+    assert_same(c2(x, y), f2(x, y))
+    after_two = _C.live_resources()
+    assert after_two["graphs"] == before["graphs"] + 1
+    assert _C.graphs_reused() == reused + 1
+    assert_same(c3(x, y), f3(x, y))
+    after_three = _C.live_resources()
+    assert after_three["graphs"] == before["graphs"] + 2
+    assert _C.graphs_reused() == reused + 1
+    # reset() frees the shared code with the plans; the next compile makes it anew.
+    framejit.reset()
+    gc.collect()
+    assert _C.live_resources()["graphs"] == 0
+    assert_same(c2(x, y), f2(x, y))
+    assert _C.live_resources()["graphs"] == 1
