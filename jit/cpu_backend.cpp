@@ -49,10 +49,13 @@ using KernelFn = void (*)(const KernelArgs* args, int64_t begin, int64_t end);
 
 // Parallel runs: kernels whose work (elements of the largest value they touch) is at
 // least kParallelMinElements are cut into contiguous chunks of their split dim, at
-// least kMinChunkElements of work each, at most one per thread; when the split dim
-// is the innermost one, chunk starts are multiples of kChunkAlign elements.
+// least kMinChunkElements of work each, at most kChunksPerThread per thread (the
+// pool hands them out one by one, so a thread that starts late or runs slowly takes
+// fewer); when the split dim is the innermost one, chunk starts are multiples of
+// kChunkAlign elements.
 constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 constexpr int64_t kMinChunkElements = int64_t{1} << 15;
+constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kChunkAlign = 64;
 
 struct Kernel {
@@ -213,7 +216,7 @@ class CpuCompiledGraph final : public CompiledGraph {
       return;
     }
     const auto chunks = static_cast<size_t>(std::min<int64_t>(
-        {static_cast<int64_t>(num_threads_), work / kMinChunkElements, extent}));
+        {static_cast<int64_t>(num_threads_) * kChunksPerThread, work / kMinChunkElements, extent}));
     const bool inner = static_cast<size_t>(spec.split_dim) + 1 == spec.shape.size();
     auto start = [&](size_t c) -> int64_t {
       if (c == 0) return 0;

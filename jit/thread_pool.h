@@ -1,8 +1,9 @@
 // A small persistent thread pool for the CPU kernels: parallel_for(n, fn) runs
 // fn(0) .. fn(n-1) on the pool's workers and the calling thread, and returns when
-// all have run. Tasks are handed out one by one (n may exceed the thread count).
-// Workers spin briefly (200 us) for the next job before sleeping, as OpenMP does,
-// since waking a sleeping thread costs as much as a chunk of work.
+// all have run. Tasks are handed out one by one (n may exceed the thread count), so
+// a worker that is slow to wake leaves its share to the others. Workers spin
+// briefly (1 ms) for the next job before sleeping, as OpenMP does, since waking a
+// sleeping thread can cost as much as a chunk of work.
 // One job at a time: a caller that finds the pool busy (another thread's job, or a
 // nested call) runs its tasks itself, serially; so does a forked child process,
 // which has no workers. Created on first use, never destroyed (its idle workers do
