@@ -73,6 +73,12 @@ void gemm_t(const Matrix& a, const Matrix& b, T* c, int64_t ldc) {
 
 }  // namespace
 
+void blas_single_threaded() {
+#ifdef OPENBLAS_VERSION
+  openblas_set_num_threads(1);
+#endif
+}
+
 void gemm(DType dtype, const Matrix& a, const Matrix& b, char* c, int64_t ldc) {
   FJ_CHECK(a.cols == b.rows, "gemm: inner sizes differ");
   if (dtype == DType::Float32) {

@@ -17,4 +17,9 @@ struct Matrix {
 // dimension ldc. Operands whose strides BLAS cannot take are copied first.
 void gemm(DType dtype, const Matrix& a, const Matrix& b, char* c, int64_t ldc);
 
+// Makes OpenBLAS run each call on the calling thread: the CPU backend splits
+// products into tasks on its own pool (jit/thread_pool.h), which shares PyTorch's
+// threads, instead of waking a second set of spinning threads per call.
+void blas_single_threaded();
+
 }  // namespace fj::jit

@@ -56,6 +56,10 @@ using KernelFn = void (*)(const KernelArgs* args, int64_t begin, int64_t end);
 constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 constexpr int64_t kMinChunkElements = int64_t{1} << 15;
 constexpr int64_t kChunksPerThread = 4;
+// A matmul is split into tasks of at least this many multiply-adds, and of at least
+// kMinGemmBlock rows (or columns) when one product is split.
+constexpr int64_t kMinGemmFlops = int64_t{1} << 20;
+constexpr int64_t kMinGemmBlock = 16;
 constexpr int64_t kChunkAlign = 64;
 
 struct Kernel {
@@ -314,33 +318,56 @@ class CpuCompiledGraph final : public CompiledGraph {
     const int64_t m = out_sizes[rank - 2], ncols = out_sizes[rank - 1], k = a.sizes.back();
     FJ_CHECK(cst[rank - 1] == 1 || ncols == 1, "a matmul result with a strided last dim");
     const size_t batch_rank = rank - 2;
-    std::vector<int64_t> bi(batch_rank, 0);
-    auto batch_offset = [&](const View& v, size_t d) {  // the operand's offset for batch index bi
-      int64_t off = 0;
-      const size_t vb = v.sizes.size() - 2;
-      for (size_t j = 0; j < vb; ++j) {
-        const size_t od = batch_rank - vb + j;
-        if (v.sizes[j] != 1) off += bi[od] * v.strides[j];
-      }
-      (void)d;
-      return off * elem;
-    };
-    for (;;) {
-      int64_t coff = 0;
-      for (size_t j = 0; j < batch_rank; ++j) coff += bi[j] * cst[j];
+    int64_t batches = 1;
+    for (size_t j = 0; j < batch_rank; ++j) batches *= out_sizes[j];
+    // The product of batch item `t`'s rows [r0, r1) and columns [c0, c1).
+    auto product = [&](int64_t t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      int64_t coff = 0, aoff = 0, boff = 0;
       const size_t ar = a.sizes.size(), br = bm.sizes.size();
-      Matrix ma{a.data + batch_offset(a, 0), m, k, a.strides[ar - 2], a.strides[ar - 1]};
-      Matrix mb{bm.data + batch_offset(bm, 0), k, ncols, bm.strides[br - 2], bm.strides[br - 1]};
-      gemm(n.dtype, ma, mb, c + coff * elem, m == 1 ? std::max<int64_t>(ncols, 1) : cst[rank - 2]);
-      size_t j = batch_rank;
-      while (j > 0) {
-        --j;
-        if (++bi[j] < out_sizes[j]) break;
-        bi[j] = 0;
-        if (j == 0) return;
+      for (size_t j = batch_rank; j-- > 0;) {  // t as a batch index, last dim fastest
+        const int64_t i = t % out_sizes[j];
+        t /= out_sizes[j];
+        coff += i * cst[j];
+        const size_t aj = j + (ar - 2) - batch_rank, bj = j + (br - 2) - batch_rank;
+        if (j + ar >= batch_rank + 2 && a.sizes[aj] != 1) aoff += i * a.strides[aj];
+        if (j + br >= batch_rank + 2 && bm.sizes[bj] != 1) boff += i * bm.strides[bj];
       }
-      if (batch_rank == 0) return;
+      const int64_t ldc = m == 1 ? std::max<int64_t>(ncols, 1) : cst[rank - 2];
+      aoff += r0 * a.strides[ar - 2];
+      boff += c0 * bm.strides[br - 1];
+      coff = coff + r0 * ldc + c0;
+      Matrix ma{a.data + aoff * elem, r1 - r0, k, a.strides[ar - 2], a.strides[ar - 1]};
+      Matrix mb{bm.data + boff * elem, k, c1 - c0, bm.strides[br - 2], bm.strides[br - 1]};
+      gemm(n.dtype, ma, mb, c + coff * elem, ldc);
+    };
+    // Tasks on the kernels' pool (OpenBLAS itself runs single-threaded): whole batch
+    // items when there are enough of them, else blocks of rows (or of columns for
+    // a short, wide product: each task reads all of the other operand, so the
+    // smaller one is the one replicated), each at least kMinGemmFlops of work, at
+    // most two per thread.
+    const int64_t flops = batches * m * ncols * k;
+    const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlops, 1, static_cast<int64_t>(num_threads_) * 2);
+    if (want <= 1 || batches >= want) {
+      const int64_t tasks = want <= 1 ? 1 : batches;
+      ThreadPool::instance().parallel_for(static_cast<size_t>(tasks), [&](size_t t) {
+        if (tasks == 1) {
+          for (int64_t i = 0; i < batches; ++i) product(i, 0, m, 0, ncols);
+        } else {
+          product(static_cast<int64_t>(t), 0, m, 0, ncols);
+        }
+      });
+      return;
     }
+    const int64_t per_item = (want + batches - 1) / batches;
+    const bool by_rows = m >= ncols;
+    const int64_t extent = by_rows ? m : ncols;
+    const int64_t blocks = std::min(per_item, std::max<int64_t>(extent / kMinGemmBlock, 1));
+    ThreadPool::instance().parallel_for(static_cast<size_t>(batches * blocks), [&](size_t task) {
+      const int64_t t = static_cast<int64_t>(task) / blocks, blk = static_cast<int64_t>(task) % blocks;
+      const int64_t lo = extent * blk / blocks, hi = extent * (blk + 1) / blocks;
+      if (by_rows) product(t, lo, hi, 0, ncols);
+      else product(t, 0, m, lo, hi);
+    });
   }
 
   void* acquire(size_t bytes) const {
@@ -550,6 +577,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
+  blas_single_threaded();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return llvm_error("detecting the host CPU", jtmb.takeError());
   // Eager semantics: no FP contraction (x*y+1 stays two roundings).

@@ -122,3 +122,35 @@ def test_issue4_transformer_block_under_no_grad_with_masked_fill():
             x = torch.randn(1, t, 8)
             torch.testing.assert_close(cb(x), blk(x), rtol=1e-5, atol=1e-5)
     assert framejit.stats(Block.forward)["fallbacks"] == 0
+
+
+def small_ints(*shape, dtype=torch.float32):
+    # Integer-valued floats: every product and partial sum is exact, so the result
+    # does not depend on how BLAS orders the sums, and equality is exact.
+    return torch.randint(-3, 4, shape).to(dtype)
+
+
+# Products big enough to be split into tasks on the thread pool (jit/cpu_backend.cpp):
+# by batch item, by rows, by columns, with broadcast batch dims and strided operands.
+SPLIT = {
+    "batches": (lambda a, b: a @ b, small_ints(6, 96, 64), small_ints(64, 80)),
+    "rows": (lambda a, b: a @ b, small_ints(1000, 96), small_ints(96, 48)),
+    "cols_transposed_b": (lambda a, b: a @ b.t(), small_ints(24, 96), small_ints(1000, 96)),
+    "broadcast_batches": (lambda a, b: a @ b, small_ints(2, 1, 80, 64), small_ints(3, 64, 100)),
+    "broadcast_rows": (lambda a, b: a @ b, small_ints(2, 1, 400, 64), small_ints(3, 64, 100)),
+    "rows_float64": (lambda a, b: (a @ b) * 0.5, small_ints(1000, 96, dtype=torch.float64),
+                     small_ints(96, 48, dtype=torch.float64)),
+    "linear_bias_sliced_input": (lambda a, b: F.linear(a[:, ::2], b, b[0, :1]),
+                                 small_ints(700, 128), small_ints(80, 64)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT))
+def test_matmul_split_into_tasks(name):
+    fn, a, b = SPLIT[name]
+    cf = framejit.compile(lambda a, b: fn(a, b))
+    expected = fn(a, b)
+    actual = cf(a, b)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.equal(actual, expected)
+    assert framejit.stats(cf)["fallbacks"] == 0
