@@ -6,6 +6,8 @@
            torch.add(x, y) of the same tensors: the memory-traffic floor (reading
            two inputs and writing one output is all a fused loop has to do)
 
+arith6's ratio to eager add is also reported as the median of per-round ratios of
+the two calls, which run next to each other in every round.
 Eager torch gets every core (torch.set_num_threads(os.cpu_count())); framejit uses
 its own thread pool (FRAMEJIT_NUM_THREADS, default: every hardware thread).
 Each timed call follows an untimed call of the same contender, so that every one
@@ -100,12 +102,15 @@ def main():
         out, compile_s[(wname, "framejit")] = first_call(fj, x, y)
         torch.testing.assert_close(out, fn(x, y), rtol=1e-5, atol=1e-6)
         contenders[(wname, "framejit")] = fj
+        if wname == "arith6":
+            # Right after framejit's arith6 in every round: the two calls whose ratio is
+            # the goal run next to each other (see the per-round ratio below).
+            contenders[("add", "eager")] = eager_add
         if not args.no_inductor:
             ind = torch.compile(fn)
             out, compile_s[(wname, "inductor")] = first_call(ind, x, y)
             torch.testing.assert_close(out, fn(x, y), rtol=1e-5, atol=1e-6)
             contenders[(wname, "inductor")] = ind
-    contenders[("add", "eager")] = eager_add
 
     for _ in range(5):  # warm-up: caches, allocator, first touch of output memory
         for fn in contenders.values():
@@ -136,6 +141,10 @@ def main():
         result["workloads"][wname] = row
     a6 = result["workloads"]["arith6"]
     a6["framejit_over_eager_add"] = a6["framejit_ms"] / result["eager_add_ms"]
+    # The machine's speed drifts over seconds (a shared host): the median of the
+    # per-round ratios of two adjacent calls is steadier than a ratio of medians.
+    a6["framejit_over_eager_add_per_round"] = statistics.median(
+        f / e for f, e in zip(times[("arith6", "framejit")], times[("add", "eager")]))
 
     print(f"{args.n} float32 elements, medians of {args.rounds} interleaved rounds, "
           f"torch threads {result['torch_threads']}, framejit threads {result['framejit_threads']}")
@@ -150,7 +159,8 @@ def main():
               f"{f('inductor_over_framejit', '7.2f'):>7} {row['framejit_compile_s']:13.3f} "
               f"{f('inductor_compile_s', '14.1f'):>14}")
     print(f"eager torch.add(x, y): {result['eager_add_ms']:.3f} ms; "
-          f"framejit arith6 / eager add = {a6['framejit_over_eager_add']:.2f} (goal <= 1.25)")
+          f"framejit arith6 / eager add = {a6['framejit_over_eager_add']:.2f}, median of per-round "
+          f"ratios {a6['framejit_over_eager_add_per_round']:.2f} (goal <= 1.25)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as fh:
