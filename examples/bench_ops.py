@@ -9,7 +9,7 @@ torch.compile (Inductor), in one process, interleaved rounds after warm-up, medi
 Also: the median time to trace and compile a fresh 30-op pointwise function, for
 framejit and for Inductor (fewer samples: Inductor takes seconds each).
 
-Eager torch gets every core; framejit uses its own thread pool. glibc keeps freed
+Eager torch gets every core; framejit runs on the same OpenMP threads. glibc keeps freed
 memory (see bench_pointwise.py for why).
 
 Usage: python examples/bench_ops.py [--rounds 15] [--no-inductor] [--json PATH]"""

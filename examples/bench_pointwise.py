@@ -9,7 +9,7 @@
 arith6's ratio to eager add is also reported as the median of per-round ratios of
 the two calls, which run next to each other in every round.
 Eager torch gets every core (torch.set_num_threads(os.cpu_count())); framejit uses
-its own thread pool (FRAMEJIT_NUM_THREADS, default: every hardware thread).
+torch's OpenMP threads (FRAMEJIT_NUM_THREADS of them, default: every hardware thread).
 Each timed call follows an untimed call of the same contender, so that every one
 finds the caches as it left them (not as the previous contender did).
 glibc is told to keep freed memory (GLIBC_TUNABLES, set by re-executing the script
