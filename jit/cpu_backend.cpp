@@ -346,7 +346,9 @@ class CpuCompiledGraph final : public CompiledGraph {
     // smaller one is the one replicated), each at least kMinGemmFlops of work, at
     // most two per thread.
     const int64_t flops = batches * m * ncols * k;
-    const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlops, 1, static_cast<int64_t>(num_threads_) * 2);
+    static const int64_t kMinGemmFlopsT = getenv("FJ_GEMM_MIN") ? atoll(getenv("FJ_GEMM_MIN")) : kMinGemmFlops;
+    static const int64_t kPer = getenv("FJ_GEMM_PER") ? atoll(getenv("FJ_GEMM_PER")) : 2;
+    const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlopsT, 1, static_cast<int64_t>(num_threads_) * kPer);
     if (want <= 1 || batches >= want) {
       const int64_t tasks = want <= 1 ? 1 : batches;
       ThreadPool::instance().parallel_for(static_cast<size_t>(tasks), [&](size_t t) {
@@ -577,7 +579,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  blas_single_threaded();
+  if (!getenv("FJ_BLAS_MT")) blas_single_threaded();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return llvm_error("detecting the host CPU", jtmb.takeError());
   // Eager semantics: no FP contraction (x*y+1 stays two roundings).

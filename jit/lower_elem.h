@@ -16,6 +16,7 @@
 
 #include "jit/cpu_lower.h"
 #include "jit/graph.h"
+#include "jit/nvptx_math.h"
 
 namespace fj::jit {
 
@@ -201,6 +202,14 @@ class ElementEmitter {
   }
 
   bool vec_math(Value* x) const { return options_.vector_math && x->getType()->isFloatTy(); }
+  // float32 erf on the CPU: evaluated in double and rounded once (vectorizable, as
+  // close to correctly rounded as glibc's double erf); else as rounded_libm.
+  Value* erf_of(Value* x) {
+    if (vec_math(x) && options_.target == Target::Cpu && options_.float_libm_via_double) {
+      return nvptx_math::erf_via_double(b_, x);
+    }
+    return rounded_libm("erff", "erf", x);
+  }
   Value* exp_of(Value* x) { return vec_math(x) ? math::exp(b_, x) : unary(llvm::Intrinsic::exp, x); }
   Value* tanh_of(Value* x) {
     if (vec_math(x)) return math::tanh(b_, x);
@@ -275,7 +284,7 @@ class ElementEmitter {
       case Op::Sigmoid:
         if (vec_math(a[0])) return math::sigmoid(b_, a[0]);
         return b_.CreateFDiv(one(), b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Erf: return rounded_libm("erff", "erf", a[0]);
+      case Op::Erf: return erf_of(a[0]);
       case Op::Expm1: return rounded_libm("expm1f", "expm1", a[0]);
       case Op::Log1p: return rounded_libm("log1pf", "log1p", a[0]);
       case Op::Rsqrt: return b_.CreateFDiv(one(), unary(llvm::Intrinsic::sqrt, a[0]));
@@ -285,7 +294,7 @@ class ElementEmitter {
         if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), zero(), a[0]);
         return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
-        Value* e = rounded_libm("erff", "erf", b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
+        Value* e = erf_of(b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
         Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
         if (c == DType::Float64) return g;
         // Eager's float32 gelu(+inf): NaN (its vectorized erf) except in a tensor of

@@ -31,6 +31,12 @@ constexpr double kErfLarge[] = {0x1.20a35fc2f1769p-14, -0x1.20fba449c63cep+0, -0
                                 -0x1.aee0753d86484p-4, 0x1.66ba3e58b0975p-6,  -0x1.f3d6c23b447e1p-10,
                                 -0x1.55dc5a8e4fad8p-11, 0x1.5e15d6f1c5b50p-12, -0x1.4391fc0df2100p-14,
                                 0x1.642fd21aba000p-17, -0x1.c185391f80000p-21, 0x1.f7b3bdc000000p-26};
+// For erf_via_double: erf(x)/x as a polynomial in x^2 on [0, 1] (relative error
+// 2e-14; the constant term is 2/sqrt(pi) itself, so tiny x round as x * 2/sqrt(pi)),
+// and log(erfc(a)) on [1, 3.92] as a polynomial in t = (2a - 4.92) / 2.92,
+// t in [-1, 1] (absolute error 3e-13); both Chebyshev least-squares fits in double.
+constexpr double kErfSmallD[] = {0x1.20dd750429b6dp+0, -0x1.812746b025930p-2, 0x1.ce2f219708671p-4, -0x1.b82ce13e7eb0dp-6, 0x1.565b9dd6264fbp-8, -0x1.c02834bfdfb5bp-11, 0x1.f93ec8ff7190ap-14, -0x1.f0590311ff8fbp-17, 0x1.9a7d6b4c78a58p-20, -0x1.c045ec1880cefp-24};
+constexpr double kErfLargeD[] = {-0x1.e607a923c8140p+2, -0x1.ed1a86a874c8bp+2, -0x1.012cdcae64dc8p+1, -0x1.1dd47770ed35bp-5, 0x1.4f3a8d91872e0p-7, -0x1.7e752db7c71fap-9, 0x1.99b36ce0d0136p-11, -0x1.8b57ca459fe1cp-13, 0x1.3be35a4943dd9p-15, -0x1.2de4353131778p-18, -0x1.a21f1a971b8eap-21, 0x1.a7d9f57896bdbp-21, -0x1.9532a8255958ap-22, 0x1.408bc261218b2p-23, -0x1.223ddb094e47fp-25};
 // 2/pi, 32 bits a word from the binary point on (224 bits).
 constexpr uint32_t kTwoOverPiBits[] = {0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0,
                                        0xdb629599, 0x3c439041, 0xfe5163ab};
@@ -109,6 +115,18 @@ Value* erf(llvm::IRBuilderBase& b, Value* x) {
   Value* r = b.CreateSelect(b.CreateFCmpOLT(a, e.c(1.0)), small, large);  // NaN: large, NaN
   r = b.CreateSelect(b.CreateFCmpOGE(a, e.c(3.92)), e.c(1.0), r);
   return b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
+}
+
+Value* erf_via_double(llvm::IRBuilderBase& b, Value* x) {
+  const Emit e{b, b.getDoubleTy()};
+  Value* xd = b.CreateFPExt(x, b.getDoubleTy());
+  Value* a = e.fabs(xd);
+  Value* small = b.CreateFMul(a, e.poly(b.CreateFMul(a, a), kErfSmallD));
+  Value* t = e.fma(a, e.c(2.0 / 2.92), e.c(-4.92 / 2.92));
+  Value* large = b.CreateFSub(e.c(1.0), exp_double(e, e.poly(t, kErfLargeD)));
+  Value* r = b.CreateSelect(b.CreateFCmpOLT(a, e.c(1.0)), small, large);  // NaN: large, NaN
+  r = b.CreateSelect(b.CreateFCmpOGE(a, e.c(3.92)), e.c(1.0), r);  // erf rounds to 1 there
+  return b.CreateFPTrunc(b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, xd), x->getType());
 }
 
 Value* expm1(llvm::IRBuilderBase& b, Value* x) {

@@ -28,6 +28,11 @@ class Value;
 namespace fj::jit::nvptx_math {
 
 llvm::Value* erf(llvm::IRBuilderBase& b, llvm::Value* x);
+// float32 erf evaluated in double with the structure of erf() above but fits good
+// to 3e-13, then rounded once to float: correctly rounded except where the true
+// value lies within ~1e-13 of a rounding boundary, like glibc's double erf rounded
+// to float, and vectorizable (the CPU's float32 erf and gelu use it).
+llvm::Value* erf_via_double(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* expm1(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* log1p(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
