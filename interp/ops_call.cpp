@@ -23,6 +23,7 @@ Status Tracer::op_call(const Instruction& ins) {
     callable = std::move(first);
     args.insert(args.begin(), std::move(second));
   }
+  if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
   if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
     const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
     if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
