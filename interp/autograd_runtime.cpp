@@ -182,6 +182,7 @@ PyObject* joint_backward(PyObject* self, PyObject* args) {
   if (result == nullptr) return nullptr;
   for (size_t i = 0; i < j.num_inputs; ++i) PyTuple_SET_ITEM(result, static_cast<Py_ssize_t>(i), Py_NewRef(Py_None));
   for (size_t k = 0; k < j.grad_inputs.size(); ++k) {
+    if (!j.grad_defined[k]) continue;
     const auto i = static_cast<Py_ssize_t>(j.grad_inputs[k]);
     Py_SETREF(PyTuple_GET_ITEM(result, i), Py_NewRef(out.tensors[k].get()));
   }

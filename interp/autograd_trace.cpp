@@ -178,6 +178,7 @@ Status Tracer::compile_joint(bool* joint) {
   jp->differentiable = j->output_needs_grad;
   jp->num_inputs = placeholder_slot_.size();
   jp->grad_inputs = j->grad_inputs;
+  jp->grad_defined = j->grad_defined;
   for (jit::NodeId o : bw.outputs()) jp->grads.push_back(spec_of(bw.node(o)));
   jp->enable_grad = !grad_at_entry_;
   entry_->backward_text = bw.str();

@@ -220,6 +220,7 @@ Status Tracer::op_before_with(const Instruction&) {
                        std::string_view::npos;
   grad_outer_.push_back(grad_enabled_);
   grad_enabled_ = enables;
+  autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
   Value exit;
   exit.kind = ValueKind::GradModeExit;
   push(std::move(exit));

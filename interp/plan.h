@@ -135,6 +135,7 @@ struct JointPlan {
   std::vector<bool> differentiable;  // per frame output; else marked non-differentiable
   size_t num_inputs = 0;             // the forward's inputs (= Plan::graph_args)
   std::vector<int32_t> grad_inputs;  // the forward input of each backward output
+  std::vector<bool> grad_defined;    // per backward output: else None (eager's autograd never reaches it)
   std::vector<OutputSpec> grads;     // the backward's outputs
   bool enable_grad = false;          // grad mode is off at entry (on in a with block)
 };

@@ -285,10 +285,22 @@ Expected<Joint> Differentiator::run() {
   joint.num_outputs = outs.size();
   for (NodeId o : outs) joint.output_needs_grad.push_back(needs(o));
   std::vector<NodeId> draft_outs;
+  // What the outputs' autograd graph reaches (through every op that needs a gradient,
+  // also those whose gradient is zero, as eager's graph does).
+  std::vector<bool> reached(n, false);
+  for (NodeId o : outs) reached[static_cast<size_t>(o)] = needs(o);
+  for (size_t id = n; id-- > 0;) {
+    if (!reached[id]) continue;
+    const int k = custom_of_[id];
+    for (NodeId x : k >= 0 ? opts_.customs[static_cast<size_t>(k)].inputs : g_.nodes()[id].inputs) {
+      if (needs(x)) reached[static_cast<size_t>(x)] = true;
+    }
+  }
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g_.nodes()[id];
     if (node.op != Op::Placeholder || !needs_[id]) continue;
     joint.grad_inputs.push_back(node.index);
+    joint.grad_defined.push_back(reached[id]);
     if (grad_[id] >= 0) {
       draft_outs.push_back(grad_[id]);
     } else {

@@ -76,6 +76,9 @@ struct Joint {
   // Per original output: a gradient flows from it to some input (else the output is
   // not differentiable: non-floating, or independent of every input that needs one).
   std::vector<bool> output_needs_grad;
+  // Per grad_inputs entry: some output's autograd graph reaches the input (else eager
+  // leaves its .grad None; the backward's output is zeros).
+  std::vector<bool> grad_defined;
 };
 
 // requires_grad: per forward placeholder index (missing entries: false). Integer and
