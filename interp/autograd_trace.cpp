@@ -215,11 +215,9 @@ bool Tracer::autograd_attr(const Value& owner, const std::string& name, bool met
       return true;
     }
     if (name == "needs_input_grad") {
-      PyRef t = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(c.needs_input_grad.size())));
-      for (size_t i = 0; i < c.needs_input_grad.size(); ++i) {
-        PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), PyBool_FromLong(c.needs_input_grad[i]));
-      }
-      push(Value::constant(std::move(t)));
+      std::vector<Value> items;
+      for (bool b : c.needs_input_grad) items.push_back(Value::constant(PyRef::borrow(b ? Py_True : Py_False)));
+      push(Value::sequence(ValueKind::Tuple, std::move(items)));
       *out = ok();
       return true;
     }
@@ -456,9 +454,17 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
         break;
       }
       if (!c.needs_input_grad[i]) continue;
-      const jit::Node& x = forward.graph.node(args[i].node);
-      if (!jit::same_shape(graph_.node(g.node).sym, x.sym)) {
-        s = unsupported("backward returned a gradient of another shape than its input (not supported yet)");
+      // As eager, a gradient may have the input's shape or one it broadcasts to (it is
+      // summed down); sizes equal here but not by name become assumptions of the backward.
+      const jit::SymShape& xs = forward.graph.node(args[i].node).sym;
+      const jit::SymShape& gs = graph_.node(g.node).sym;
+      bool fits = gs.size() >= xs.size();
+      for (size_t d = 0; fits && d < xs.size(); ++d) {
+        const jit::Shape gx = traced_shape({gs[gs.size() - xs.size() + d], xs[d]}, hints_);
+        fits = gx[0] == gx[1] || gx[1] == 1;
+      }
+      if (!fits) {
+        s = unsupported("backward returned a gradient whose shape does not fit its input (eager raises)");
         break;
       }
       outs.push_back(g.node);
