@@ -12,6 +12,7 @@
 // distinct alias node of the graph, so its gradient comes from the fragment and
 // never from the rules of what the forward recorded.
 #include <algorithm>
+#include <functional>
 
 #include "interp/autograd.h"
 #include "interp/interpreter.h"
@@ -378,6 +379,10 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   grad_enabled_ = outer;
   if (s) return s;
   Value result = pop();
+  std::function<bool(const Value&)> has_ctx = [&](const Value& v) {
+    return v.ctx >= 0 || std::any_of(v.items.begin(), v.items.end(), has_ctx);
+  };
+  if (has_ctx(result)) return unsupported(name + ".forward returns its ctx (not supported)");
   if (!any) {  // no backward: the results need no gradient (recorded with grad mode off)
     push(std::move(result));
     return ok();

@@ -454,11 +454,84 @@ Expected<bool> Differentiator::backprop(NodeId id) {
       }
       return true;
     }
-    // --- indexing: a scatter-add is needed (stage 2) ---
-    case Op::IndexSelect:
-    case Op::Gather:
-      if (needs(in[0])) return no_rule();
+    // --- indexing: a scatter-add written as a masked sum ---
+    // grad_x[.., j, ..] = sum over the index positions k of [index[k] == j] * gy[.., k, ..]:
+    // a [.., N, K, ..] comparison with positions (iota) reduced over K, one fused
+    // reduction (N * K work per element: fine for embedding tables and gathers of
+    // modest size; a scatter kernel would do K).
+    case Op::IndexSelect: {
+      if (!needs(in[0])) return true;
+      const Node& xn = g_.node(in[0]);
+      const size_t d = static_cast<size_t>(n.dims[0]);
+      const SymExpr N = xn.sym[d];
+      const SymExpr K = numel(g_.node(in[1]).sym);
+      FJ_AD_VAL(idx, 1);
+      FJ_AD_TRY(flat, b_.reshape(idx, {K}));
+      NodeId pos = flat;
+      if (n.int_value != 0) {  // negative indices count from the end
+        // N as a number: a constant, or (a symbol) counted at run time as a 0-d tensor.
+        NodeId count = -1;
+        if (N.is_constant()) {
+          count = b_.scalar_int(*N.as_int());
+        } else {
+          FJ_AD_TRY(ones, b_.full({N}, b_.scalar_int(1), DType::Int64));
+          FJ_AD_TRY(total, b_.reduce(Op::Sum, ones, {0}, false, DType::Int64));
+          count = total;
+        }
+        FJ_AD_TRY(neg, pw(Op::Lt, {flat, b_.scalar_int(0)}));
+        FJ_AD_TRY(shifted, pw(Op::Add, {flat, count}));
+        FJ_AD_TRY(w, pw(Op::Where, {neg, shifted, flat}));
+        pos = w;
+      }
+      const size_t post = xn.rank() - d - 1;
+      SymShape mask_shape(d, SymExpr::integer(1)), pos_shape(d, SymExpr::integer(1)), g_shape;
+      mask_shape.push_back(N);
+      mask_shape.push_back(K);
+      pos_shape.push_back(SymExpr::integer(1));
+      pos_shape.push_back(K);
+      for (size_t q = 0; q < post; ++q) {
+        mask_shape.push_back(SymExpr::integer(1));
+        pos_shape.push_back(SymExpr::integer(1));
+      }
+      const SymShape& gys = b_.node(gy).sym;
+      g_shape.assign(gys.begin(), gys.begin() + static_cast<long>(d));
+      g_shape.push_back(SymExpr::integer(1));
+      g_shape.push_back(K);
+      g_shape.insert(g_shape.end(), gys.end() - static_cast<long>(post), gys.end());
+      const NodeId io = b_.iota(mask_shape, static_cast<int64_t>(d));
+      FJ_AD_TRY(pr, b_.reshape(pos, pos_shape));
+      FJ_AD_TRY(hit, pw(Op::Eq, {io, pr}));
+      FJ_AD_TRY(hitf, b_.cast(hit, n.dtype));
+      FJ_AD_TRY(g2, b_.reshape(gy, g_shape));
+      FJ_AD_TRY(prod, pw(Op::Mul, {hitf, g2}));
+      FJ_AD_ACC(0, b_.reduce(Op::Sum, prod, {static_cast<int64_t>(d + 1)}, false, n.dtype));
       return true;
+    }
+    case Op::Gather: {
+      if (!needs(in[0])) return true;
+      const Node& xn = g_.node(in[0]);
+      const Node& ixn = g_.node(in[1]);
+      const size_t d = static_cast<size_t>(n.dims[0]);
+      // An index smaller than x along other dims would leave zeros around: not yet (the
+      // sizes must be equal; accumulate()'s reshape assumes so where they are symbols,
+      // and the caller guards that or falls back).
+      for (size_t q = 0; q < xn.rank(); ++q) {
+        if (q != d && xn.sym[q].is_constant() && ixn.sym[q].is_constant() && !xn.sym[q].same(ixn.sym[q])) {
+          return no_rule();
+        }
+      }
+      FJ_AD_VAL(idx, 1);
+      SymShape mask_shape = ixn.sym;
+      mask_shape.insert(mask_shape.begin() + static_cast<long>(d), xn.sym[d]);
+      const NodeId io = b_.iota(mask_shape, static_cast<int64_t>(d));
+      FJ_AD_TRY(iu, b_.unsqueeze(idx, static_cast<int64_t>(d)));
+      FJ_AD_TRY(hit, pw(Op::Eq, {io, iu}));
+      FJ_AD_TRY(hitf, b_.cast(hit, n.dtype));
+      FJ_AD_TRY(gu, b_.unsqueeze(gy, static_cast<int64_t>(d)));
+      FJ_AD_TRY(prod, pw(Op::Mul, {hitf, gu}));
+      FJ_AD_ACC(0, b_.reduce(Op::Sum, prod, {static_cast<int64_t>(d + 1)}, false, n.dtype));
+      return true;
+    }
     case Op::Full: case Op::Iota:
     case Op::ItemInt: case Op::ItemFloat: case Op::ItemBool:
       return true;
