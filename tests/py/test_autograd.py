@@ -295,3 +295,31 @@ def test_gather_with_a_smaller_index_is_still_right():
     cf(x, idx).sum().backward()
     f(xe, idx).sum().backward()
     torch.testing.assert_close(x.grad, xe.grad)
+
+
+def test_gpt_parameters_get_eager_gradients_for_every_sequence_length():
+    # examples/transformer.py: embeddings, attention with a causal mask, layer norms,
+    # linears, gelu; one compile (forward and backward) for all lengths.
+    import os
+    import sys
+
+    from conftest import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import transformer
+
+    torch.manual_seed(0)
+    model = transformer.GPT(vocab=64, dim=32, heads=4, layers=2, max_len=40)
+    ref = transformer.GPT(vocab=64, dim=32, heads=4, layers=2, max_len=40)
+    ref.load_state_dict(model.state_dict())
+    cm = framejit.compile(model)
+    for t in (5, 17, 40):
+        ids = torch.randint(0, 64, (2, t))
+        out, expected = cm(ids), ref(ids)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+        _loss(out).backward()
+        _loss(expected).backward()
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+            p.grad = q.grad = None
+    s = framejit.stats(transformer.GPT.forward)
+    assert (s["compiles"], s["graphs"], s["graph_breaks"], s["fallbacks"]) == (1, 2, 0, 0), s
