@@ -65,10 +65,14 @@ bool allocate(const std::vector<OutputSpec>& specs, const jit::Bindings& b, Outp
       }
     }
     out->strides[k] = contiguous_strides(sizes);
-    PyRef kwargs = PyRef::steal(PyDict_New());
-    PyDict_SetItemString(kwargs.get(), "dtype", torch_dtype(o.dtype));
+    static PyObject* kwargs[6] = {};  // {"dtype": torch.<dtype>} per DType, made once
+    const auto di = static_cast<size_t>(o.dtype);
+    if (kwargs[di] == nullptr) {
+      kwargs[di] = PyDict_New();
+      if (kwargs[di] == nullptr || PyDict_SetItemString(kwargs[di], "dtype", torch_dtype(o.dtype)) < 0) return false;
+    }
     PyRef args = o.is_static ? o.empty_args : empty_args_for(sizes);
-    PyObject* t = PyObject_Call(guards::torch_refs().empty, args.get(), kwargs.get());
+    PyObject* t = PyObject_Call(guards::torch_refs().empty, args.get(), kwargs[di]);
     if (t == nullptr) return false;
     out->tensors.push_back(PyRef::steal(t));
   }
