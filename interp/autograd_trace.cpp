@@ -28,6 +28,7 @@ PyObject* g_function_type = nullptr;   // torch.autograd.Function
 PyObject* g_function_apply = nullptr;  // the function under Function.apply (a classmethod)
 PyObject* g_setup_context = nullptr;   // Function.setup_context, not overridden by classic Functions
 PyObject* g_vjp = nullptr;             // Function.vjp
+PyObject* g_once_code = nullptr;       // the code of torch's once_differentiable wrapper
 
 OutputSpec spec_of(const jit::Node& n) {
   OutputSpec spec;
@@ -64,6 +65,8 @@ jit::Shape traced_shape(const jit::SymShape& sym, const jit::Bindings& hints) {
 }
 
 }  // namespace
+
+void set_once_differentiable_code(PyObject* code) { Py_XSETREF(g_once_code, Py_NewRef(code)); }
 
 void set_autograd_function(PyObject* function_type, PyObject* apply, PyObject* setup_context) {
   Py_XSETREF(g_function_type, Py_NewRef(function_type));
@@ -355,9 +358,25 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   PyRef vjp = PyRef::steal(PyObject_GetAttrString(cls, "vjp"));
   PyErr_Clear();
   if (!forward || !backward) return unsupported(name + ".forward / backward are not plain static functions");
-  if (setup.get() != g_setup_context) return unsupported(name + " defines setup_context (not supported yet)");
   if (vjp.get() != g_vjp) return unsupported(name + " defines vjp (not supported yet)");
+  // forward(*args) and setup_context(ctx, inputs, output), or forward(ctx, *args).
+  PyRef setup_fn;
+  if (setup.get() != g_setup_context) {
+    setup_fn = class_function(cls, "setup_context");
+    if (!setup_fn) return unsupported(name + ".setup_context is not a plain static function");
+    guards().add_function(setup_fn.get());
+  }
   guards().add_function(forward.get());
+  // @once_differentiable: the backward runs with grad mode off here anyway, so the
+  // function it wraps is traced.
+  if (g_once_code != nullptr && PyFunction_GET_CODE(backward.get()) == g_once_code) {
+    guards().add_function(backward.get());
+    backward = PyRef::steal(PyObject_GetAttrString(backward.get(), "__wrapped__"));
+    if (!backward || !PyFunction_Check(backward.get())) {
+      PyErr_Clear();
+      return unsupported(name + ".backward wraps something that is not a function");
+    }
+  }
   guards().add_function(backward.get());
 
   const size_t ctx = ctxs_.size();
@@ -371,14 +390,20 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   Value ctx_value = Value::constant(PyRef::borrow(cls));
   ctx_value.opaque = true;
   ctx_value.ctx = static_cast<int>(ctx);
-  std::vector<Value> fargs{ctx_value};
+  std::vector<Value> fargs;
+  if (!setup_fn) fargs.push_back(ctx_value);
   fargs.insert(fargs.end(), args.begin(), args.end());
   const bool outer = grad_enabled_;
   grad_enabled_ = false;
   Status s = inline_call(forward.get(), std::move(fargs), nullptr);
+  Value result;
+  if (!s) result = pop();
+  if (!s && setup_fn) {
+    s = inline_call(setup_fn.get(), {ctx_value, Value::sequence(ValueKind::Tuple, args), result}, nullptr);
+    if (!s) pop();
+  }
   grad_enabled_ = outer;
   if (s) return s;
-  Value result = pop();
   std::function<bool(const Value&)> has_ctx = [&](const Value& v) {
     return v.ctx >= 0 || std::any_of(v.items.begin(), v.items.end(), has_ctx);
   };

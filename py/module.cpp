@@ -85,6 +85,7 @@ PYBIND11_MODULE(_C, m) {
     interp::set_autograd_apply(apply.ptr());
     interp::set_autograd_function(function_type.ptr(), function_apply.ptr(), setup_context.ptr());
   });
+  m.def("_set_once_differentiable_code", [](py::handle code) { interp::set_once_differentiable_code(code.ptr()); });
   m.def("_register_grad_mode_class", [](py::handle cls) { interp::register_grad_mode_class(cls.ptr()); });
   m.def("_snapshot_tensor_attrs", [](const std::vector<std::string>& names) {
     guards::snapshot_tensor_attrs(names);

@@ -223,3 +223,40 @@ def test_training_40_steps_matches_eager_without_recompiles():
     assert s["compiles"] == 1 and s["recompiles"] == 0, s
     assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, framejit.fallbacks(Classifier.forward)
     assert s["cache_hits"] == 39, s
+
+
+class CubeSetup(torch.autograd.Function):
+    """The newer style: forward without ctx, setup_context, and a once_differentiable
+    backward."""
+
+    @staticmethod
+    def forward(x, k):
+        return x ** 3 * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, k = inputs
+        ctx.save_for_backward(x)
+        ctx.k = k
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x * x * ctx.k, None
+
+
+def test_setup_context_and_once_differentiable():
+    def f(x, k):
+        return CubeSetup.apply(x, k).tanh()
+
+    cf = framejit.compile(f)
+    for k in (0.5, 2.0):
+        x = leaf(6, seed=int(k * 10))
+        xe = twin(x)
+        y, ye = cf(x, k), f(xe, k)
+        torch.testing.assert_close(y, ye)
+        y.sum().backward()
+        ye.sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+    assert_no_fallback(f)
