@@ -323,3 +323,16 @@ def test_gpt_parameters_get_eager_gradients_for_every_sequence_length():
             p.grad = q.grad = None
     s = framejit.stats(transformer.GPT.forward)
     assert (s["compiles"], s["graphs"], s["graph_breaks"], s["fallbacks"]) == (1, 2, 0, 0), s
+
+
+def test_explain_shows_the_backward_graph():
+    def f(x, w):
+        return torch.tanh(x * w)
+
+    e = framejit.explain(f, f64(3), f64(3, requires_grad=False))
+    assert e.graph_count == 2
+    forward, backward = e.graphs
+    assert "aten.tanh.default" in forward
+    # The backward recomputes tanh from the inputs (no saved intermediate) and reads
+    # the output's gradient as a third placeholder.
+    assert "placeholder[2]" in backward and "aten.tanh.default" in backward and "aten.sub.Tensor" in backward
