@@ -248,12 +248,16 @@ def test_op_without_a_gradient_rule_falls_back_with_its_reason():
     assert any("no gradient rule for aten.prod" in r for r in reasons), reasons
 
 
+_LOG = []
+
+
 def test_graph_break_with_autograd_falls_back():
-    log = []
+    log = _LOG
+    log.clear()
 
     def f(x):
         y = x * 2.0
-        log.append(1)
+        _LOG.append(1)  # a graph break where tensors do not require grad
         return torch.tanh(y)
 
     cf = framejit.compile(f)
@@ -262,6 +266,11 @@ def test_graph_break_with_autograd_falls_back():
     assert log == [1]
     torch.testing.assert_close(x.grad, 2.0 / torch.cosh(2.0 * x.detach()) ** 2)
     assert framejit.stats(f)["fallbacks"] == 1
+    assert "no graph break where tensors require grad" in framejit.fallbacks(f)[0].reason
+    # Without autograd the same frame compiles around its break.
+    torch.testing.assert_close(cf(x.detach()), torch.tanh(2.0 * x.detach()))
+    s = framejit.stats(f)
+    assert s["graph_breaks"] == 1 and s["fallbacks"] == 1 and s["compiles"] == 1, s
 
 
 # ---- indexing: embedding, index_select, gather, x[idx] ----
