@@ -345,3 +345,18 @@ def test_explain_shows_the_backward_graph():
     # The backward recomputes tanh from the inputs (no saved intermediate) and reads
     # the output's gradient as a third placeholder.
     assert "placeholder[2]" in backward and "aten.tanh.default" in backward and "aten.sub.Tensor" in backward
+
+
+def test_view_of_an_input_read_by_matmul_and_by_a_kernel():
+    # jit/schedule.cpp: a view that is a matmul operand (read in place when its strides
+    # allow) and a reduction's operand (a kernel reads its buffer) must be written. The
+    # backward of linear + bias makes this graph; here it is a forward.
+    def f(g, w, b):
+        t = g.view(g.shape[0], w.shape[0])
+        return t @ w, t.sum(0).view(b.shape[0])
+
+    args = (torch.randn(8, 16), torch.randn(16, 32), torch.randn(16))
+    cf = framejit.compile(f)
+    for a, e in zip(cf(*args), f(*args)):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    assert framejit.stats(f)["fallbacks"] == 0

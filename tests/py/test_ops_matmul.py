@@ -122,14 +122,3 @@ def test_issue4_transformer_block_under_no_grad_with_masked_fill():
             x = torch.randn(1, t, 8)
             torch.testing.assert_close(cb(x), blk(x), rtol=1e-5, atol=1e-5)
     assert framejit.stats(Block.forward)["fallbacks"] == 0
-
-
-def test_view_of_an_input_read_by_matmul_and_by_a_kernel():
-    # The view is a matmul operand (read in place when its strides allow) and a
-    # reduction's operand (a kernel reads its buffer): it must be written (the
-    # backward of linear + bias makes this graph).
-    def f(g, w, b):
-        t = g.view(g.shape[0], w.shape[0])
-        return t @ w, t.sum(0).view(b.shape[0])
-
-    check(f, torch.randn(8, 16), torch.randn(16, 32), torch.randn(16))
