@@ -44,6 +44,7 @@ struct CacheEntry {
   // The traced graph itself, for framejit.ptx (the CUDA code generator reads it).
   std::shared_ptr<const jit::Graph> graph;
   std::vector<std::string> segment_texts;  // graphs run before a break, in order
+  std::string backward_text;               // the compiled backward of a joint plan, if any
   std::vector<Fallback> breaks;            // graph breaks of the plan (reason, file:line)
 };
 

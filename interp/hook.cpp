@@ -239,6 +239,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   if (t_recorder != nullptr) {
     t_recorder->graphs.insert(t_recorder->graphs.end(), entry->segment_texts.begin(), entry->segment_texts.end());
     if (!entry->graph_text.empty()) t_recorder->graphs.push_back(entry->graph_text);
+    if (!entry->backward_text.empty()) t_recorder->graphs.push_back(entry->backward_text);
     if (entry->graph) t_recorder->jit_graphs.push_back(entry->graph);
     t_recorder->ops.insert(t_recorder->ops.end(), entry->ops.begin(), entry->ops.end());
     t_recorder->guards = entry->guards.describe();

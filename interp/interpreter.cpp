@@ -55,9 +55,14 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   if (!known) return unsupported("tensor " + source + " has dtype " + repr_short(meta.dtype) + " (not supported yet)");
   if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
   if (meta.requires_grad) {
-    if (grad_enabled_) return unsupported("tensor " + source + " requires grad (autograd is not supported yet)");
+    // With grad mode on the plan compiles a backward too (compile_joint); the mode at
+    // entry decides which, so it is guarded.
+    if (grad_enabled_ && (committed_ || continuation_)) {
+      return unsupported("tensor " + source + " requires grad after a graph break (not supported yet)");
+    }
+    autograd_ = autograd_ || grad_enabled_;
+    if (!reads_requires_grad_) entry_->guards.add_grad_mode(grad_at_entry_);
     reads_requires_grad_ = true;
-    entry_->guards.add_grad_mode(grad_at_entry_);
   }
   jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
   dim_symbols->fill(-1);
@@ -71,6 +76,9 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
     }
   }
   *node = graph_.placeholder(*known, shape, std::move(sym));
+  const auto index = static_cast<size_t>(graph_.node(*node).index);
+  if (placeholder_requires_grad_.size() <= index) placeholder_requires_grad_.resize(index + 1, false);
+  placeholder_requires_grad_[index] = meta.requires_grad;
   return ok();
 }
 
@@ -226,8 +234,10 @@ Status Tracer::step(const Instruction& ins) {
   Handler h = handlers()[static_cast<size_t>(ins.opcode)];
   const size_t pc = cur_.fs->pc;
   const size_t depth = cur_.fs->stack.size();
+  const size_t nodes_before = graph_.size();
   Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
   if (s) return s;
+  note_grad_mode(nodes_before);
   const bool jumped = cur_.fs->pc != pc;
   if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
   // A handler whose stack effect differs from CPython's would make the trace drift
@@ -319,6 +329,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
     t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;
     t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
+    t[op(Opcode::STORE_ATTR)] = &Tracer::op_store_attr;
     t[op(Opcode::LOAD_METHOD)] = &Tracer::op_load_method;
     t[op(Opcode::PUSH_NULL)] = &Tracer::op_push_null;
     t[op(Opcode::MAKE_FUNCTION)] = &Tracer::op_make_function;
@@ -427,7 +438,7 @@ Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector
   return ok();
 }
 
-static jit::CpuBackend* cpu_backend(std::string* error) {
+jit::CpuBackend* cpu_backend(std::string* error) {
   static std::mutex mu;
   static std::unique_ptr<jit::CpuBackend> backend;
   static std::string failure;
@@ -478,6 +489,11 @@ Status Tracer::compile() {
   if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
+  if (autograd_) {
+    bool joint = false;
+    if (Status s = compile_joint(&joint)) return s;
+    if (joint) return ok();
+  }
   return compile_graph(&plan_->graph);
 }
 

@@ -22,5 +22,7 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f,
 // A branch's outcome met for the first time on a cache hit: traces it from the
 // state saved at the branch, attaches it, and runs it (interp/plan_break.cpp).
 PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run);
+// The process's CPU backend (created on first use), or nullptr with the reason.
+jit::CpuBackend* cpu_backend(std::string* error);
 
 }  // namespace fj::interp

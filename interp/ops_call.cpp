@@ -23,6 +23,7 @@ Status Tracer::op_call(const Instruction& ins) {
     callable = std::move(first);
     args.insert(args.begin(), std::move(second));
   }
+  if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
   if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
     const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
     if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
@@ -36,6 +37,9 @@ Status Tracer::op_call(const Instruction& ins) {
   const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
   auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
     if (!can_break || call_raised_) return failed;
+    if (autograd_) {  // plan steps would cut the autograd graph (interp/autograd_trace.cpp)
+      return unsupported(failed->reason + "; no graph break where tensors require grad (not supported yet)");
+    }
     // A frame without tensors is Python's work; a call whose result enters a with
     // block would only resume in CPython right after it.
     const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();

@@ -205,9 +205,8 @@ Status Tracer::op_for_iter(const Instruction& ins) {
 }
 
 // (manager -- exit, entered): `with torch.no_grad():` and `with torch.enable_grad():`.
-// Without autograd, the grad mode changes nothing in what a traced frame computes:
-// the block is traced as it stands, and the mode is tracked for tensors that require
-// grad (read only where it is off). The
+// The block is traced as it stands; the mode is tracked per recorded node (a node
+// recorded where it is off carries no gradient, see compile_joint). The
 // exception path of the block is never traced (a raise ends the trace).
 Status Tracer::op_before_with(const Instruction&) {
   // After an opaque call a failure inside the block could not resume in CPython (the
@@ -219,11 +218,9 @@ Status Tracer::op_before_with(const Instruction&) {
   }
   const bool enables = std::string_view(Py_TYPE(mgr.obj.get())->tp_name).find("enable_grad") !=
                        std::string_view::npos;
-  if (enables && reads_requires_grad_) {
-    return unsupported("enable_grad() around tensors that require grad (autograd is not supported yet)");
-  }
   grad_outer_.push_back(grad_enabled_);
   grad_enabled_ = enables;
+  autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
   Value exit;
   exit.kind = ValueKind::GradModeExit;
   push(std::move(exit));

@@ -158,6 +158,7 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
+  if (Status s; autograd_attr(owner, name, /*method=*/false, &s)) return s;
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
   if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
     push(owner.items[name == "values" ? 0 : 1]);  // torch.return_types.max & co
@@ -204,6 +205,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
+  if (Status s; autograd_attr(owner, name, /*method=*/true, &s)) return s;
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
     if (!tensor_method_op(name) && !is_shape_method(name)) {

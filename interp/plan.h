@@ -115,6 +115,31 @@ struct PlanStep {
   std::shared_ptr<BranchTargets> branch;   // Branch
 };
 
+// The autograd half of a plan whose graph reads tensors that require grad (with grad
+// mode on): the compiled graph is the forward of a joint pair (jit/autodiff.h) and
+// runs inside a torch.autograd.Function (py/framejit/autograd.py), whose backward
+// runs `backward` with the forward call's scalars and symbol values
+// (interp/autograd_runtime.cpp).
+struct JointPlan {
+  std::shared_ptr<jit::CompiledGraph> forward;   // = Plan::graph
+  std::shared_ptr<jit::CompiledGraph> backward;
+  size_t num_outputs = 0;          // the frame's outputs; forward outputs past them are saved values
+  std::vector<OutputSpec> forward_outputs;  // all of the forward's outputs
+  // Each backward placeholder before the output gradients: a forward input, a
+  // forward output (the frame's or a saved one), by index.
+  struct Saved {
+    bool input;
+    int index;
+  };
+  std::vector<Saved> saved;
+  std::vector<bool> differentiable;  // per frame output; else marked non-differentiable
+  size_t num_inputs = 0;             // the forward's inputs (= Plan::graph_args)
+  std::vector<int32_t> grad_inputs;  // the forward input of each backward output
+  std::vector<bool> grad_defined;    // per backward output: else None (eager's autograd never reaches it)
+  std::vector<OutputSpec> grads;     // the backward's outputs
+  bool enable_grad = false;          // grad mode is off at entry (on in a with block)
+};
+
 struct Plan {
   std::vector<PlanStep> steps;                // run first; a Branch or Deopt step ends the plan
   std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run
@@ -125,6 +150,7 @@ struct Plan {
   std::vector<OutputSpec> outputs;
   PlanValue ret;
   std::shared_ptr<DeoptState> tail_deopt;     // the final graph failing after an opaque call
+  std::shared_ptr<const JointPlan> joint;     // set when the graph's results need autograd
 };
 
 // Evaluates the plan's scalar inputs for these bindings; false when one of them or
@@ -165,6 +191,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
                const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
                std::vector<PyRef>* outs);
+// interp/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
+// Function so that its outputs carry the compiled backward (same contract as run_plan).
+PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<double>& scalars);
 double sym_value_to_double(const jit::SymValue& v);
 // A graph scalar input's slot (jit/cpu_lower.h): a double for a float, the int64 bit
 // pattern for an int or bool; scalar_kind_of says which kind the node must have.

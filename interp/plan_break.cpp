@@ -204,6 +204,8 @@ Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& re
 // `extra`) holds becomes a register (computed now, on this call's inputs) and an
 // input of the next segment.
 Status Tracer::cut(std::vector<Value*> extra) {
+  // A segment's outputs would leave autograd: a frame that needs it runs whole or in CPython.
+  if (autograd_) return unsupported("a graph break in a frame that reads tensors requiring grad (not supported yet)");
   std::vector<Value*> roots = state_roots(root_fs_);
   roots.insert(roots.end(), extra.begin(), extra.end());
   std::vector<jit::NodeId> live;

@@ -311,6 +311,7 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
                    const std::vector<double>& scalars, CodeState* st, compat::Frame* frame) {
   PlanRun run{in, b, {}, st, frame};
   if (!plan.steps.empty()) return run_steps(plan, run);
+  if (plan.joint) return run_joint_plan(plan, run, scalars);
   std::vector<PyRef> outs;
   // A kernel that found an index out of range (status > 0) returns nothing without an
   // error: the frame then runs in CPython, which raises eager's error.

@@ -12,6 +12,7 @@
 #include "interp/compat.h"
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "interp/code_state.h"
 #include "interp/ops.h"
 #include "interp/value.h"
+#include "jit/autodiff.h"
 
 namespace fj::interp {
 
@@ -197,6 +199,59 @@ class Tracer {
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
   Status op_for_iter(const Instruction&);
+  Status op_store_attr(const Instruction&);
+
+  // ---- autograd (interp/autograd_trace.cpp) ----
+  // Records the grad mode of the nodes a step recorded (those its inner steps have
+  // not already recorded).
+  void note_grad_mode(size_t first_node);
+  // Whether eager's result for this node would require grad (placeholders' flags,
+  // grad mode per node, custom Functions).
+  bool node_needs_grad(jit::NodeId n) const;
+  // The graph reads tensors that require grad with grad mode on: differentiate it and
+  // compile forward and backward; *joint is false when no output needs a gradient.
+  Status compile_joint(bool* joint);
+  // Attribute and method reads that autograd handles (a custom Function's ctx,
+  // Function.apply); false when `owner` is none of those.
+  bool autograd_attr(const Value& owner, const std::string& name, bool method, Status* out);
+  // MyFunction.apply(...) and ctx.<method>(...); false when `callable` is neither.
+  bool autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out);
+  Status apply_function(PyObject* cls, std::vector<Value> args);
+  Status trace_custom_backward(const Value& ctx_value, PyObject* backward, const std::vector<jit::NodeId>& markers,
+                               const Value& result, const std::vector<Value>& args);
+  Status ctx_method(size_t ctx, const std::string& name, std::vector<Value>& args);
+  Status to_fragment(size_t ctx, const Value& v, Value* out);
+
+  // What belongs to the graph being recorded; a custom Function's backward is traced
+  // into a fragment of its own by swapping this out and back.
+  struct GraphState {
+    jit::Graph graph;
+    std::vector<bool> noncontig;
+    size_t synced_scalars = 0;
+    std::vector<InputRef> slots;
+    std::vector<jit::NodeId> scalar_nodes;
+    std::vector<jit::SymExpr> scalar_inputs;
+    std::vector<bool> requires_grad;
+    std::vector<int8_t> node_grad;
+  };
+  void swap_graph_state(GraphState& other);
+
+  // A custom autograd.Function's ctx while its forward and backward are traced.
+  struct AutogradCtx {
+    std::vector<std::pair<std::string, Value>> attrs;  // set on ctx, in order
+    std::vector<Value> saved;                          // save_for_backward's arguments
+    std::vector<jit::NodeId> non_differentiable;       // mark_non_differentiable's
+    std::vector<bool> needs_input_grad;
+    bool in_backward = false;
+    const jit::Graph* forward = nullptr;               // in backward: the forward graph
+    std::vector<std::pair<jit::NodeId, jit::NodeId>> captured;  // forward node -> fragment placeholder
+  };
+  std::deque<AutogradCtx> ctxs_;  // a deque: references stay valid while nested Functions add theirs
+  std::vector<jit::CustomGrad> customs_;
+  std::vector<bool> placeholder_requires_grad_;  // per placeholder of graph_
+  std::vector<int8_t> node_grad_;                // per node of graph_: grad mode when recorded (-1 unknown)
+  std::vector<std::pair<jit::NodeId, size_t>> markers_;  // custom Function results -> customs_ index
+  bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
   Status call_range(const std::vector<Value>& args);
 
   // ---- non-pointwise ops (interp/ops_tensor.cpp, interp/ops_views.cpp) ----

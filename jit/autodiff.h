@@ -21,6 +21,10 @@
 // (a symbol may appear in no backward placeholder, e.g. the reduced dim of a sum).
 // An op without a rule on a path that needs a gradient is an Error, and the caller
 // falls back to eager autograd.
+// Two inputs besides the graph shape the result (DiffOptions): nodes recorded
+// where grad mode was off carry no gradient (as eager's results there), and custom
+// autograd.Functions bring their own backward as a graph fragment (CustomGrad),
+// instantiated in place of the rules of the ops their forward recorded.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,28 @@
 #include "jit/graph.h"
 
 namespace fj::jit {
+
+// A custom autograd.Function's backward, traced as a graph of its own and wired to
+// the forward graph. Its forward's tensor outputs are `outputs`: nodes that stand
+// for the Function's results (the interpreter makes each one a distinct node), whose
+// gradients come from the fragment instead of their own op's rule.
+struct CustomGrad {
+  // Placeholders: the gradient of each of `outputs` (in order), then one per
+  // `captured` entry. Scalar inputs: one per `scalars` entry. Outputs: one gradient
+  // per `inputs` entry, with that node's shape.
+  Graph fragment;
+  std::vector<NodeId> outputs;   // forward nodes: the Function's results
+  std::vector<NodeId> inputs;    // forward nodes: the input each fragment output is the grad of
+  std::vector<NodeId> captured;  // forward nodes the fragment reads (saved tensors, ctx attributes)
+  std::vector<NodeId> scalars;   // forward nodes (ScalarInput or Scalar) of its scalar inputs
+};
+
+struct DiffOptions {
+  // Per forward node (missing entries: false): recorded under no_grad, so no gradient
+  // flows into it or through it. Placeholders ignore it (requires_grad decides).
+  std::vector<bool> no_grad;
+  std::vector<CustomGrad> customs;
+};
 
 struct Joint {
   // The input graph with extra outputs appended: the values the backward reads
@@ -47,11 +73,18 @@ struct Joint {
   std::vector<int32_t> grad_inputs;  // placeholder indices whose grads backward returns
   // For each saved value (forward.outputs()[num_outputs + k]): the forward node.
   std::vector<NodeId> saved;
+  // Per original output: a gradient flows from it to some input (else the output is
+  // not differentiable: non-floating, or independent of every input that needs one).
+  std::vector<bool> output_needs_grad;
+  // Per grad_inputs entry: some output's autograd graph reaches the input (else eager
+  // leaves its .grad None; the backward's output is zeros).
+  std::vector<bool> grad_defined;
 };
 
 // requires_grad: per forward placeholder index (missing entries: false). Integer and
 // bool placeholders never get a gradient, whatever they say.
-Expected<Joint> differentiate(const Graph& g, const std::vector<bool>& requires_grad);
+Expected<Joint> differentiate(const Graph& g, const std::vector<bool>& requires_grad,
+                              const DiffOptions& options = {});
 
 // A copy of node `n` of some graph into `dst` with new operands `inputs` (ids in
 // dst), built through dst's builders (so dst's shapes and checks stay its own).

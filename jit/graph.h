@@ -192,6 +192,10 @@ class Graph {
   // x.select(dim, index) with 0 <= index < size already ensured by the caller.
   Expected<NodeId> select(NodeId x, int64_t dim, SymExpr index);
   Expected<NodeId> flip(NodeId x, std::vector<int64_t> dims);
+  // A node distinct from x with x's value (a reshape to its own shape, which
+  // reshape() would fold away): the results of a custom autograd.Function, whose
+  // gradients come from its own backward (jit/autodiff.h).
+  Expected<NodeId> alias(NodeId x);
   Expected<NodeId> cat(const std::vector<NodeId>& xs, int64_t dim);
   // x.index_select(dim, index) for an index tensor of any rank (its dims replace
   // `dim`): embedding is index_select(weight, 0, ids), x[idx] with negative indices

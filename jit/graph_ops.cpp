@@ -281,6 +281,13 @@ Expected<NodeId> Graph::transpose(NodeId x, int64_t d0, int64_t d1) {
   return permute(x, std::move(order));
 }
 
+Expected<NodeId> Graph::alias(NodeId x) {
+  const Node& in = node(x);
+  if (is_python_scalar(in)) return Error{"alias of a Python number"};
+  Node n{Op::Reshape, in.dtype, in.sym, {x}, 0, -1};
+  return push(std::move(n));
+}
+
 Expected<NodeId> Graph::reshape(NodeId x, SymShape sizes) {
   const Node& in = node(x);
   if (is_python_scalar(in)) return Error{"view of a Python number"};

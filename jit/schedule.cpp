@@ -50,6 +50,16 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
   }
   std::set<NodeId> forced(materialize.begin(), materialize.end());
   std::set<NodeId> view_copies;
+  // A view that only matmuls read may skip its copy at run time (they read the input
+  // in place); one that a kernel reads too, or that is an output, is always written.
+  std::vector<bool> read_by_kernel(n, false);
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.nodes()[id];
+    if (op_family(node.op) == Family::Extern) continue;
+    for (NodeId in : node.inputs) read_by_kernel[static_cast<size_t>(in)] = true;
+  }
+  for (NodeId id : g.outputs()) read_by_kernel[static_cast<size_t>(id)] = true;
+  for (NodeId id : materialize) read_by_kernel[static_cast<size_t>(id)] = true;
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g.nodes()[id];
     if (op_family(node.op) != Family::Extern) continue;
@@ -57,7 +67,7 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
     for (NodeId in : node.inputs) {
       if (g.node(in).op == Op::Placeholder) continue;
       forced.insert(in);
-      if (is_input_view(g, in)) view_copies.insert(in);
+      if (is_input_view(g, in) && !read_by_kernel[static_cast<size_t>(in)]) view_copies.insert(in);
     }
   }
   for (NodeId id : forced) {

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "guards/guards.h"
+#include "interp/autograd.h"
 #include "interp/bytecode.h"
 #include "interp/code_state.h"
 #include "interp/hook.h"
@@ -79,6 +80,12 @@ PYBIND11_MODULE(_C, m) {
     for (py::handle c : containers) refs.containers.push_back(Py_NewRef(c.ptr()));
     for (py::handle d : global_hooks) refs.global_hooks.push_back(Py_NewRef(d.ptr()));
   });
+  m.def("_set_autograd", [](py::handle apply, py::handle function_type, py::handle function_apply,
+                            py::handle setup_context) {
+    interp::set_autograd_apply(apply.ptr());
+    interp::set_autograd_function(function_type.ptr(), function_apply.ptr(), setup_context.ptr());
+  });
+  m.def("_set_once_differentiable_code", [](py::handle code) { interp::set_once_differentiable_code(code.ptr()); });
   m.def("_register_grad_mode_class", [](py::handle cls) { interp::register_grad_mode_class(cls.ptr()); });
   m.def("_snapshot_tensor_attrs", [](const std::vector<std::string>& names) {
     guards::snapshot_tensor_attrs(names);

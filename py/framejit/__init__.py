@@ -23,6 +23,10 @@ del _mm
 for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)
 del _cls
+from framejit import autograd as _autograd  # noqa: E402
+_C._set_autograd(_autograd.apply, torch.autograd.Function, torch.autograd.Function.apply.__func__,
+                 torch.autograd.Function.setup_context)
+_C._set_once_differentiable_code(torch.autograd.function.once_differentiable(lambda ctx: None).__code__)
 
 from framejit.api import GraphBreakError, compile, config, explain, fallbacks, ptx, reset, stats  # noqa: E402
 from framejit.dis import dis  # noqa: E402

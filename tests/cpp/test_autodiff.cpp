@@ -552,13 +552,15 @@ TEST_CASE("autodiff: an MLP block saves no more than eager autograd") {
   for (NodeId s : j.saved) CHECK(s != b2);
 }
 
-TEST_CASE("autodiff: ops without a rule are an error; integer inputs get no gradient") {
+TEST_CASE("autodiff: embedding gathers and sums repeated rows; ops without a rule are an error") {
+  std::mt19937 rng(29);
   Graph g;
   NodeId w = g.placeholder(DType::Float64, {10, 4});
-  NodeId ids = g.placeholder(DType::Int64, {3});
+  NodeId ids = g.placeholder(DType::Int64, {2, 3});
   NodeId emb = ok(g.index_select(w, 0, ids));
   g.set_outputs({emb});
-  CHECK_FALSE(differentiate(g, {true, true}));
+  Joint je = check_grads(g, {random({10, 4}, rng), Tensor{DType::Int64, {2, 3}, {1, 7, 1, 0, 9, 1}}}, {true, true});
+  CHECK(je.grad_inputs == std::vector<int32_t>{0});  // integer indices get no gradient
   // Only the indices asked: nothing flows, and no gradient is returned.
   auto j = differentiate(g, {false, true});
   REQUIRE(j);
@@ -585,4 +587,52 @@ TEST_CASE("autodiff: an unused input gets zeros; an output may be an input; repe
   Joint j = check_grads(g, {random({2, 3}, rng), random({3}, rng)}, {true, true});
   REQUIRE(j.grad_inputs == std::vector<int32_t>{0, 1});
   CHECK(j.saved.size() == 1);  // x, to recompute exp(x)
+}
+
+TEST_CASE("autodiff: nodes recorded under no_grad stop gradients; a custom fragment replaces the rules") {
+  std::mt19937 rng(23);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {4});
+  NodeId a = ok(g.pointwise(Op::Exp, {x}));
+  NodeId b = ok(g.pointwise(Op::Sin, {x}));  // under no_grad: a constant for autograd
+  NodeId y = ok(g.pointwise(Op::Mul, {a, b}));
+  // A custom Function whose forward computed x * 3 and whose backward claims 5 * grad.
+  NodeId c = ok(g.pointwise(Op::Mul, {x, g.scalar(3.0)}));
+  NodeId result = ok(g.alias(c));
+  NodeId out = ok(g.pointwise(Op::Add, {result, y}));
+  g.set_outputs({out});
+  DiffOptions opts;
+  opts.no_grad.assign(g.size(), false);
+  opts.no_grad[static_cast<size_t>(b)] = true;
+  opts.no_grad[static_cast<size_t>(c)] = true;  // the forward ran with grad mode off
+  CustomGrad custom;
+  NodeId gy = custom.fragment.placeholder(DType::Float64, {4});
+  custom.fragment.set_outputs({ok(custom.fragment.pointwise(Op::Mul, {gy, custom.fragment.scalar(5.0)}))});
+  custom.outputs = {result};
+  custom.inputs = {x};
+  opts.customs.push_back(std::move(custom));
+  auto j = differentiate(g, {true}, opts);
+  REQUIRE_MESSAGE(j, (j ? "" : j.error()));
+  REQUIRE(j->grad_inputs == std::vector<int32_t>{0});
+  CHECK(j->grad_defined == std::vector<bool>{true});
+  CHECK(j->output_needs_grad == std::vector<bool>{true});
+  const Tensor xv = random({4}, rng), w = random({4}, rng);
+  auto fw = compile(j->forward);
+  auto bw = compile(j->backward);
+  const Bindings none;
+  const std::vector<Tensor> outs = run(j->forward, *fw, {xv}, {}, none);
+  std::vector<Tensor> bw_in(outs.begin() + static_cast<long>(j->num_outputs), outs.end());
+  bw_in.push_back(w);
+  const std::vector<Tensor> grads = run(j->backward, *bw, bw_in, {}, none);
+  for (size_t e = 0; e < 4; ++e) {
+    const double expected = 5 * w.v[e] + w.v[e] * std::sin(xv.v[e]) * std::exp(xv.v[e]);
+    CHECK(grads[0].v[e] == doctest::Approx(expected).epsilon(1e-12));
+  }
+  // Everything under no_grad: no output needs a gradient.
+  opts.no_grad.assign(g.size(), true);
+  opts.customs.clear();
+  auto none_needed = differentiate(g, {true}, opts);
+  REQUIRE(none_needed);
+  CHECK(none_needed->output_needs_grad == std::vector<bool>{false});
+  CHECK(none_needed->grad_defined == std::vector<bool>{false});
 }
