@@ -71,6 +71,7 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
     }
   }
   *node = graph_.placeholder(*known, shape, std::move(sym));
+  if (meta.requires_grad) grad_inputs_.insert(*node);
   return ok();
 }
 
@@ -335,6 +336,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
     t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
     t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
+    t[op(Opcode::STORE_SUBSCR)] = &Tracer::op_store_subscr;
     t[op(Opcode::COPY)] = &Tracer::op_copy;
     t[op(Opcode::SWAP)] = &Tracer::op_swap;
     for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
@@ -369,6 +371,7 @@ Status Tracer::finish(const Value& ret) {
   ctx.outputs = &outputs;
   if (Status s = convert(ret, &plan_->ret, ctx)) return s;
   plan_->num_memos = ctx.num_memos;
+  if (Status s = seal_writes(ctx)) return s;
   // A frame without tensor arguments and without tensor results is Python's work.
   if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
     return unsupported("no tensor work in this frame");

@@ -179,6 +179,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
       auto p = graph_.permute(owner.node, order);
       if (!p) return unsupported("tensor." + name + ": " + p.error());
       mark_noncontig(*p);
+      mark_view(*p, owner.node);
       push(Value::tensor(*p));
       return ok();
     }
@@ -206,7 +207,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
   Value owner = pop();
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name) && !is_shape_method(name)) {
+    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name)) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));

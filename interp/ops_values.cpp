@@ -297,17 +297,21 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value lhs = pop();
   if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
-    if (ins.arg >= kNbInplaceAdd) return unsupported("in-place operator on a tensor (not supported yet)");
-    if (ins.arg == NB_MATRIX_MULTIPLY) {
+    int nb = ins.arg;
+    if (nb >= kNbInplaceAdd) {
+      if (is_tensor(lhs)) return inplace_binary(nb, lhs, rhs);
+      nb -= kNbInplaceAdd;  // a number has no in-place operator: Python computes lhs op rhs
+    }
+    if (nb == NB_MATRIX_MULTIPLY) {
       if (Status s = require_tensor_attr("__matmul__")) return s;
       if (Status s = require_tensor_attr("__rmatmul__")) return s;
       return matmul_values(lhs, rhs);
     }
-    for (const char* dunder : binary_dunders(ins.arg)) {
+    for (const char* dunder : binary_dunders(nb)) {
       if (Status s = require_tensor_attr(dunder)) return s;
     }
-    if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
-    return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
+    if (auto op = binary_tensor_op(nb)) return call_op(*op, {lhs, rhs});
+    return unsupported("binary operator " + std::to_string(nb) + " on tensors (not supported yet)");
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
     const auto a = as_sym(lhs), b = as_sym(rhs);

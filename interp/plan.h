@@ -65,6 +65,13 @@ struct InputRef {
   int index = -1;
 };
 
+// A graph input that the frame updated in place: once the graph has run, its output
+// `output` (the input's new value) is copied into the input tensor itself.
+struct WriteBack {
+  int output = -1;
+  InputRef target;
+};
+
 // A graph run in the middle of a plan (RunGraph): its outputs go to registers.
 struct Segment {
   std::shared_ptr<jit::CompiledGraph> graph;
@@ -125,6 +132,7 @@ struct Plan {
   std::vector<OutputSpec> outputs;
   PlanValue ret;
   std::shared_ptr<DeoptState> tail_deopt;     // the final graph failing after an opaque call
+  std::vector<WriteBack> writes;              // inputs updated in place, written after the graph
 };
 
 // Evaluates the plan's scalar inputs for these bindings; false when one of them or
@@ -165,6 +173,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
                const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
                std::vector<PyRef>* outs);
+// Copies the new values of inputs updated in place into them (WriteBack), in order;
+// false with a Python error set.
+bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& outs, PlanRun& run);
 double sym_value_to_double(const jit::SymValue& v);
 // A graph scalar input's slot (jit/cpu_lower.h): a double for a float, the int64 bit
 // pattern for an int or bool; scalar_kind_of says which kind the node must have.

@@ -58,6 +58,7 @@ Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>
     case Op::Select: return dst.select(in[0], n.dims[0], n.args[0]);
     case Op::Flip: return dst.flip(in[0], n.dims);
     case Op::Cat: return dst.cat(in, n.dims[0]);
+    case Op::SliceScatter: return dst.slice_scatter(in[0], in[1], n.dims[0], n.args[0], *n.args[1].as_int());
     case Op::IndexSelect: return dst.index_select(in[0], n.dims[0], in[1], n.int_value != 0);
     case Op::Gather: return dst.gather(in[0], n.dims[0], in[1]);
     case Op::Full: return dst.full(n.sym, in[0], n.dtype);
@@ -654,6 +655,18 @@ Expected<bool> Differentiator::backprop(NodeId id) {
     case Op::Flip:
       FJ_AD_ACC(0, b_.flip(gy, n.dims));
       return true;
+    case Op::SliceScatter: {
+      // The base's gradient is gy with zeros on the slice; the source's is gy's slice.
+      const size_t k = static_cast<size_t>(n.dims[0]);
+      const SymShape ss = g_.node(in[1]).sym;
+      const int64_t step = *n.args[1].as_int();
+      if (needs(in[0])) {
+        FJ_AD_TRY(z, zeros(ss, n.dtype));
+        FJ_AD_ACC(0, b_.slice_scatter(gy, z, n.dims[0], n.args[0], step));
+      }
+      if (needs(in[1])) FJ_AD_ACC(1, b_.slice(gy, n.dims[0], n.args[0], ss[k], step));
+      return true;
+    }
     case Op::Cat: {
       SymExpr offset = SymExpr::integer(0);
       for (size_t q = 0; q < in.size(); ++q) {

@@ -512,6 +512,7 @@ class KernelEmitter {
         break;
       case Op::Reshape: in_idx = reshape_index(in.sym, n.sym, idx); break;
       case Op::Cat: return cat(n, idx);
+      case Op::SliceScatter: return slice_scatter(n, idx);
       default: FJ_CHECK(false, "not a view op");
     }
     return value(in_id, in_idx);
@@ -590,6 +591,32 @@ class KernelEmitter {
       v = b_.CreateSelect(b_.CreateICmpSLT(idx[k].v, parts[p + 1].first.v), parts[p].second, v);
     }
     return v;
+  }
+
+  // The base's element, or the source's where idx[dim] falls on the slice
+  // start, start + step, ... (both are read; the position in the source is clamped
+  // into range so that the read is valid either way).
+  Value* slice_scatter(const Node& n, const Index& idx) {
+    const size_t k = static_cast<size_t>(n.dims[0]);
+    const SymExpr& len = g_.node(n.inputs[1]).sym[k];
+    const int64_t step = *n.args[1].as_int();
+    const Ix rel = sub(idx[k], size_ix(n.args[0]));
+    Value* pos = at(rel.mask, [&] {
+      Value* q = step == 1 ? rel.v : b_.CreateSDiv(rel.v, b_.getInt64(step));
+      q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, q, b_.getInt64(0));
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, b_.CreateSub(size_value(len), b_.getInt64(1)));
+    });
+    Value* inside = at(rel.mask, [&] {
+      Value* end = b_.CreateMul(size_value(len), b_.getInt64(step));
+      Value* c = b_.CreateAnd(b_.CreateICmpSGE(rel.v, b_.getInt64(0)), b_.CreateICmpSLT(rel.v, end));
+      if (step != 1) c = b_.CreateAnd(c, b_.CreateICmpEQ(b_.CreateSRem(rel.v, b_.getInt64(step)), b_.getInt64(0)));
+      return c;
+    });
+    Index src_idx = idx;
+    src_idx[k] = Ix{pos, rel.mask};
+    Value* from_src = value(n.inputs[1], src_idx);
+    Value* from_base = value(n.inputs[0], idx);
+    return b_.CreateSelect(inside, from_src, from_base);
   }
 
   // --- indexing with tensors ----------------------------------------------------

@@ -125,10 +125,11 @@ struct Node {
                                    // accumulator's type
   // Reduction: the reduced dims of the operand (sorted); Permute: the operand dim of
   // each result dim; Flip: the flipped dims; Slice, Select, Cat, IndexSelect, Gather,
-  // Iota: {the dim}.
+  // Iota, SliceScatter: {the dim}.
   std::vector<int64_t> dims;
   bool keepdim = false;         // Reduction
-  // Slice: {start, step} (the length is sym[dim]); Select: {index} (0 <= index < size).
+  // Slice, SliceScatter: {start, step} (the length is sym[dim] of the slice, of
+  // the second operand for SliceScatter); Select: {index} (0 <= index < size).
   std::vector<SymExpr> args;
 
   size_t rank() const { return sym.size(); }
@@ -192,6 +193,10 @@ class Graph {
   // x.select(dim, index) with 0 <= index < size already ensured by the caller.
   Expected<NodeId> select(NodeId x, int64_t dim, SymExpr index);
   Expected<NodeId> flip(NodeId x, std::vector<int64_t> dims);
+  // `base` with its elements start, start+step, ... along dim replaced by `src`'s
+  // (src has base's shape except sizes[dim], the slice's length; same dtype): how a
+  // write through a slice or select view reaches its base (functionalized in-place).
+  Expected<NodeId> slice_scatter(NodeId base, NodeId src, int64_t dim, SymExpr start, int64_t step);
   Expected<NodeId> cat(const std::vector<NodeId>& xs, int64_t dim);
   // x.index_select(dim, index) for an index tensor of any rank (its dims replace
   // `dim`): embedding is index_select(weight, 0, ids), x[idx] with negative indices

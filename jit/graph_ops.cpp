@@ -381,6 +381,25 @@ Expected<NodeId> Graph::select(NodeId x, int64_t dim, SymExpr index) {
   return push(std::move(n));
 }
 
+Expected<NodeId> Graph::slice_scatter(NodeId base, NodeId src, int64_t dim, SymExpr start, int64_t step) {
+  const Node& b = node(base);
+  const Node& s = node(src);
+  if (is_python_scalar(b) || is_python_scalar(s) || b.rank() == 0) return Error{"slice_scatter of a 0-d tensor"};
+  if (b.rank() != s.rank() || b.dtype != s.dtype) return Error{"slice_scatter: the source differs in rank or dtype"};
+  if (step < 1) return Error{"slice_scatter step must be positive"};
+  auto d = norm_dim(base, dim);
+  if (!d) return d.take_error();
+  const size_t k = static_cast<size_t>(*d);
+  for (size_t i = 0; i < b.rank(); ++i) {
+    if (i != k && !b.sym[i].same(s.sym[i])) return Error{"slice_scatter: the source's sizes differ from the base's"};
+  }
+  if (is_const(s.sym[k], 0)) return base;  // an empty slice writes nothing
+  Node n{Op::SliceScatter, b.dtype, b.sym, {base, src}, 0, -1};
+  n.dims = {*d};
+  n.args = {std::move(start), SymExpr::integer(step)};
+  return push(std::move(n));
+}
+
 Expected<NodeId> Graph::flip(NodeId x, std::vector<int64_t> dims) {
   const Node& in = node(x);
   if (is_python_scalar(in)) return Error{"flip of a Python number"};

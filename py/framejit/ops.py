@@ -166,6 +166,8 @@ def tensor_attr_names():
                                      "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "and", "rand",
                                      "or", "ror", "xor", "rxor", "neg", "invert", "abs",
                                      "lt", "le", "eq", "ne", "gt", "ge", "matmul", "rmatmul",
-                                     "getitem", "int", "float", "bool")]
+                                     "getitem", "setitem", "iter", "int", "float", "bool",
+                                     "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                                     "iand", "ior", "ixor")]
     methods = [n for n in dir(torch.Tensor) if not n.startswith("_")]
     return dunders + methods
