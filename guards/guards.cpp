@@ -299,8 +299,8 @@ bool no_internal_overlap(const TensorMeta& m) noexcept {
 }  // namespace
 
 bool GuardSet::overlap_free(const Guard& g, const CallInputs& in, std::string* why) const noexcept {
-  std::array<std::pair<uintptr_t, uintptr_t>, 64> ext{};
-  const size_t n = std::min(g.tensors.size(), ext.size());
+  std::vector<std::pair<uintptr_t, uintptr_t>> ext(g.tensors.size());
+  const size_t n = ext.size();
   for (size_t k = 0; k < n; ++k) {
     const int ref = g.tensors[k];
     PyObject* t = nullptr;

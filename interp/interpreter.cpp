@@ -72,6 +72,7 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   }
   *node = graph_.placeholder(*known, shape, std::move(sym));
   if (meta.requires_grad) grad_inputs_.insert(*node);
+  input_names_[*node] = source;
   return ok();
 }
 
@@ -337,6 +338,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
     t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
     t[op(Opcode::STORE_SUBSCR)] = &Tracer::op_store_subscr;
+    t[op(Opcode::STORE_ATTR)] = &Tracer::op_store_attr;
     t[op(Opcode::COPY)] = &Tracer::op_copy;
     t[op(Opcode::SWAP)] = &Tracer::op_swap;
     for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;

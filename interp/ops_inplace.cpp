@@ -27,6 +27,26 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
+// `to` only splits dims of `from` (and adds or drops 1s): a view for any strides.
+bool splits_only(const jit::SymShape& from, const jit::SymShape& to) {
+  auto big = [](const jit::SymShape& s) {
+    jit::SymShape out;
+    for (const SymExpr& e : s) {
+      if (!jit::is_const(e, 1)) out.push_back(e);
+    }
+    return out;
+  };
+  const jit::SymShape f = big(from), t = big(to);
+  size_t j = 0;
+  for (const SymExpr& size : f) {
+    if (j >= t.size()) return false;
+    SymExpr prod = t[j++];
+    while (!prod.same(size) && j < t.size()) prod = jit::mul(prod, t[j++]);
+    if (!prod.same(size)) return false;
+  }
+  return j == t.size();
+}
+
 void walk(Value& v, const std::function<void(Value&)>& fn) {
   fn(v);
   for (Value& item : v.items) walk(item, fn);
@@ -116,7 +136,14 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
         up = graph_.permute(val, inverse);
         break;
       }
-      case jit::Op::Reshape: up = graph_.reshape(val, graph_.node(parent).sym); break;
+      case jit::Op::Reshape:
+        // Inputs are taken as contiguous (strides are not guarded under dynamic
+        // shapes): a reshape that merges their dims may be a copy in eager.
+        if (graph_.node(storage).op == jit::Op::Placeholder && !splits_only(graph_.node(parent).sym, v.sym)) {
+          return unsupported(what + " through a reshape that merges dims of an input (eager may copy)");
+        }
+        up = graph_.reshape(val, graph_.node(parent).sym);
+        break;
       case jit::Op::Slice: up = graph_.slice_scatter(parent, val, v.dims[0], v.args[0], *v.args[1].as_int()); break;
       case jit::Op::Select: {
         auto u = graph_.unsqueeze(val, v.dims[0]);
@@ -326,6 +353,43 @@ Status Tracer::op_store_subscr(const Instruction&) {
   return setitem(container, index, value);
 }
 
+// (value, owner -- ): only the store that changes nothing: `self.n += 1` on a tensor
+// attribute stores back the very tensor that __iadd__ updated in place (nn.Module's
+// or object's __setattr__, guarded, sets it to itself).
+Status Tracer::op_store_attr(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  Value owner = pop();
+  Value value = pop();
+  const std::string no = "assignment to attribute '" + name + "' (not supported yet)";
+  if (!is_tensor(value) || owner.kind != ValueKind::Const || owner.fresh || owner.source.kind == Source::Kind::None) {
+    return unsupported(no);
+  }
+  Source child = owner.source;
+  child.attrs.push_back(name);
+  const auto seen = path_inputs_.find(source_text(child));
+  if (seen == path_inputs_.end()) return unsupported(no);
+  const auto now = storage_now_.find(seen->second);
+  if (value.node != (now == storage_now_.end() ? seen->second : now->second)) return unsupported(no);
+  static PyObject* module_setattr = [] {
+    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");
+    PyObject* cls = mod ? PyObject_GetAttrString(mod, "Module") : nullptr;
+    PyObject* fn = cls ? PyObject_GetAttrString(cls, "__setattr__") : nullptr;  // kept for the process
+    Py_XDECREF(cls);
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return fn;
+  }();
+  PyObject* obj = owner.obj.get();
+  PyRef key = PyRef::steal(PyUnicode_InternFromString("__setattr__"));
+  PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
+  guards::PathRoot root;
+  PyRef holder;
+  const bool plain = Py_TYPE(obj)->tp_setattro == PyObject_GenericSetAttr || (fn != nullptr && fn == module_setattr);
+  if (!plain || fn == nullptr || !path_root(owner, &root, &holder)) return unsupported(no);
+  guards().add_path_method(source_text(owner.source), root, owner.source.attrs, "__setattr__", fn);
+  return ok();
+}
+
 Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
   const std::string what = "assignment to a tensor's items";
   const size_t first_new = graph_.size();
@@ -448,12 +512,12 @@ Status Tracer::seal_writes(ConvertCtx& ctx) {
   // parameter passed as an argument) or within themselves (an expanded tensor): a
   // guard, and this call must pass it too, else eager runs it.
   auto name_of = [&](size_t i) {
-    const jit::Node& p = graph_.node(static_cast<NodeId>(i));
-    (void)p;
-    const InputRef ref = placeholder_slot_[i];
-    return ref.kind == InputRef::Kind::Arg
-               ? "L['" + std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(st_.code->co_localsplusnames, ref.index))) + "']"
-               : "input tensor " + std::to_string(i);
+    // The source that tensor_input gave placeholder i ("L['x']", "L['self'].w").
+    for (const auto& [node, name] : input_names_) {
+      const jit::Node& p = graph_.node(node);
+      if (p.op == jit::Op::Placeholder && static_cast<size_t>(p.index) == i) return name;
+    }
+    return "input tensor " + std::to_string(i);
   };
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < placeholder_slot_.size(); ++i) {
@@ -489,6 +553,7 @@ Status Tracer::cut_storages(const std::vector<NodeId>& live, const std::unordere
     if (lost.count(storage_of(n)) || alias_lost_.count(storage_of(n))) next_lost.insert(remap.at(n));
   }
   view_parent_.clear();
+  path_inputs_.clear();
   storage_key_.clear();
   storage_now_.clear();
   grad_inputs_.clear();  // inputs written after a break are refused anyway

@@ -138,11 +138,18 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
     // After an opaque call the plan's checks bind no new symbols and find no tensors.
     if (committed_) return unsupported("tensor attribute " + text + " read after a graph break (not supported yet)");
+    if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
+      // Read before (the guards of that read hold): the same tensor, as it is now.
+      auto now = storage_now_.find(seen->second);
+      *out = Value::tensor(now == storage_now_.end() ? seen->second : now->second, child);
+      return ok();
+    }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
     if (Status s = tensor_input(meta, text, &n, &dims)) return s;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
+    path_inputs_[text] = n;
     *out = Value::tensor(n, child);
     return ok();
   }

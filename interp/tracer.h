@@ -256,6 +256,7 @@ class Tracer {
   // `lhs op= rhs` (BINARY_OP with an in-place argument) where lhs is a tensor.
   Status inplace_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status op_store_subscr(const Instruction&);
+  Status op_store_attr(const Instruction&);
   // x[index] = value of a tensor x.
   Status setitem(const Value& x, const Value& index, const Value& value);
   // Records that `view` is an eager view of `of` (nothing when they are one node).
@@ -288,6 +289,10 @@ class Tracer {
   std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
   std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
   std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
+  std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
+  // Tensor attributes read in this segment, by source: a second read of `self.w` is
+  // the same tensor (and sees what the frame wrote to it).
+  std::unordered_map<std::string, jit::NodeId> path_inputs_;
 
   // Nodes whose eager result may be non-contiguous (transposed, expanded, sliced with
   // a step, or computed from such): .view() that merges their dims raises in eager,

@@ -601,6 +601,20 @@ class KernelEmitter {
     const SymExpr& len = g_.node(n.inputs[1]).sym[k];
     const int64_t step = *n.args[1].as_int();
     const Ix rel = sub(idx[k], size_ix(n.args[0]));
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(rel.v)) {
+      // A position known here (a row written by an unrolled loop, read by the next
+      // row's update): only the side it falls on is emitted, so that chains of
+      // scatters stay linear in size.
+      const int64_t r = c->getSExtValue();
+      const auto known_len = len.as_int();
+      const bool outside = r < 0 || r % step != 0 || (known_len && r >= *known_len * step);
+      if (outside) return value(n.inputs[0], idx);
+      if (known_len) {
+        Index src_idx = idx;
+        src_idx[k] = Ix{b_.getInt64(r / step), 0};
+        return value(n.inputs[1], src_idx);
+      }
+    }
     Value* pos = at(rel.mask, [&] {
       Value* q = step == 1 ? rel.v : b_.CreateSDiv(rel.v, b_.getInt64(step));
       q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, q, b_.getInt64(0));
