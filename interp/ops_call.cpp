@@ -141,32 +141,36 @@ Status Tracer::op_call(const Instruction& ins) {
       (callable.obj.get() == builtin_named("zip") || (callable.obj.get() == builtin_named("enumerate") && args.size() <= 2))) {
     // zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
     // iterator of tuples, built now (loops are unrolled).
+    // What cannot be iterated here leaves the call to the paths below (a graph break).
     const bool is_zip = callable.obj.get() == builtin_named("zip");
     int64_t start = 0;
-    if (!is_zip && args.size() == 2) {
-      if (Status s = int_arg(args[1], "enumerate() start", &start)) return s;
-    }
+    bool iterable = is_zip || args.size() == 1 || !int_arg(args[1], "enumerate() start", &start);
     std::vector<std::vector<Value>> columns;
-    for (size_t k = 0; k < (is_zip ? args.size() : 1); ++k) {
+    for (size_t k = 0; iterable && k < (is_zip ? args.size() : 1); ++k) {
       push(args[k]);
-      if (Status s = op_get_iter(ins)) return s;
+      if (op_get_iter(ins)) {  // it popped the value: the stack is as before
+        iterable = false;
+        break;
+      }
       Value it = pop();
       columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
     }
-    size_t n = columns[0].size();
-    for (const auto& c : columns) n = std::min(n, c.size());
-    Value it;
-    it.kind = ValueKind::Iterator;
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<Value> row;
-      if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
-      for (const auto& c : columns) row.push_back(c[i]);
-      Value t = Value::sequence(ValueKind::Tuple, std::move(row));
-      t.identity = next_identity_++;
-      it.items.push_back(std::move(t));
+    if (iterable) {
+      size_t n = columns[0].size();
+      for (const auto& c : columns) n = std::min(n, c.size());
+      Value it;
+      it.kind = ValueKind::Iterator;
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<Value> row;
+        if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
+        for (const auto& c : columns) row.push_back(c[i]);
+        Value t = Value::sequence(ValueKind::Tuple, std::move(row));
+        t.identity = next_identity_++;
+        it.items.push_back(std::move(t));
+      }
+      push(std::move(it));
+      return ok();
     }
-    push(std::move(it));
-    return ok();
   }
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];

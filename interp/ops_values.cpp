@@ -188,6 +188,15 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
     *out = v.obj.get();
     return true;
   };
+  // F.relu(x, inplace=True) & co: the op, then written into x as x.relu_() would be.
+  bool inplace = false;
+  for (size_t i = op.operands; i < bound.size(); ++i) {
+    PyObject* o = nullptr;
+    if (op.params[i] == "inplace" && is_const(*bound[i], &o) && o == Py_True) {
+      inplace = true;
+      bound[i] = Value::constant(PyRef::borrow(Py_False));
+    }
+  }
   // Options (parameters past the operands) must equal their defaults under Plain.
   if (op.binding == Binding::Plain) {
     for (size_t i = op.operands; i < bound.size(); ++i) {
@@ -207,8 +216,12 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
   std::vector<Value> operands;
   for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
   switch (op.binding) {
-    case Binding::Plain:
-      return call_op(op.op, operands);
+    case Binding::Plain: {
+      const size_t first_new = graph_.size();
+      if (Status s = call_op(op.op, operands); s || !inplace) return s;
+      const Value result = pop();
+      return finish_inplace(operands[0], result.node, first_new, std::vector<Value>(operands.begin() + 1, operands.end()), what);
+    }
     case Binding::ClampBounds: {
       PyObject* o = nullptr;
       const bool no_min = is_const(operands[1], &o) && o == Py_None;

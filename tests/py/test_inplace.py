@@ -598,3 +598,22 @@ def test_repeated_slice_writes_stay_small():
         return x
 
     run_both(f, torch.randn(6, 4), calls=1)
+
+
+def test_functional_inplace_flag():
+    def f(x):
+        y = torch.nn.functional.relu(x, inplace=True)
+        return y is x, x * 1
+
+    cf = run_both(f, F)
+    x = F.clone()
+    assert cf(x)[0] is True and torch.equal(x, F.relu())
+
+
+def test_zip_and_enumerate_over_rows_and_lists():
+    def f(x, ws):
+        for i, (row, w) in enumerate(zip(x, ws)):
+            row.mul_(w).add_(i)
+        return x
+
+    run_both(f, torch.randn(3, 4), [torch.randn(4), torch.randn(4), torch.randn(4)])
