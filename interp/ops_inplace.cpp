@@ -265,7 +265,8 @@ bool Tracer::is_inplace_method(const std::string& name) {
   if (op == nullptr) return false;
   switch (op->binding) {
     case Binding::Plain: case Binding::ClampBounds: case Binding::GeluApprox: return true;
-    case Binding::Tensor: return op->tensor_op == TensorOp::Tril || op->tensor_op == TensorOp::Triu;
+    case Binding::Tensor:
+      return op->tensor_op == TensorOp::Tril || op->tensor_op == TensorOp::Triu || op->tensor_op == TensorOp::CumSum;
     case Binding::CastFixed: case Binding::CastTo: return false;
   }
   return false;

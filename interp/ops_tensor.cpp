@@ -176,7 +176,7 @@ Status Tracer::call_tensor_op(const PyOp& op, const std::vector<Value>& a) {
   switch (op.tensor_op) {
     case T::Sum: case T::Mean: case T::Prod: case T::Amax: case T::Amin: case T::Max: case T::Min:
     case T::ArgMax: case T::ArgMin: case T::Var: case T::Std: case T::Norm: case T::LogSumExp: case T::Any:
-    case T::All: case T::Softmax: case T::LogSoftmax: case T::LayerNorm:
+    case T::All: case T::Softmax: case T::LogSoftmax: case T::LayerNorm: case T::CumSum:
       return reduction_op(op, a);
     case T::ZerosLike: case T::OnesLike: case T::FullLike: case T::EmptyLike: case T::Tril: case T::Triu:
       return creation_op(op, a);
@@ -224,6 +224,13 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
         return push_built(graph_.reduce(jit::Op::Sum, *c, dims, keep, dtype), what);
       }
       return push_built(graph_.reduce(op.tensor_op == T::Sum ? jit::Op::Sum : jit::Op::Prod, x, dims, keep, dtype), what);
+    }
+    case T::CumSum: {
+      int64_t d;
+      std::optional<DType> dtype;
+      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      if (Status s = dtype_arg(a[2], what, &dtype)) return s;
+      return push_built(graph_.cumsum(x, d, dtype), what);
     }
     case T::Amax: case T::Amin: {
       bool keep;

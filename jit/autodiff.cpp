@@ -43,6 +43,7 @@ Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>
     case Op::LogicalNot: case Op::BitwiseAnd: case Op::BitwiseOr: case Op::BitwiseXor:
     case Op::BitwiseNot:
       return dst.pointwise(n.op, in);
+    case Op::CumSum: return dst.cumsum(in[0], n.dims[0], n.dtype);
     case Op::Sum: case Op::Prod:
       // The result dtype is the accumulation type asked for (or its default).
       return dst.reduce(n.op, in[0], n.dims, n.keepdim, n.dtype);
@@ -582,6 +583,13 @@ Expected<bool> Differentiator::backprop(NodeId id) {
     case Op::BitwiseXor: case Op::BitwiseNot:
       return true;
     // --- reductions ---
+    case Op::CumSum: {
+      // Each input element reaches every later output: the reversed cumsum of gy.
+      FJ_AD_TRY(rev, b_.flip(gy, n.dims));
+      FJ_AD_TRY(acc, b_.cumsum(rev, n.dims[0]));
+      FJ_AD_ACC(0, b_.flip(acc, n.dims));
+      return true;
+    }
     case Op::Sum: {
       FJ_AD_TRY(gk, keep_dims(gy, n));
       FJ_AD_ACC(0, b_.expand(gk, g_.node(in[0]).sym));

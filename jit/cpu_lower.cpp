@@ -704,7 +704,7 @@ class KernelEmitter {
     Value* pos = nullptr;  // ArgMax / ArgMin: the position of the best so far
     Value* init = nullptr;
     switch (r.op) {
-      case Op::Sum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
+      case Op::Sum: case Op::CumSum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
       case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
       case Op::Amax: case Op::ArgMax:
         init = fp ? el_.fconst(ty, -INFINITY)
@@ -729,10 +729,17 @@ class KernelEmitter {
     Index full(x.rank());
     std::vector<size_t> reduced;
     size_t p = 0;
+    Value* scan_end = nullptr;  // CumSum: the loop runs up to the result's own position
     for (size_t d = 0; d < x.rank(); ++d) {
       const bool red = std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d));
       if (!red) {
         full[d] = idx[p++];
+        continue;
+      }
+      if (r.op == Op::CumSum) {
+        scan_end = b_.CreateAdd(idx[p++].v, b_.getInt64(1));
+        full[d] = zero();
+        reduced.push_back(d);
         continue;
       }
       if (r.keepdim) ++p;
@@ -746,7 +753,7 @@ class KernelEmitter {
         return;
       }
       const size_t d = reduced[q];
-      emit_loop(b_.getInt64(0), size_value(x.sym[d]), [&](Ix i) {
+      emit_loop(b_.getInt64(0), scan_end != nullptr ? scan_end : size_value(x.sym[d]), [&](Ix i) {
         full[d] = i;
         Ix next = arg ? add(mul(lin, size_ix(x.sym[d])), i) : lin;
         level(q + 1, next);
@@ -766,6 +773,9 @@ class KernelEmitter {
     fmf.setAllowReassoc();
     Value* out = nullptr;
     switch (op) {
+      case Op::CumSum:  // in order, as eager's sequential kernel
+        out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);
+        break;
       case Op::Sum:
         if (fp) b_.setFastMathFlags(fmf);
         out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);

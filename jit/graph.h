@@ -169,6 +169,9 @@ class Graph {
   // Decompositions into the ops above and pointwise ones: mean, var (with
   // `correction`, std = sqrt(var)), softmax / log_softmax over one dim, logsumexp,
   // layer_norm over the last `normalized_ndim` dims (weight and bias optional: -1).
+  // cumsum along `dim`: the shape of x; the dtype as sum's (integers and bool give
+  // int64, `dtype` converts first); float32 accumulates in double, as eager's CPU kernel.
+  Expected<NodeId> cumsum(NodeId x, int64_t dim, std::optional<DType> dtype = std::nullopt);
   Expected<NodeId> mean(NodeId x, std::vector<int64_t> dims, bool keepdim,
                         std::optional<DType> dtype = std::nullopt);
   Expected<NodeId> var(NodeId x, std::vector<int64_t> dims, double correction, bool keepdim);

@@ -32,6 +32,25 @@ Expected<int64_t> Graph::norm_dim(NodeId x, int64_t dim, bool one_past) const {
 
 // --- reductions --------------------------------------------------------------
 
+Expected<NodeId> Graph::cumsum(NodeId x, int64_t dim, std::optional<DType> dtype) {
+  if (is_python_scalar(node(x))) return Error{"cumsum of a Python number"};
+  if (node(x).rank() == 0) return Error{"cumsum of a 0-d tensor (not supported)"};
+  auto d = norm_dim(x, dim);
+  if (!d) return d.take_error();
+  if (dtype) {
+    auto c = cast(x, *dtype);
+    if (!c) return c;
+    x = *c;
+  }
+  const Node& in = node(x);
+  const DType result = (in.dtype == DType::Bool || is_integral(in.dtype)) ? DType::Int64 : in.dtype;
+  Node n{Op::CumSum, result, in.sym, {x}, 0, -1};
+  n.dims = {*d};
+  n.keepdim = true;
+  n.compute = result == DType::Float32 ? DType::Float64 : result;
+  return push(std::move(n));
+}
+
 Expected<NodeId> Graph::reduce(Op op, NodeId x, std::vector<int64_t> dims, bool keepdim,
                                std::optional<DType> dtype) {
   FJ_CHECK(op_family(op) == Family::Reduction, "reduce() of a non-reduction op");

@@ -100,6 +100,7 @@ def torch_functions():
         "std": [torch.std, T.std],
         "norm": [torch.norm, T.norm],
         "logsumexp": [torch.logsumexp, T.logsumexp],
+        "cumsum": [torch.cumsum, T.cumsum],
         "softmax": [torch.softmax, T.softmax, torch.special.softmax],
         "log_softmax": [torch.log_softmax, T.log_softmax, torch.special.log_softmax],
         "F_softmax": [F.softmax],

@@ -117,6 +117,12 @@ std::vector<Ref> reference(const Graph& g, const std::vector<Ref>& inputs) {
           r = in(0).at(j);
           break;
         }
+        case Op::CumSum: {
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          auto j = idx;
+          for (j[k] = 0; j[k] <= idx[k]; ++j[k]) r += in(0).at(j);
+          break;
+        }
         case Op::SliceScatter: {
           const size_t k = static_cast<size_t>(n.dims[0]);
           const int64_t rel = idx[k] - *n.args[0].as_int(), step = *n.args[1].as_int();
@@ -382,4 +388,14 @@ TEST_CASE("cpu ops: slice_scatter writes a slice or a row into a base") {
   }
   g.set_outputs({rows, col, cur});
   check(g, {{7, 5}, {3, 5}, {7, 1}});
+}
+
+TEST_CASE("cpu ops: cumsum along each dim, alone and fused") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {6, 33});
+  NodeId c0 = ok(g.cumsum(x, 0));
+  NodeId c1 = ok(g.cumsum(x, -1));
+  NodeId e = ok(g.pointwise(Op::Exp, {ok(g.cumsum(ok(g.transpose(x, 0, 1)), 1))}));
+  g.set_outputs({c0, c1, e});
+  check(g, {{6, 33}}, 1e-4);
 }
