@@ -586,3 +586,15 @@ TEST_CASE("autodiff: an unused input gets zeros; an output may be an input; repe
   REQUIRE(j.grad_inputs == std::vector<int32_t>{0, 1});
   CHECK(j.saved.size() == 1);  // x, to recompute exp(x)
 }
+
+TEST_CASE("autodiff: slice_scatter and cumsum") {
+  std::mt19937 rng(9);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {5, 4});
+  NodeId y = g.placeholder(DType::Float64, {2, 4});
+  NodeId w = ok(g.slice_scatter(ok(g.pointwise(Op::Exp, {x})), ok(g.pointwise(Op::Mul, {y, y})), 0,
+                                SymExpr::integer(1), 2));  // exp(x) with rows 1 and 3 from y * y
+  NodeId c = ok(g.cumsum(ok(g.pointwise(Op::Mul, {x, x})), 1));
+  g.set_outputs({w, c});
+  check_grads(g, {random({5, 4}, rng), random({2, 4}, rng)}, {true, true});
+}
