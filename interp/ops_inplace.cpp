@@ -553,11 +553,19 @@ Status Tracer::cut_storages(const std::vector<NodeId>& live, const std::unordere
   for (NodeId n : live) {
     if (lost.count(storage_of(n)) || alias_lost_.count(storage_of(n))) next_lost.insert(remap.at(n));
   }
+  // Inputs that stay inputs keep their names and their requires_grad.
+  std::unordered_set<NodeId> next_grad;
+  std::unordered_map<NodeId, std::string> next_names;
+  for (NodeId n : live) {
+    if (grad_inputs_.count(n)) next_grad.insert(remap.at(n));
+    if (auto it = input_names_.find(n); it != input_names_.end()) next_names[remap.at(n)] = it->second;
+  }
   view_parent_.clear();
   path_inputs_.clear();
   storage_key_.clear();
   storage_now_.clear();
-  grad_inputs_.clear();  // inputs written after a break are refused anyway
+  grad_inputs_ = std::move(next_grad);
+  input_names_ = std::move(next_names);
   alias_lost_ = std::move(next_lost);
   return ok();
 }

@@ -80,9 +80,10 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
         return ok();
       }
       jit::NodeId shown = v.node;
-      if (const jit::NodeId s = storage_of(v.node); s != v.node && !view_parent_.count(v.node) &&
+      if (const jit::NodeId s = storage_of(v.node); ctx.output_index != nullptr && s != v.node &&
+                                                    !view_parent_.count(v.node) &&
                                                     graph_.node(s).op == jit::Op::Placeholder) {
-        shown = s;  // an input written in place: the plan writes this value into it
+        shown = s;  // an input written in place: the final graph's WriteBack gives it this value
       }
       if (graph_.node(shown).op == jit::Op::Placeholder) {
         const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(shown).index)];
