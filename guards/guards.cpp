@@ -2,6 +2,7 @@
 // miss; reading tensor metadata through torch's Python API.
 #include "guards/guards.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -245,6 +246,98 @@ bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
   return ok;
 }
 
+namespace {
+
+// The bytes [lo, hi) that a tensor's elements span (empty: lo == hi), from its data
+// pointer and metadata; false when the pointer cannot be read.
+bool byte_extent(PyObject* t, const TensorMeta& m, uintptr_t* lo, uintptr_t* hi) noexcept {
+  static PyObject* s_data_ptr = interned("data_ptr");
+  const TorchRefs& r = torch_refs();
+  const int64_t elem = m.dtype == r.float64 || m.dtype == r.int64 ? 8 : m.dtype == r.float32 || m.dtype == r.int32 ? 4 : 1;
+  PyObject* p = PyObject_CallMethodNoArgs(t, s_data_ptr);
+  if (p == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(p));
+  Py_DECREF(p);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  int64_t last = 0;
+  for (int d = 0; d < m.rank; ++d) {
+    if (m.sizes[d] == 0) {
+      *lo = *hi = base;
+      return true;
+    }
+    last += (m.sizes[d] - 1) * m.strides[d];
+  }
+  *lo = base;
+  *hi = base + static_cast<uintptr_t>((last + 1) * elem);
+  return true;
+}
+
+// No two elements at one address: ordered by stride, each dim steps past the whole
+// span of the smaller ones (a sufficient test, as for dense or sliced tensors).
+bool no_internal_overlap(const TensorMeta& m) noexcept {
+  std::array<std::pair<int64_t, int64_t>, kMaxRank> dims{};  // (stride, size)
+  int n = 0;
+  for (int d = 0; d < m.rank; ++d) {
+    if (m.sizes[d] == 0) return true;
+    if (m.sizes[d] > 1) dims[static_cast<size_t>(n++)] = {m.strides[d], m.sizes[d]};
+  }
+  std::sort(dims.begin(), dims.begin() + n);
+  int64_t span = 1;  // elements covered by the smaller dims
+  for (int k = 0; k < n; ++k) {
+    if (dims[static_cast<size_t>(k)].first < span) return false;
+    span = dims[static_cast<size_t>(k)].first * (dims[static_cast<size_t>(k)].second - 1) + span;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool GuardSet::overlap_free(const Guard& g, const CallInputs& in, std::string* why) const noexcept {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ext(g.tensors.size());
+  const size_t n = ext.size();
+  for (size_t k = 0; k < n; ++k) {
+    const int ref = g.tensors[k];
+    PyObject* t = nullptr;
+    const TensorMeta* m = nullptr;
+    if (ref >= 0) {
+      if (ref >= in.num_args || !in.metas[static_cast<size_t>(ref)]) return false;
+      t = in.args[ref];
+      m = &*in.metas[static_cast<size_t>(ref)];
+    } else {
+      const auto slot = static_cast<size_t>(-ref - 1);
+      if (slot >= in.path_tensors.size() || in.path_tensors[slot] == nullptr) return false;
+      t = in.path_tensors[slot];
+      m = &in.path_metas[slot];
+    }
+    if (!byte_extent(t, *m, &ext[k].first, &ext[k].second)) {
+      if (why) *why = "cannot read the data pointer of " + g.attrs[k];
+      return false;
+    }
+    if (k < g.num_updated && !no_internal_overlap(*m)) {
+      if (why) *why = g.attrs[k] + ", updated in place, has elements that share memory";
+      return false;
+    }
+  }
+  for (size_t a = 0; a < std::min(g.num_updated, n); ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b || (b < g.num_updated && b < a)) continue;
+      const bool disjoint = ext[a].first == ext[a].second || ext[b].first == ext[b].second ||
+                            ext[a].second <= ext[b].first || ext[b].second <= ext[a].first;
+      if (!disjoint) {
+        if (why) *why = g.attrs[a] + ", updated in place, shares memory with " + g.attrs[b];
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 GuardSet::GuardSet(GuardSet&& o) noexcept
     : guards_(std::move(o.guards_)), num_symbols_(o.num_symbols_) {}
 
@@ -430,6 +523,14 @@ bool grad_enabled() {
   return on;
 }
 
+void GuardSet::add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names) {
+  Guard g{GuardKind::NoOverlap};
+  g.tensors = std::move(tensors);
+  g.num_updated = num_updated;
+  g.attrs = std::move(names);
+  guards_.push_back(std::move(g));
+}
+
 void GuardSet::add_grad_mode(bool enabled) {
   for (const Guard& g : guards_) {
     if (g.kind == GuardKind::GradModeIs) return;
@@ -537,6 +638,8 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
     }
     case GuardKind::GradModeIs:
       return grad_enabled() == (g.arg == 1);
+    case GuardKind::NoOverlap:
+      return overlap_free(g, in, nullptr);
     case GuardKind::ClosureIs: {
       if (in.closure == nullptr || g.arg >= PyTuple_GET_SIZE(in.closure)) return false;
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
@@ -680,6 +783,11 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         return g.name + " is no longer true";
       case GuardKind::GradModeIs:
         return std::string("torch.is_grad_enabled() is no longer ") + (g.arg ? "True" : "False");
+      case GuardKind::NoOverlap: {
+        std::string why;
+        overlap_free(g, in, &why);
+        return why;
+      }
       case GuardKind::TensorAttrIs:
         return "torch.Tensor." + g.name + " was replaced";
       case GuardKind::PathIs:
@@ -739,6 +847,14 @@ std::vector<std::string> GuardSet::describe() const {
       case GuardKind::GradModeIs:
         out.push_back(std::string("torch.is_grad_enabled() == ") + (g.arg ? "True" : "False"));
         break;
+      case GuardKind::NoOverlap: {
+        std::string s = "no shared memory between";
+        for (size_t k = 0; k < g.attrs.size(); ++k) {
+          s += (k ? ", " : " ") + g.attrs[k] + (k < g.num_updated ? " (updated in place)" : "");
+        }
+        out.push_back(s);
+        break;
+      }
       case GuardKind::PathIs:
         out.push_back(g.name + " is " + repr_of(g.object));
         break;

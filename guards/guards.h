@@ -120,6 +120,8 @@ enum class GuardKind : uint8_t {
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
   GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
+  NoOverlap,    // the tensor inputs the frame updates in place share no memory with each other,
+                // with the other tensor inputs, or within themselves
 };
 
 struct Guard {
@@ -142,6 +144,10 @@ struct Guard {
   jit::SymExpr expr;                 // ExprTrue
   PathRoot root;                     // PathIs, TensorMatch of a path tensor (attr_objs: the path)
   int path_index = -1;               // TensorMatch of a path tensor: its slot in CallInputs
+  // NoOverlap: the tensors (an argument slot k as k, a path tensor slot k as -k - 1),
+  // the first `num_updated` of them updated in place; their names are in `attrs`.
+  std::vector<int> tensors;
+  size_t num_updated = 0;
 };
 
 class GuardSet {
@@ -189,6 +195,9 @@ class GuardSet {
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);
+  // The tensors (as Guard::tensors) share no memory where one of the first
+  // `num_updated` is involved, and those have no internally overlapping elements.
+  void add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 
@@ -204,6 +213,8 @@ class GuardSet {
 
  private:
   bool holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept;
+  // NoOverlap: true when it holds; else false, with the reason in *why when given.
+  bool overlap_free(const Guard& g, const CallInputs& in, std::string* why) const noexcept;
   void add_object(GuardKind kind, int arg, std::string name, PyObject* object);
   std::vector<Guard> guards_;
   int num_symbols_ = 0;

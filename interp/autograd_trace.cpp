@@ -266,14 +266,8 @@ bool Tracer::autograd_attr(const Value& owner, const std::string& name, bool met
   return false;
 }
 
-// (value, owner -- ): only attributes of a custom Function's ctx are traced.
-Status Tracer::op_store_attr(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
-  Value owner = pop();
-  Value value = pop();
-  if (owner.kind != ValueKind::Const || owner.ctx < 0 || !owner.method.empty()) {
-    return unsupported("setting attribute '" + name + "' of " + describe(owner) + " (not supported yet)");
-  }
+// `ctx.name = value` on a custom Function's ctx (op_store_attr, interp/ops_inplace.cpp).
+Status Tracer::store_ctx_attr(const std::string& name, const Value& owner, Value value) {
   if (value.ctx >= 0) return unsupported("storing a ctx on itself");
   ctxs_[static_cast<size_t>(owner.ctx)].attrs.emplace_back(name, std::move(value));
   return ok();

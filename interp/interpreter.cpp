@@ -79,6 +79,8 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   const auto index = static_cast<size_t>(graph_.node(*node).index);
   if (placeholder_requires_grad_.size() <= index) placeholder_requires_grad_.resize(index + 1, false);
   placeholder_requires_grad_[index] = meta.requires_grad;
+  if (meta.requires_grad) grad_inputs_.insert(*node);
+  input_names_[*node] = source;
   return ok();
 }
 
@@ -346,6 +348,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
     t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
     t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
+    t[op(Opcode::STORE_SUBSCR)] = &Tracer::op_store_subscr;
     t[op(Opcode::COPY)] = &Tracer::op_copy;
     t[op(Opcode::SWAP)] = &Tracer::op_swap;
     for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
@@ -380,6 +383,7 @@ Status Tracer::finish(const Value& ret) {
   ctx.outputs = &outputs;
   if (Status s = convert(ret, &plan_->ret, ctx)) return s;
   plan_->num_memos = ctx.num_memos;
+  if (Status s = seal_writes(ctx)) return s;
   // A frame without tensor arguments and without tensor results is Python's work.
   if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
     return unsupported("no tensor work in this frame");

@@ -51,6 +51,7 @@ void add_tensor_ops(std::vector<PyOp>& t) {
     add(n, o, {"input", "dim", "unbiased", "keepdim", "correction"}, {kReq, kNone, kNone, kFalse, kNone});
   }
   add("norm", T::Norm, {"input", "p", "dim", "keepdim", "dtype"}, {kReq, str("fro"), kNone, kFalse, kNone});
+  add("cumsum", T::CumSum, {"input", "dim", "dtype"}, {kReq, kReq, kNone});
   add("logsumexp", T::LogSumExp, {"input", "dim", "keepdim"}, {kReq, kReq, kFalse});
   for (auto [n, o] : {std::pair{"softmax", T::Softmax}, {"log_softmax", T::LogSoftmax}}) {
     add(n, o, {"input", "dim", "dtype"}, {kReq, kReq, kNone});

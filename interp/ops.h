@@ -29,7 +29,7 @@ enum class Binding : uint8_t {
 enum class TensorOp : uint8_t {
   // reductions and their decompositions
   Sum, Mean, Prod, Amax, Amin, Max, Min, ArgMax, ArgMin, Var, Std, Norm, LogSumExp, Any, All,
-  Softmax, LogSoftmax, LayerNorm,
+  Softmax, LogSoftmax, LayerNorm, CumSum,
   // views and movement
   View, Reshape, Permute, Transpose, T, Unsqueeze, Squeeze, Expand, ExpandAs, BroadcastTo, Flatten,
   Contiguous, Narrow, Select, Unbind, Split, Chunk, Cat, Stack, Flip, IndexSelect, Gather, Embedding,

@@ -67,20 +67,27 @@ Status Tracer::op_call(const Instruction& ins) {
       target = PyMethod_GET_FUNCTION(target);
     }
     if (PyFunction_Check(target)) {
+      const int writes = writes_;
       Status s = inline_call(target, std::move(args), kw_names.get());
+      // A callee that wrote tensors in place before failing: its writes were traced,
+      // so the call cannot run again as an opaque step.
+      if (s && writes_ != writes) return s;
       return s ? opaque_call(std::move(s), orig_args) : s;
     }
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     if (PyObject* forward = module_forward(callable)) {  // an nn.Module without hooks
       args.insert(args.begin(), callable);
+      const int writes = writes_;
       Status s = inline_call(forward, std::move(args), kw_names.get());
+      if (s && writes_ != writes) return s;
       return s ? opaque_call(std::move(s), orig_args) : s;
     }
   }
   if (callable.kind == ValueKind::TensorMethod) {
     if (!args.empty() && is_number(args[0])) return unsupported("method ." + callable.method + "() of a Python number");
     if (Status s = require_tensor_attr(callable.method)) return s;
+    if (is_inplace_method(callable.method)) return call_inplace_method(callable.method, std::move(args), kw_names.get());
     if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
     if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
     return call_shape_method(callable.method, args);
@@ -133,6 +140,41 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
     return call_range(args);
+  }
+  if (callable.kind == ValueKind::Const && !kw_names && !args.empty() &&
+      (callable.obj.get() == builtin_named("zip") || (callable.obj.get() == builtin_named("enumerate") && args.size() <= 2))) {
+    // zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
+    // iterator of tuples, built now (loops are unrolled).
+    // What cannot be iterated here leaves the call to the paths below (a graph break).
+    const bool is_zip = callable.obj.get() == builtin_named("zip");
+    int64_t start = 0;
+    bool iterable = is_zip || args.size() == 1 || !int_arg(args[1], "enumerate() start", &start);
+    std::vector<std::vector<Value>> columns;
+    for (size_t k = 0; iterable && k < (is_zip ? args.size() : 1); ++k) {
+      push(args[k]);
+      if (op_get_iter(ins)) {  // it popped the value: the stack is as before
+        iterable = false;
+        break;
+      }
+      Value it = pop();
+      columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+    }
+    if (iterable) {
+      size_t n = columns[0].size();
+      for (const auto& c : columns) n = std::min(n, c.size());
+      Value it;
+      it.kind = ValueKind::Iterator;
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<Value> row;
+        if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
+        for (const auto& c : columns) row.push_back(c[i]);
+        Value t = Value::sequence(ValueKind::Tuple, std::move(row));
+        t.identity = next_identity_++;
+        it.items.push_back(std::move(t));
+      }
+      push(std::move(it));
+      return ok();
+    }
   }
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];
@@ -267,6 +309,11 @@ PyObject* Tracer::module_forward(const Value& m) {
 
 // ---- inlining ----
 
+PyObject* builtin_named(const char* name) {
+  PyObject* b = PyEval_GetBuiltins();
+  return b ? PyDict_GetItemString(b, name) : nullptr;
+}
+
 
 
 const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
@@ -364,7 +411,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
                   same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
                   caller.depth + 1};
   Value ret;
+  inlined_frames_.push_back(&fs);
   Status s = execute(&ret);
+  inlined_frames_.pop_back();
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s) return s;

@@ -143,6 +143,10 @@ Status Tracer::op_get_iter(const Instruction&) {
   Value seq = pop();
   Value it;
   it.kind = ValueKind::Iterator;
+  if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
+    push(std::move(seq));
+    return ok();
+  }
   if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
     it.items = std::move(seq.items);
   } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
@@ -157,6 +161,21 @@ Status Tracer::op_get_iter(const Instruction&) {
       PyObject* item = PySequence_GetItem(o, i);
       if (item == nullptr) return unsupported("cannot read the loop's items");
       it.items.push_back(Value::constant(PyRef::steal(item)));
+    }
+  } else if (is_tensor(seq)) {
+    // for row in x: the views x[0], x[1], ... (Tensor.__iter__ unbinds dim 0)
+    if (Status s = require_tensor_attr("__iter__")) return s;
+    const jit::SymShape xs = graph_.node(seq.node).sym;
+    if (xs.empty()) return unsupported("iterating over a 0-d tensor (eager raises)");
+    int64_t n;
+    if (Status s = specialize(xs[0], "a loop over a tensor's rows", &n)) return s;
+    if (static_cast<size_t>(n) > kMaxUnroll) return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
+    for (int64_t i = 0; i < n; ++i) {
+      auto r = graph_.select(seq.node, 0, jit::SymExpr::integer(i));
+      if (!r) return unsupported("a loop over a tensor's rows: " + r.error());
+      if (may_be_noncontig(seq.node)) mark_noncontig(*r);
+      mark_view(*r, seq.node);
+      it.items.push_back(Value::tensor(*r));
     }
   } else if (Status s = container_items(seq, &it.items); !s) {
     // an nn.Sequential or nn.ModuleList: its submodules

@@ -138,11 +138,18 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
     // After an opaque call the plan's checks bind no new symbols and find no tensors.
     if (committed_) return unsupported("tensor attribute " + text + " read after a graph break (not supported yet)");
+    if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
+      // Read before (the guards of that read hold): the same tensor, as it is now.
+      auto now = storage_now_.find(seen->second);
+      *out = Value::tensor(now == storage_now_.end() ? seen->second : now->second, child);
+      return ok();
+    }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
     if (Status s = tensor_input(meta, text, &n, &dims)) return s;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
+    path_inputs_[text] = n;
     *out = Value::tensor(n, child);
     return ok();
   }
@@ -180,6 +187,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
       auto p = graph_.permute(owner.node, order);
       if (!p) return unsupported("tensor." + name + ": " + p.error());
       mark_noncontig(*p);
+      mark_view(*p, owner.node);
       push(Value::tensor(*p));
       return ok();
     }
@@ -208,7 +216,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
   if (Status s; autograd_attr(owner, name, /*method=*/true, &s)) return s;
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name) && !is_shape_method(name)) {
+    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name)) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));

@@ -188,6 +188,15 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
     *out = v.obj.get();
     return true;
   };
+  // F.relu(x, inplace=True) & co: the op, then written into x as x.relu_() would be.
+  bool inplace = false;
+  for (size_t i = op.operands; i < bound.size(); ++i) {
+    PyObject* o = nullptr;
+    if (op.params[i] == "inplace" && is_const(*bound[i], &o) && o == Py_True) {
+      inplace = true;
+      bound[i] = Value::constant(PyRef::borrow(Py_False));
+    }
+  }
   // Options (parameters past the operands) must equal their defaults under Plain.
   if (op.binding == Binding::Plain) {
     for (size_t i = op.operands; i < bound.size(); ++i) {
@@ -207,8 +216,12 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
   std::vector<Value> operands;
   for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
   switch (op.binding) {
-    case Binding::Plain:
-      return call_op(op.op, operands);
+    case Binding::Plain: {
+      const size_t first_new = graph_.size();
+      if (Status s = call_op(op.op, operands); s || !inplace) return s;
+      const Value result = pop();
+      return finish_inplace(operands[0], result.node, first_new, std::vector<Value>(operands.begin() + 1, operands.end()), what);
+    }
     case Binding::ClampBounds: {
       PyObject* o = nullptr;
       const bool no_min = is_const(operands[1], &o) && o == Py_None;
@@ -297,17 +310,21 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value lhs = pop();
   if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
-    if (ins.arg >= kNbInplaceAdd) return unsupported("in-place operator on a tensor (not supported yet)");
-    if (ins.arg == NB_MATRIX_MULTIPLY) {
+    int nb = ins.arg;
+    if (nb >= kNbInplaceAdd) {
+      if (is_tensor(lhs)) return inplace_binary(nb, lhs, rhs);
+      nb -= kNbInplaceAdd;  // a number has no in-place operator: Python computes lhs op rhs
+    }
+    if (nb == NB_MATRIX_MULTIPLY) {
       if (Status s = require_tensor_attr("__matmul__")) return s;
       if (Status s = require_tensor_attr("__rmatmul__")) return s;
       return matmul_values(lhs, rhs);
     }
-    for (const char* dunder : binary_dunders(ins.arg)) {
+    for (const char* dunder : binary_dunders(nb)) {
       if (Status s = require_tensor_attr(dunder)) return s;
     }
-    if (auto op = binary_tensor_op(ins.arg)) return call_op(*op, {lhs, rhs});
-    return unsupported("binary operator " + std::to_string(ins.arg) + " on tensors (not supported yet)");
+    if (auto op = binary_tensor_op(nb)) return call_op(*op, {lhs, rhs});
+    return unsupported("binary operator " + std::to_string(nb) + " on tensors (not supported yet)");
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
     const auto a = as_sym(lhs), b = as_sym(rhs);

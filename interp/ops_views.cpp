@@ -120,6 +120,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto p = graph_.slice(x, d, SymExpr::integer(start), SymExpr::integer(len), 1);
       if (!p) return unsupported(what + ": " + p.error());
       if (d != 0 || may_be_noncontig(x)) mark_noncontig(*p);
+      mark_view(*p, x);
       out.push_back(Value::tensor(*p));
       start += len;
     }
@@ -139,7 +140,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
         if (op.tensor_op == T::View) return unsupported("view() that merges dims of a non-contiguous tensor (eager raises)");
         return push_built(r, what);  // reshape copies: a contiguous result
       }
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Permute: {
       std::vector<int64_t> dims;
@@ -149,7 +150,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.permute(x, dims);
       if (!r) return unsupported(what + ": " + r.error());
       if (*r != x) mark_noncontig(*r);
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Transpose: case T::T: {
       int64_t d0 = 0, d1 = 1;
@@ -166,12 +167,12 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.transpose(x, d0, d1);
       if (!r) return unsupported(what + ": " + r.error());
       if (*r != x) mark_noncontig(*r);
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Unsqueeze: {
       int64_t d;
       if (Status s = int_arg(a[1], what + " dim", &d)) return s;
-      return push_built(graph_.unsqueeze(x, d), what, x);
+      return push_view(graph_.unsqueeze(x, d), what, x);
     }
     case T::Squeeze: {
       std::vector<int64_t> dims;
@@ -196,7 +197,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       for (size_t d = 0; d < xs.size(); ++d) {
         if (!drop[d]) kept.push_back(xs[d]);
       }
-      return push_built(graph_.reshape(x, kept), what, x);
+      return push_view(graph_.reshape(x, kept), what, x);
     }
     case T::Expand: case T::ExpandAs: case T::BroadcastTo: {
       jit::SymShape sizes;
@@ -209,7 +210,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.expand(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
       if (*r != x) mark_noncontig(*r);
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Flatten: {
       int64_t s0, s1;
@@ -227,7 +228,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.reshape(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
       if (may_be_noncontig(x) && !only_splits(xs, sizes, split_equal)) return push_built(r, what);  // a copy
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Contiguous: {
       if (!is_none(a[1])) return unsupported(what + " with a memory_format");
@@ -264,7 +265,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.slice(x, d, start, length, 1);
       if (!r) return unsupported(what + ": " + r.error());
       if (d != 0 && *r != x) mark_noncontig(*r);
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Select: {
       int64_t d;
@@ -276,7 +277,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       auto r = graph_.select(x, d, i);
       if (!r) return unsupported(what + ": " + r.error());
       if (d != 0) mark_noncontig(*r);
-      return push_built(r, what, x);
+      return push_view(r, what, x);
     }
     case T::Unbind: {
       int64_t d, n;
@@ -290,6 +291,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
         auto r = graph_.select(x, d, SymExpr::integer(i));
         if (!r) return unsupported(what + ": " + r.error());
         if (d != 0 || may_be_noncontig(x)) mark_noncontig(*r);
+        mark_view(*r, x);
         out.push_back(Value::tensor(*r));
       }
       Value t = Value::sequence(ValueKind::Tuple, std::move(out));
@@ -414,6 +416,7 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
       case K::None: {
         auto r = graph_.unsqueeze(x, d);
         if (!r) return unsupported(what + ": " + r.error());
+        mark_view(*r, x);
         x = *r;
         ++d;
         break;
@@ -438,6 +441,7 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         auto r = graph_.select(x, d, idx);
         if (!r) return unsupported(what + ": " + r.error());
         noncontig = noncontig || d != 0;
+        mark_view(*r, x);
         x = *r;
         break;
       }
@@ -494,6 +498,7 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         auto r = graph_.slice(x, d, start, length, step);
         if (!r) return unsupported(what + ": " + r.error());
         noncontig = noncontig || (*r != x && (d != 0 || step != 1));
+        mark_view(*r, x);
         x = *r;
         ++d;
         break;

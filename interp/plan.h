@@ -65,6 +65,13 @@ struct InputRef {
   int index = -1;
 };
 
+// A graph input that the frame updated in place: once the graph has run, its output
+// `output` (the input's new value) is copied into the input tensor itself.
+struct WriteBack {
+  int output = -1;
+  InputRef target;
+};
+
 // A graph run in the middle of a plan (RunGraph): its outputs go to registers.
 struct Segment {
   std::shared_ptr<jit::CompiledGraph> graph;
@@ -151,6 +158,7 @@ struct Plan {
   PlanValue ret;
   std::shared_ptr<DeoptState> tail_deopt;     // the final graph failing after an opaque call
   std::shared_ptr<const JointPlan> joint;     // set when the graph's results need autograd
+  std::vector<WriteBack> writes;              // inputs updated in place, written after the graph
 };
 
 // Evaluates the plan's scalar inputs for these bindings; false when one of them or
@@ -194,6 +202,9 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
 // interp/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
 // Function so that its outputs carry the compiled backward (same contract as run_plan).
 PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<double>& scalars);
+// Copies the new values of inputs updated in place into them (WriteBack), in order;
+// false with a Python error set.
+bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& outs, PlanRun& run);
 double sym_value_to_double(const jit::SymValue& v);
 // A graph scalar input's slot (jit/cpu_lower.h): a double for a float, the int64 bit
 // pattern for an int or bool; scalar_kind_of says which kind the node must have.

@@ -79,8 +79,14 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
         out->index = it->second;
         return ok();
       }
-      if (n.op == jit::Op::Placeholder) {
-        const InputRef ref = placeholder_slot_[static_cast<size_t>(n.index)];
+      jit::NodeId shown = v.node;
+      if (const jit::NodeId s = storage_of(v.node); ctx.output_index != nullptr && s != v.node &&
+                                                    !view_parent_.count(v.node) &&
+                                                    graph_.node(s).op == jit::Op::Placeholder) {
+        shown = s;  // an input written in place: the final graph's WriteBack gives it this value
+      }
+      if (graph_.node(shown).op == jit::Op::Placeholder) {
+        const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(shown).index)];
         out->kind = ref.kind == InputRef::Kind::Arg    ? PlanValue::Kind::Arg
                     : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
                                                        : PlanValue::Kind::Reg;
@@ -206,6 +212,11 @@ Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& re
 Status Tracer::cut(std::vector<Value*> extra) {
   // A segment's outputs would leave autograd: a frame that needs it runs whole or in CPython.
   if (autograd_) return unsupported("a graph break in a frame that reads tensors requiring grad (not supported yet)");
+  for (const auto& [storage, now] : storage_now_) {
+    if (now != storage && graph_.node(storage).op == jit::Op::Placeholder) {
+      return unsupported("an in-place update of an input before a graph break (not supported yet)");
+    }
+  }
   std::vector<Value*> roots = state_roots(root_fs_);
   roots.insert(roots.end(), extra.begin(), extra.end());
   std::vector<jit::NodeId> live;
@@ -287,6 +298,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
     remap[n] = graph_.placeholder(node.dtype, shape, node.sym);
     placeholder_slot_.push_back(ref);
   }
+  if (Status s = cut_storages(live, remap)) return s;
   walk_values(roots, [&](Value& v) {
     if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
   });

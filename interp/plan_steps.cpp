@@ -126,6 +126,7 @@ PyObject* run_tail(const Plan& plan, PlanRun& run) {
   const int status = plan.graph ? run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) : 0;
   if (status > 0 && plan.tail_deopt) return resume_in_cpython(*plan.tail_deopt, run);
   if (status != 0) return nullptr;  // > 0 before any opaque call: CPython runs the frame
+  if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build_value(plan.ret, run, outs, memo);
 }

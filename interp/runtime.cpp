@@ -307,6 +307,32 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_ar
   return status != 0 ? 1 : 0;
 }
 
+// The write is a copy_ into the input through detach(): it shares the input's memory
+// and version counter, and autograd records nothing (grad mode at the call may be on
+// while the frame wrote under no_grad, as an optimizer step does).
+bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& outs, PlanRun& run) {
+  static PyObject* s_detach = PyUnicode_InternFromString("detach");
+  static PyObject* s_copy = PyUnicode_InternFromString("copy_");
+  for (const WriteBack& w : writes) {
+    const auto k = static_cast<size_t>(w.target.index);
+    PyObject* t = nullptr;
+    switch (w.target.kind) {
+      case InputRef::Kind::Arg: t = run.in.args[w.target.index]; break;
+      case InputRef::Kind::Path: t = k < run.in.path_tensors.size() ? run.in.path_tensors[k] : nullptr; break;
+      case InputRef::Kind::Reg: t = k < run.regs.size() ? run.regs[k].get() : nullptr; break;
+    }
+    if (t == nullptr || w.output < 0 || static_cast<size_t>(w.output) >= outs.size()) {
+      PyErr_SetString(PyExc_RuntimeError, "framejit: an in-place update has no target (internal error)");
+      return false;
+    }
+    PyRef plain = PyRef::steal(PyObject_CallMethodNoArgs(t, s_detach));
+    if (!plain) return false;
+    PyRef done = PyRef::steal(PyObject_CallMethodOneArg(plain.get(), s_copy, outs[static_cast<size_t>(w.output)].get()));
+    if (!done) return false;
+  }
+  return true;
+}
+
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
                    const std::vector<double>& scalars, CodeState* st, compat::Frame* frame) {
   PlanRun run{in, b, {}, st, frame};
@@ -316,6 +342,7 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
   // A kernel that found an index out of range (status > 0) returns nothing without an
   // error: the frame then runs in CPython, which raises eager's error.
   if (plan.graph && run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) != 0) return nullptr;
+  if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build_value(plan.ret, run, outs, memo);
 }

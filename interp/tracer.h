@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "interp/bytecode.h"
@@ -49,6 +50,8 @@ bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
 PyObject* len_builtin();
+// builtins.<name> (borrowed), or nullptr.
+PyObject* builtin_named(const char* name);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
@@ -199,7 +202,6 @@ class Tracer {
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
   Status op_for_iter(const Instruction&);
-  Status op_store_attr(const Instruction&);
 
   // ---- autograd (interp/autograd_trace.cpp) ----
   // Records the grad mode of the nodes a step recorded (those its inner steps have
@@ -216,6 +218,7 @@ class Tracer {
   bool autograd_attr(const Value& owner, const std::string& name, bool method, Status* out);
   // MyFunction.apply(...) and ctx.<method>(...); false when `callable` is neither.
   bool autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out);
+  Status store_ctx_attr(const std::string& name, const Value& owner, Value value);
   Status apply_function(PyObject* cls, std::vector<Value> args);
   Status trace_custom_backward(const Value& ctx_value, PyObject* backward, const std::vector<jit::NodeId>& markers,
                                const Value& result, const std::vector<Value>& args);
@@ -293,6 +296,58 @@ class Tracer {
   // The value of an int expression at this call, with the guard that keeps it so.
   Status specialize(const jit::SymExpr& e, const std::string& what, int64_t* out);
   Status tensor_list(const Value& v, const std::string& what, std::vector<jit::NodeId>* out);
+
+  // ---- in-place ops, functionalized (interp/ops_inplace.cpp) ----
+  // An in-place op records its out-of-place op; the storage it writes then holds a
+  // new value (a new base node), and every live value that aliases that storage (its
+  // base and each view of it) is rebound to a node derived again from the new base. A
+  // write through a view reaches the base through the inverse of each view step
+  // (slice_scatter for slices and selects, permute back, reshape back). Inputs
+  // written to become extra graph outputs that the plan copies into them (WriteBack).
+ public:
+  // x.add_(y) & co: true when `name` is an in-place method the tracer records.
+  static bool is_inplace_method(const std::string& name);
+  Status call_inplace_method(const std::string& name, std::vector<Value> args, PyObject* kw_names);
+  // `lhs op= rhs` (BINARY_OP with an in-place argument) where lhs is a tensor.
+  Status inplace_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status op_store_subscr(const Instruction&);
+  Status op_store_attr(const Instruction&);
+  // x[index] = value of a tensor x.
+  Status setitem(const Value& x, const Value& index, const Value& value);
+  // Records that `view` is an eager view of `of` (nothing when they are one node).
+  void mark_view(jit::NodeId view, jit::NodeId of) {
+    if (view != of) view_parent_[view] = of;
+  }
+  // push_built for a view op's result (marked as a view of `of`).
+  Status push_view(Expected<jit::NodeId> n, const std::string& what, jit::NodeId of);
+  // The storage a tensor node belongs to: the first base node of that storage.
+  jit::NodeId storage_of(jit::NodeId n) const;
+  int writes_ = 0;  // in-place writes so far: a failed inlined call that wrote cannot become a break
+
+ private:
+  // dst's elements become `value` (dst's shape and dtype, a node no other value holds);
+  // *now: dst's node afterwards.
+  Status write_to(const Value& dst, jit::NodeId value, const std::string& what, jit::NodeId* now);
+  // An in-place op's out-of-place `result` checked and cast as eager's in-place op does,
+  // then written to dst; pushes dst (eager returns self).
+  Status finish_inplace(const Value& dst, jit::NodeId result, size_t first_new, const std::vector<Value>& operands,
+                        const std::string& what);
+  Expected<jit::NodeId> replay_view(jit::NodeId view, jit::NodeId parent);
+  Expected<jit::NodeId> fresh_copy(jit::NodeId x);
+  // Finish: the inputs the frame wrote become outputs and the plan's WriteBacks.
+  Status seal_writes(ConvertCtx& ctx);
+  // Cut: what in-place ops need to know of the old segment, for the new one.
+  Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
+  std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views
+  std::unordered_map<jit::NodeId, jit::NodeId> storage_key_;  // a new base version -> its storage
+  std::unordered_map<jit::NodeId, jit::NodeId> storage_now_;  // storage -> its base node now
+  std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
+  std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
+  std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
+  std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
+  // Tensor attributes read in this segment, by source: a second read of `self.w` is
+  // the same tensor (and sees what the frame wrote to it).
+  std::unordered_map<std::string, jit::NodeId> path_inputs_;
 
   // Nodes whose eager result may be non-contiguous (transposed, expanded, sliced with
   // a step, or computed from such): .view() that merges their dims raises in eager,

@@ -35,6 +35,7 @@ Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>
     case Op::LogicalNot: case Op::BitwiseAnd: case Op::BitwiseOr: case Op::BitwiseXor:
     case Op::BitwiseNot:
       return dst.pointwise(n.op, in);
+    case Op::CumSum: return dst.cumsum(in[0], n.dims[0], n.dtype);
     case Op::Sum: case Op::Prod:
       // The result dtype is the accumulation type asked for (or its default).
       return dst.reduce(n.op, in[0], n.dims, n.keepdim, n.dtype);
@@ -50,6 +51,7 @@ Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>
     case Op::Select: return dst.select(in[0], n.dims[0], n.args[0]);
     case Op::Flip: return dst.flip(in[0], n.dims);
     case Op::Cat: return dst.cat(in, n.dims[0]);
+    case Op::SliceScatter: return dst.slice_scatter(in[0], in[1], n.dims[0], n.args[0], *n.args[1].as_int());
     case Op::IndexSelect: return dst.index_select(in[0], n.dims[0], in[1], n.int_value != 0);
     case Op::Gather: return dst.gather(in[0], n.dims[0], in[1]);
     case Op::Full: return dst.full(n.sym, in[0], n.dtype);

@@ -372,6 +372,13 @@ Expected<bool> Differentiator::backprop(NodeId id) {
     case Op::BitwiseXor: case Op::BitwiseNot:
       return true;
     // --- reductions ---
+    case Op::CumSum: {
+      // Each input element reaches every later output: the reversed cumsum of gy.
+      FJ_AD_TRY(rev, b_.flip(gy, n.dims));
+      FJ_AD_TRY(acc, b_.cumsum(rev, n.dims[0]));
+      FJ_AD_ACC(0, b_.flip(acc, n.dims));
+      return true;
+    }
     case Op::Sum: {
       FJ_AD_TRY(gk, keep_dims(gy, n));
       FJ_AD_ACC(0, b_.expand(gk, g_.node(in[0]).sym));
@@ -445,6 +452,18 @@ Expected<bool> Differentiator::backprop(NodeId id) {
     case Op::Flip:
       FJ_AD_ACC(0, b_.flip(gy, n.dims));
       return true;
+    case Op::SliceScatter: {
+      // The base's gradient is gy with zeros on the slice; the source's is gy's slice.
+      const size_t k = static_cast<size_t>(n.dims[0]);
+      const SymShape ss = g_.node(in[1]).sym;
+      const int64_t step = *n.args[1].as_int();
+      if (needs(in[0])) {
+        FJ_AD_TRY(z, zeros(ss, n.dtype));
+        FJ_AD_ACC(0, b_.slice_scatter(gy, z, n.dims[0], n.args[0], step));
+      }
+      if (needs(in[1])) FJ_AD_ACC(1, b_.slice(gy, n.dims[0], n.args[0], ss[k], step));
+      return true;
+    }
     case Op::Cat: {
       SymExpr offset = SymExpr::integer(0);
       for (size_t q = 0; q < in.size(); ++q) {

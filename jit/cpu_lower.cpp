@@ -512,6 +512,7 @@ class KernelEmitter {
         break;
       case Op::Reshape: in_idx = reshape_index(in.sym, n.sym, idx); break;
       case Op::Cat: return cat(n, idx);
+      case Op::SliceScatter: return slice_scatter(n, idx);
       default: FJ_CHECK(false, "not a view op");
     }
     return value(in_id, in_idx);
@@ -592,6 +593,46 @@ class KernelEmitter {
     return v;
   }
 
+  // The base's element, or the source's where idx[dim] falls on the slice
+  // start, start + step, ... (both are read; the position in the source is clamped
+  // into range so that the read is valid either way).
+  Value* slice_scatter(const Node& n, const Index& idx) {
+    const size_t k = static_cast<size_t>(n.dims[0]);
+    const SymExpr& len = g_.node(n.inputs[1]).sym[k];
+    const int64_t step = *n.args[1].as_int();
+    const Ix rel = sub(idx[k], size_ix(n.args[0]));
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(rel.v)) {
+      // A position known here (a row written by an unrolled loop, read by the next
+      // row's update): only the side it falls on is emitted, so that chains of
+      // scatters stay linear in size.
+      const int64_t r = c->getSExtValue();
+      const auto known_len = len.as_int();
+      const bool outside = r < 0 || r % step != 0 || (known_len && r >= *known_len * step);
+      if (outside) return value(n.inputs[0], idx);
+      if (known_len) {
+        Index src_idx = idx;
+        src_idx[k] = Ix{b_.getInt64(r / step), 0};
+        return value(n.inputs[1], src_idx);
+      }
+    }
+    Value* pos = at(rel.mask, [&] {
+      Value* q = step == 1 ? rel.v : b_.CreateSDiv(rel.v, b_.getInt64(step));
+      q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, q, b_.getInt64(0));
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, b_.CreateSub(size_value(len), b_.getInt64(1)));
+    });
+    Value* inside = at(rel.mask, [&] {
+      Value* end = b_.CreateMul(size_value(len), b_.getInt64(step));
+      Value* c = b_.CreateAnd(b_.CreateICmpSGE(rel.v, b_.getInt64(0)), b_.CreateICmpSLT(rel.v, end));
+      if (step != 1) c = b_.CreateAnd(c, b_.CreateICmpEQ(b_.CreateSRem(rel.v, b_.getInt64(step)), b_.getInt64(0)));
+      return c;
+    });
+    Index src_idx = idx;
+    src_idx[k] = Ix{pos, rel.mask};
+    Value* from_src = value(n.inputs[1], src_idx);
+    Value* from_base = value(n.inputs[0], idx);
+    return b_.CreateSelect(inside, from_src, from_base);
+  }
+
   // --- indexing with tensors ----------------------------------------------------
 
   // An index value read from a tensor, checked against `size` (and wrapped when
@@ -663,7 +704,7 @@ class KernelEmitter {
     Value* pos = nullptr;  // ArgMax / ArgMin: the position of the best so far
     Value* init = nullptr;
     switch (r.op) {
-      case Op::Sum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
+      case Op::Sum: case Op::CumSum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
       case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
       case Op::Amax: case Op::ArgMax:
         init = fp ? el_.fconst(ty, -INFINITY)
@@ -688,10 +729,17 @@ class KernelEmitter {
     Index full(x.rank());
     std::vector<size_t> reduced;
     size_t p = 0;
+    Value* scan_end = nullptr;  // CumSum: the loop runs up to the result's own position
     for (size_t d = 0; d < x.rank(); ++d) {
       const bool red = std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d));
       if (!red) {
         full[d] = idx[p++];
+        continue;
+      }
+      if (r.op == Op::CumSum) {
+        scan_end = b_.CreateAdd(idx[p++].v, b_.getInt64(1));
+        full[d] = zero();
+        reduced.push_back(d);
         continue;
       }
       if (r.keepdim) ++p;
@@ -705,7 +753,7 @@ class KernelEmitter {
         return;
       }
       const size_t d = reduced[q];
-      emit_loop(b_.getInt64(0), size_value(x.sym[d]), [&](Ix i) {
+      emit_loop(b_.getInt64(0), scan_end != nullptr ? scan_end : size_value(x.sym[d]), [&](Ix i) {
         full[d] = i;
         Ix next = arg ? add(mul(lin, size_ix(x.sym[d])), i) : lin;
         level(q + 1, next);
@@ -725,6 +773,9 @@ class KernelEmitter {
     fmf.setAllowReassoc();
     Value* out = nullptr;
     switch (op) {
+      case Op::CumSum:  // in order, as eager's sequential kernel
+        out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);
+        break;
       case Op::Sum:
         if (fp) b_.setFastMathFlags(fmf);
         out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);

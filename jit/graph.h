@@ -125,10 +125,11 @@ struct Node {
                                    // accumulator's type
   // Reduction: the reduced dims of the operand (sorted); Permute: the operand dim of
   // each result dim; Flip: the flipped dims; Slice, Select, Cat, IndexSelect, Gather,
-  // Iota: {the dim}.
+  // Iota, SliceScatter: {the dim}.
   std::vector<int64_t> dims;
   bool keepdim = false;         // Reduction
-  // Slice: {start, step} (the length is sym[dim]); Select: {index} (0 <= index < size).
+  // Slice, SliceScatter: {start, step} (the length is sym[dim] of the slice, of
+  // the second operand for SliceScatter); Select: {index} (0 <= index < size).
   std::vector<SymExpr> args;
 
   size_t rank() const { return sym.size(); }
@@ -168,6 +169,9 @@ class Graph {
   // Decompositions into the ops above and pointwise ones: mean, var (with
   // `correction`, std = sqrt(var)), softmax / log_softmax over one dim, logsumexp,
   // layer_norm over the last `normalized_ndim` dims (weight and bias optional: -1).
+  // cumsum along `dim`: the shape of x; the dtype as sum's (integers and bool give
+  // int64, `dtype` converts first); float32 accumulates in double, as eager's CPU kernel.
+  Expected<NodeId> cumsum(NodeId x, int64_t dim, std::optional<DType> dtype = std::nullopt);
   Expected<NodeId> mean(NodeId x, std::vector<int64_t> dims, bool keepdim,
                         std::optional<DType> dtype = std::nullopt);
   Expected<NodeId> var(NodeId x, std::vector<int64_t> dims, double correction, bool keepdim);
@@ -196,6 +200,10 @@ class Graph {
   // reshape() would fold away): the results of a custom autograd.Function, whose
   // gradients come from its own backward (jit/autodiff.h).
   Expected<NodeId> alias(NodeId x);
+  // `base` with its elements start, start+step, ... along dim replaced by `src`'s
+  // (src has base's shape except sizes[dim], the slice's length; same dtype): how a
+  // write through a slice or select view reaches its base (functionalized in-place).
+  Expected<NodeId> slice_scatter(NodeId base, NodeId src, int64_t dim, SymExpr start, int64_t step);
   Expected<NodeId> cat(const std::vector<NodeId>& xs, int64_t dim);
   // x.index_select(dim, index) for an index tensor of any rank (its dims replace
   // `dim`): embedding is index_select(weight, 0, ids), x[idx] with negative indices

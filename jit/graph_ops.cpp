@@ -32,6 +32,25 @@ Expected<int64_t> Graph::norm_dim(NodeId x, int64_t dim, bool one_past) const {
 
 // --- reductions --------------------------------------------------------------
 
+Expected<NodeId> Graph::cumsum(NodeId x, int64_t dim, std::optional<DType> dtype) {
+  if (is_python_scalar(node(x))) return Error{"cumsum of a Python number"};
+  if (node(x).rank() == 0) return Error{"cumsum of a 0-d tensor (not supported)"};
+  auto d = norm_dim(x, dim);
+  if (!d) return d.take_error();
+  if (dtype) {
+    auto c = cast(x, *dtype);
+    if (!c) return c;
+    x = *c;
+  }
+  const Node& in = node(x);
+  const DType result = (in.dtype == DType::Bool || is_integral(in.dtype)) ? DType::Int64 : in.dtype;
+  Node n{Op::CumSum, result, in.sym, {x}, 0, -1};
+  n.dims = {*d};
+  n.keepdim = true;
+  n.compute = result == DType::Float32 ? DType::Float64 : result;
+  return push(std::move(n));
+}
+
 Expected<NodeId> Graph::reduce(Op op, NodeId x, std::vector<int64_t> dims, bool keepdim,
                                std::optional<DType> dtype) {
   FJ_CHECK(op_family(op) == Family::Reduction, "reduce() of a non-reduction op");
@@ -385,6 +404,25 @@ Expected<NodeId> Graph::select(NodeId x, int64_t dim, SymExpr index) {
   Node n{Op::Select, in.dtype, std::move(sym), {x}, 0, -1};
   n.dims = {*d};
   n.args = {std::move(index)};
+  return push(std::move(n));
+}
+
+Expected<NodeId> Graph::slice_scatter(NodeId base, NodeId src, int64_t dim, SymExpr start, int64_t step) {
+  const Node& b = node(base);
+  const Node& s = node(src);
+  if (is_python_scalar(b) || is_python_scalar(s) || b.rank() == 0) return Error{"slice_scatter of a 0-d tensor"};
+  if (b.rank() != s.rank() || b.dtype != s.dtype) return Error{"slice_scatter: the source differs in rank or dtype"};
+  if (step < 1) return Error{"slice_scatter step must be positive"};
+  auto d = norm_dim(base, dim);
+  if (!d) return d.take_error();
+  const size_t k = static_cast<size_t>(*d);
+  for (size_t i = 0; i < b.rank(); ++i) {
+    if (i != k && !b.sym[i].same(s.sym[i])) return Error{"slice_scatter: the source's sizes differ from the base's"};
+  }
+  if (is_const(s.sym[k], 0)) return base;  // an empty slice writes nothing
+  Node n{Op::SliceScatter, b.dtype, b.sym, {base, src}, 0, -1};
+  n.dims = {*d};
+  n.args = {std::move(start), SymExpr::integer(step)};
   return push(std::move(n));
 }
 

@@ -355,8 +355,8 @@ class ElementEmitter {
       case Op::LogicalNot: case Op::BitwiseNot: return b_.CreateNot(a[0]);
       case Op::Cast: return a[0];  // operand() converted it to the target
       case Op::Sum: case Op::Prod: case Op::Amax: case Op::Amin: case Op::ArgMax:
-      case Op::ArgMin: case Op::Any: case Op::All: case Op::Permute: case Op::Reshape:
-      case Op::Expand: case Op::Slice: case Op::Select: case Op::Flip: case Op::Cat:
+      case Op::ArgMin: case Op::Any: case Op::All: case Op::CumSum: case Op::Permute: case Op::Reshape:
+      case Op::Expand: case Op::Slice: case Op::Select: case Op::Flip: case Op::Cat: case Op::SliceScatter:
       case Op::IndexSelect: case Op::Gather: case Op::Full: case Op::Iota: case Op::ItemInt:
       case Op::ItemFloat: case Op::ItemBool: case Op::Matmul:
         FJ_CHECK(false, "emit_node of a non-pointwise op");

@@ -70,6 +70,27 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
       if (is_input_view(g, in) && !read_by_kernel[static_cast<size_t>(in)]) view_copies.insert(in);
     }
   }
+  // A slice_scatter reads its base and its source at different positions, and the
+  // source is often computed from the same base (x[i] *= w[i] in a loop): a chain of
+  // them inline would evaluate early links once per path, doubling at each link.
+  // Past kMaxScatterPaths paths a link is stored in a buffer instead.
+  constexpr int64_t kMaxScatterPaths = 16;
+  std::vector<int64_t> paths(n, 1);
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.nodes()[id];
+    if (s.buffer_of[id] >= 0 || forced.count(static_cast<NodeId>(id))) continue;  // read from memory
+    int64_t p = 1;
+    if (node.op == Op::SliceScatter) {
+      p = paths[static_cast<size_t>(node.inputs[0])] + paths[static_cast<size_t>(node.inputs[1])];
+      if (p > kMaxScatterPaths) {
+        forced.insert(static_cast<NodeId>(id));
+        p = 1;
+      }
+    } else {
+      for (NodeId in : node.inputs) p = std::max(p, paths[static_cast<size_t>(in)]);
+    }
+    paths[id] = p;
+  }
   for (NodeId id : forced) {
     if (s.buffer_of[static_cast<size_t>(id)] >= 0) continue;
     const auto b = static_cast<int32_t>(s.buffer_node.size());

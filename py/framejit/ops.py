@@ -100,6 +100,7 @@ def torch_functions():
         "std": [torch.std, T.std],
         "norm": [torch.norm, T.norm],
         "logsumexp": [torch.logsumexp, T.logsumexp],
+        "cumsum": [torch.cumsum, T.cumsum],
         "softmax": [torch.softmax, T.softmax, torch.special.softmax],
         "log_softmax": [torch.log_softmax, T.log_softmax, torch.special.log_softmax],
         "F_softmax": [F.softmax],
@@ -166,6 +167,8 @@ def tensor_attr_names():
                                      "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "and", "rand",
                                      "or", "ror", "xor", "rxor", "neg", "invert", "abs",
                                      "lt", "le", "eq", "ne", "gt", "ge", "matmul", "rmatmul",
-                                     "getitem", "int", "float", "bool")]
+                                     "getitem", "setitem", "iter", "int", "float", "bool",
+                                     "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                                     "iand", "ior", "ixor")]
     methods = [n for n in dir(torch.Tensor) if not n.startswith("_")]
     return dunders + methods

@@ -636,3 +636,15 @@ TEST_CASE("autodiff: nodes recorded under no_grad stop gradients; a custom fragm
   CHECK(none_needed->output_needs_grad == std::vector<bool>{false});
   CHECK(none_needed->grad_defined == std::vector<bool>{false});
 }
+
+TEST_CASE("autodiff: slice_scatter and cumsum") {
+  std::mt19937 rng(9);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {5, 4});
+  NodeId y = g.placeholder(DType::Float64, {2, 4});
+  NodeId w = ok(g.slice_scatter(ok(g.pointwise(Op::Exp, {x})), ok(g.pointwise(Op::Mul, {y, y})), 0,
+                                SymExpr::integer(1), 2));  // exp(x) with rows 1 and 3 from y * y
+  NodeId c = ok(g.cumsum(ok(g.pointwise(Op::Mul, {x, x})), 1));
+  g.set_outputs({w, c});
+  check_grads(g, {random({5, 4}, rng), random({2, 4}, rng)}, {true, true});
+}

@@ -117,6 +117,21 @@ std::vector<Ref> reference(const Graph& g, const std::vector<Ref>& inputs) {
           r = in(0).at(j);
           break;
         }
+        case Op::CumSum: {
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          auto j = idx;
+          for (j[k] = 0; j[k] <= idx[k]; ++j[k]) r += in(0).at(j);
+          break;
+        }
+        case Op::SliceScatter: {
+          const size_t k = static_cast<size_t>(n.dims[0]);
+          const int64_t rel = idx[k] - *n.args[0].as_int(), step = *n.args[1].as_int();
+          auto j = idx;
+          j[k] = rel / step;
+          const bool inside = rel >= 0 && rel % step == 0 && rel / step < in(1).shape[k];
+          r = inside ? in(1).at(j) : in(0).at(idx);
+          break;
+        }
         case Op::Flip: {
           auto j = idx;
           for (int64_t d : n.dims) j[static_cast<size_t>(d)] = in(0).shape[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
@@ -351,4 +366,36 @@ TEST_CASE("cpu ops: argmax over every dim of a matrix") {
   NodeId mx = ok(g.reduce(Op::Amax, x, {}, true));
   g.set_outputs({am, ok(g.pointwise(Op::Sub, {x, mx}))});
   check(g, {{6, 7}});
+}
+
+TEST_CASE("cpu ops: slice_scatter writes a slice or a row into a base") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {7, 5});
+  NodeId y = g.placeholder(DType::Float32, {3, 5});
+  NodeId c = g.placeholder(DType::Float32, {7, 1});
+  NodeId rows = ok(g.slice_scatter(x, y, 0, SymExpr::integer(1), 3));  // x[1::3] = y
+  NodeId col = ok(g.slice_scatter(rows, c, 1, SymExpr::integer(4), 1)); // then [:, 4] = c
+  CHECK(ok(g.slice_scatter(x, ok(g.slice(y, 0, SymExpr::integer(0), SymExpr::integer(0), 1)), 0,
+                           SymExpr::integer(2), 1)) == x);  // an empty slice writes nothing
+  // A chain as an unrolled loop makes it: row i = 2 * (row i of the previous version).
+  NodeId cur = x;
+  for (int64_t i = 0; i < 7; ++i) {
+    for (int rep = 0; rep < 3; ++rep) {
+      NodeId row = ok(g.select(cur, 0, SymExpr::integer(i)));
+      NodeId twice = ok(g.pointwise(Op::Mul, {row, g.scalar(2.0)}));
+      cur = ok(g.slice_scatter(cur, ok(g.unsqueeze(twice, 0)), 0, SymExpr::integer(i), 1));
+    }
+  }
+  g.set_outputs({rows, col, cur});
+  check(g, {{7, 5}, {3, 5}, {7, 1}});
+}
+
+TEST_CASE("cpu ops: cumsum along each dim, alone and fused") {
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {6, 33});
+  NodeId c0 = ok(g.cumsum(x, 0));
+  NodeId c1 = ok(g.cumsum(x, -1));
+  NodeId e = ok(g.pointwise(Op::Exp, {ok(g.cumsum(ok(g.transpose(x, 0, 1)), 1))}));
+  g.set_outputs({c0, c1, e});
+  check(g, {{6, 33}}, 1e-4);
 }
