@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "guards/py_errors.h"
 #include "jit/symexpr.h"
 
 namespace fj::guards {
@@ -53,6 +54,9 @@ struct TorchRefs {
 TorchRefs& torch_refs();
 // torch.is_grad_enabled() now (false when it cannot be read).
 bool grad_enabled();
+// torch.get_default_dtype() now (borrowed: dtypes are immortal singletons), or
+// nullptr when it cannot be read.
+PyObject* default_dtype() noexcept;
 // torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
 PyObject* original_tensor_attr(const std::string& name);
 // torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.
@@ -120,6 +124,7 @@ enum class GuardKind : uint8_t {
   SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
   ExprTrue,     // `expr` is true for the call's bound symbols
   GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
+  DefaultDTypeIs,  // torch.get_default_dtype() is `object`: what creation ops and int->float promotion make
 };
 
 struct Guard {
@@ -189,6 +194,7 @@ class GuardSet {
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);
+  void add_default_dtype(PyObject* dtype);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 

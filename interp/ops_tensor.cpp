@@ -410,7 +410,7 @@ bool device_ok(PyObject* o) {
   if (PyUnicode_Check(o)) return std::string(PyUnicode_AsUTF8(o)) == "cpu";
   PyObject* type = PyObject_GetAttrString(o, "type");
   if (type == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return false;
   }
   const bool cpu = PyUnicode_Check(type) && std::string(PyUnicode_AsUTF8(type)) == "cpu" &&
@@ -419,7 +419,7 @@ bool device_ok(PyObject* o) {
   PyObject* index = cpu ? PyObject_GetAttrString(o, "index") : nullptr;
   const bool no_index = index == Py_None;
   Py_XDECREF(index);
-  PyErr_Clear();
+  guards::clear_error();
   return cpu && no_index;
 }
 
