@@ -21,10 +21,11 @@ void Tracer::sync_scalar_inputs() {
   const auto& exprs = graph_.scalar_input_exprs();
   for (; synced_scalars_ < graph_.size(); ++synced_scalars_) {
     const jit::Node& n = graph_.node(static_cast<NodeId>(synced_scalars_));
-    if (n.op != jit::Op::ScalarInput || static_cast<size_t>(n.index) < entry_->plan.scalar_inputs.size()) continue;
-    FJ_CHECK(static_cast<size_t>(n.index) == entry_->plan.scalar_inputs.size() && !exprs[static_cast<size_t>(n.index)].is_null(),
+    // The plan being built (a branch outcome's after a branch), not always the entry's.
+    if (n.op != jit::Op::ScalarInput || static_cast<size_t>(n.index) < plan_->scalar_inputs.size()) continue;
+    FJ_CHECK(static_cast<size_t>(n.index) == plan_->scalar_inputs.size() && !exprs[static_cast<size_t>(n.index)].is_null(),
              "a graph scalar input without its expression");
-    entry_->plan.scalar_inputs.push_back(exprs[static_cast<size_t>(n.index)]);
+    plan_->scalar_inputs.push_back(exprs[static_cast<size_t>(n.index)]);
     scalar_nodes_.push_back(static_cast<NodeId>(synced_scalars_));
   }
 }

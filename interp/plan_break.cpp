@@ -271,6 +271,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   placeholder_slot_.clear();
   scalar_nodes_.clear();
   plan_->scalar_inputs.clear();
+  synced_scalars_ = 0;  // the new graph's nodes are numbered from 0
   std::unordered_map<jit::NodeId, jit::NodeId> remap;
   size_t next_out = 0;
   for (jit::NodeId n : live) {
@@ -439,6 +440,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   if (Status s = save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt)) return s;
   step.branch = targets;
   auto next = std::make_shared<Plan>();
+  next->scalar_inputs = plan_->scalar_inputs;  // the graph being built goes on in the outcome's plan
   targets->next[truth] = next;
   plan_->steps.push_back(std::move(step));
   plan_ = next.get();

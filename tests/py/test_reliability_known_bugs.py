@@ -125,6 +125,39 @@ def test_an_output_that_views_an_input_and_feeds_a_matmul():
         assert_same(cg(p), g(p))
 
 
+def test_permute_with_an_int_for_dims_raises():
+    # torch.permute(x, (0)) passes an int where eager wants a tuple (program 599).
+    def f(x):
+        return torch.permute(x, (0)).sum()
+
+    x = torch.tensor([-0.25, 0.0])
+    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
+        f(x)
+    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
+        framejit.compile(f)(x)
+
+
+def test_branch_on_an_item_then_mean_over_a_dim():
+    # After a branch on a number read from a tensor, a segment that divides by a
+    # symbolic size (mean over a dim) got no scalar inputs: FJ_CHECK aborted the process
+    # (programs 533, 928). In a child process, so that a regression cannot kill the run.
+    code = textwrap.dedent("""
+        import torch, framejit
+        def f(t0):
+            v1 = t0.sum().item()
+            if v1 >= -0.75:
+                v2 = t0[::2]
+            else:
+                v2 = t0
+            return t0.mean(dim=-2, keepdim=True)
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(framejit.compile(f)(x), f(x))
+        print("same")
+    """)
+    proc = subprocess.run(PYTHON + ["-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "same" in proc.stdout, proc.stderr[-2000:]
+
+
 # ---- found by the long fuzz runs: open (strict xfails) ----
 
 @pytest.mark.xfail(strict=True, reason="int() of a NaN tensor whose result is unused: the Int op is dead code, "
@@ -138,19 +171,6 @@ def test_unused_int_of_a_nan_tensor_raises():
     with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
         f(x)
     with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
-        framejit.compile(f)(x)
-
-
-@pytest.mark.xfail(strict=True, reason="torch.permute(x, (0)) passes an int where eager wants a tuple: eager "
-                                       "raises TypeError, framejit accepts it (fuzz seed 4242, program 599)")
-def test_permute_with_an_int_for_dims_raises():
-    def f(x):
-        return torch.permute(x, (0)).sum()
-
-    x = torch.tensor([-0.25, 0.0])
-    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
-        f(x)
-    with pytest.raises(TypeError, match="must be tuple of ints, not int"):
         framejit.compile(f)(x)
 
 
@@ -176,24 +196,3 @@ def test_size_mismatch_before_an_undefined_name_raises_as_eager():
         f(x, 0.5)
     with pytest.raises(RuntimeError, match="must match the size"):
         framejit.compile(f)(x, 0.5)
-
-
-@pytest.mark.xfail(strict=True, reason="after a branch on a number read from a tensor, a graph segment that "
-                                       "divides by a symbolic size (mean over a dim) gets no scalar inputs: "
-                                       "FJ_CHECK aborts the process (fuzz seed 4242, programs 533, 928)")
-def test_branch_on_an_item_then_mean_over_a_dim():
-    code = textwrap.dedent("""
-        import torch, framejit
-        def f(t0):
-            v1 = t0.sum().item()
-            if v1 >= -0.75:
-                v2 = t0[::2]
-            else:
-                v2 = t0
-            return t0.mean(dim=-2, keepdim=True)
-        x = torch.randn(4, 3)
-        torch.testing.assert_close(framejit.compile(f)(x), f(x))
-        print("same")
-    """)
-    proc = subprocess.run(PYTHON + ["-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "same" in proc.stdout, proc.stderr[-2000:]
