@@ -267,7 +267,8 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   void* extra = compat::code_extra(code, g_extra_index);  // the one check for unwatched code
   if (extra == nullptr) return eval_previous(ts, f, throwflag);
   auto* st = static_cast<CodeState*>(extra);
-  if (code == t_armed) {
+  const bool armed = code == t_armed;
+  if (armed) {
     t_armed = nullptr;
     // The hook has done its job: unless some code is watched directly (framejit.hook),
     // the frames this one calls get CPython's own evaluator back, with its inlined
@@ -279,7 +280,11 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && st->direct)) {
     return compat::eval_default(ts, f, throwflag);  // resumed generators included
   }
+  // explain() records the frame it armed, not the watched frames (framejit.hook) that
+  // this frame calls: those trace and cache as they always do.
+  Recorder* recorder = armed ? t_recorder : std::exchange(t_recorder, nullptr);
   PyObject* result = run_frame(*st, ts, f, throwflag);
+  t_recorder = recorder;
   // A KeyboardInterrupt, SystemExit or MemoryError that framejit's own code met (and
   // set aside, guards/py_errors.h) reaches the caller, even where the frame finished.
   if (guards::error_kept()) {
