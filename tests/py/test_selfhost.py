@@ -14,7 +14,7 @@ _spec = importlib.util.spec_from_file_location("selfhost_script", os.path.join(R
 selfhost = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(selfhost)
 
-SUBSET = ["tests/py/test_ops.py", "tests/py/test_attributes.py"]
+SUBSET = ["tests/py/test_ops.py", "tests/py/test_inline.py"]
 
 
 def test_a_subset_of_the_tests_under_the_hook():
