@@ -160,8 +160,9 @@ def test_branch_on_an_item_then_mean_over_a_dim():
 
 # ---- found by the long fuzz runs: open (strict xfails) ----
 
-@pytest.mark.xfail(strict=True, reason="int() of a NaN tensor whose result is unused: the Int op is dead code, "
-                                       "so the ValueError eager raises is lost (fuzz seed 4242, programs 500, 845)")
+@pytest.mark.xfail(strict=True, reason="int() of a NaN (or inf) tensor whose result is unused: the Int op is dead "
+                                       "code, so the ValueError (OverflowError) eager raises is lost (seed 4242 "
+                                       "programs 500, 845, 1516; seed 777 program 1230)")
 def test_unused_int_of_a_nan_tensor_raises():
     def f(x):
         v = int(x.sum())  # noqa: F841
@@ -174,10 +175,12 @@ def test_unused_int_of_a_nan_tensor_raises():
         framejit.compile(f)(x)
 
 
-@pytest.mark.xfail(strict=True, reason="a size mismatch that eager raises at `v5 / v2` is only checked at the end "
-                                       "of the trace; reading an undefined global after it makes framejit raise "
-                                       "'cannot continue ... after a graph break' instead (fuzz seed 4242, program 1133)")
-def test_size_mismatch_before_an_undefined_name_raises_as_eager():
+@pytest.mark.xfail(strict=True, reason="a size mismatch that eager raises in the middle of the frame is found only "
+                                       "when the trace ends (the graph's size assumptions); after a graph break the "
+                                       "frame cannot resume at that op, so framejit raises 'cannot continue ... after "
+                                       "a graph break' instead of eager's RuntimeError (seed 4242 program 1133, "
+                                       "seed 777 program 1437)")
+def test_size_mismatch_after_a_graph_break_raises_as_eager():
     scope = {"torch": torch}
     exec(textwrap.dedent("""
         def h(p, q):
@@ -185,13 +188,21 @@ def test_size_mismatch_before_an_undefined_name_raises_as_eager():
             return (p + p)[..., 1:]
 
         def f(t0, f0):
+            for i1 in range(t0.shape[0]):
+                t0 = (t0 % i1)
             v2 = torch.var(t0, dim=1)
             v5 = h(v2, -0.75)
-            v7 = v5.reshape(-1) / v2
-            return [undefined_name]
+            v7 = v5.reshape(-1)
+            if t0.shape[1] <= i1:
+                v8 = torch.remainder(v2, t0)
+            else:
+                v8 = v2
+            for i9 in range(3):
+                v7 = (v7 / v2)
+            return [v7, v8, torch.prod(v8, 1, True)]
     """), scope)
     f = scope["f"]
-    x = torch.randn(7, 1)
+    x = torch.randn(4, 3)
     with pytest.raises(RuntimeError, match="must match the size"):
         f(x, 0.5)
     with pytest.raises(RuntimeError, match="must match the size"):
