@@ -309,6 +309,9 @@ class CpuCompiledGraph final : public CompiledGraph {
     const int64_t m = out_sizes[rank - 2], ncols = out_sizes[rank - 1], k = a.sizes.back();
     FJ_CHECK(cst[rank - 1] == 1 || ncols == 1, "a matmul result with a strided last dim");
     const size_t batch_rank = rank - 2;
+    for (size_t j = 0; j < batch_rank; ++j) {
+      if (out_sizes[j] == 0) return;  // an empty batch: no product to compute (and no buffer to write)
+    }
     std::vector<int64_t> bi(batch_rank, 0);
     auto batch_offset = [&](const View& v, size_t d) {  // the operand's offset for batch index bi
       int64_t off = 0;

@@ -158,6 +158,24 @@ def test_branch_on_an_item_then_mean_over_a_dim():
     assert proc.returncode == 0 and "same" in proc.stdout, proc.stderr[-2000:]
 
 
+def test_matmul_with_an_empty_batch_or_inner_dim():
+    # An empty batch ran one product into a zero-size buffer: a segfault (seed 31337,
+    # program 1239). An empty inner dim gives zeros.
+    def f(x):
+        return (x[1:].unsqueeze(-1) * 2) @ x
+
+    def g(a, b):
+        return a @ b
+
+    cf, cg = framejit.compile(f), framejit.compile(g)
+    for n in (2, 3):
+        x = torch.randn(1, n)
+        assert_same(cf(x), f(x))
+    for a, b in ((torch.randn(0, 2, 3), torch.randn(3, 4)), (torch.randn(2, 0), torch.randn(0, 3)),
+                 (torch.randn(0, 3), torch.randn(3, 2)), (torch.randn(4, 2, 0), torch.randn(4, 0, 5))):
+        assert_same(cg(a, b), g(a, b))
+
+
 # ---- found by the long fuzz runs: open (strict xfails) ----
 
 @pytest.mark.xfail(strict=True, reason="int() of a NaN (or inf) tensor whose result is unused: the Int op is dead "
