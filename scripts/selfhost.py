@@ -121,7 +121,10 @@ def run_tests(paths, extra=(), timeout=3600, log=print):
             summary = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:] or ["(no output)"]
             log(f"   {summary[0]}")
             if not os.path.exists(xml):
-                raise RuntimeError(f"the {label} run wrote no results:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+                current = tally_file + ".current"
+                where = open(current).read() if label == "hooked" and os.path.exists(current) else "?"
+                raise RuntimeError(f"the {label} run wrote no results (exit status {proc.returncode}; the last "
+                                   f"test started: {where}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             runs[label] = (outcomes(xml), proc)
         plain, hooked = runs["plain"][0], runs["hooked"][0]
         diffs = []
@@ -183,6 +186,12 @@ def _test_dir():
 
 try:
     import pytest
+
+    def pytest_runtest_logstart(nodeid, location):
+        path = os.environ.get("FJ_SELFHOST_TALLY")
+        if path:  # so that a crash of the hooked run can say where it happened
+            with open(path + ".current", "w") as fh:
+                fh.write(nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(item):
