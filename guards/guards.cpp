@@ -28,7 +28,7 @@ bool read_int_tuple(PyObject* seq, std::array<int64_t, kMaxRank>& out, int* rank
 std::string str_of(PyObject* o) {
   PyObject* s = PyObject_Str(o);
   if (!s) {
-    PyErr_Clear();
+    clear_error();
     return "<?>";
   }
   std::string out = PyUnicode_AsUTF8(s);
@@ -39,7 +39,7 @@ std::string str_of(PyObject* o) {
 std::string repr_of(PyObject* o) {
   PyObject* s = PyObject_Repr(o);
   if (!s) {
-    PyErr_Clear();
+    clear_error();
     return "<?>";
   }
   std::string out = PyUnicode_AsUTF8(s);
@@ -62,7 +62,7 @@ bool scalar_equal(PyObject* a, PyObject* b) noexcept {
   }
   if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a)) {
     const int r = PyObject_RichCompareBool(a, b, Py_EQ);  // exact int/str: no user code
-    if (r < 0) PyErr_Clear();
+    if (r < 0) clear_error();
     return r == 1;
   }
   return false;  // bool and None are singletons, other objects compare by identity
@@ -75,7 +75,7 @@ PyObject* lookup_global(const Guard& g, const CallInputs& in) noexcept {
   if (v == nullptr && !PyErr_Occurred() && PyDict_Check(builtins)) {
     v = PyDict_GetItemWithError(builtins, g.name_obj);
   }
-  if (PyErr_Occurred()) PyErr_Clear();
+  clear_error();
   return v;
 }
 
@@ -154,7 +154,7 @@ PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
   if (dict != nullptr) {
     PyObject* v = PyDict_GetItemWithError(dict, name);
     if (v != nullptr) return v;
-    PyErr_Clear();
+    clear_error();
   }
   if (descr != nullptr) return Py_TYPE(descr)->tp_descr_get == nullptr ? descr : nullptr;
   // Not found the normal way: nn.Module.__getattr__ looks in these dicts.
@@ -167,7 +167,7 @@ PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
     PyObject* v = PyDict_GetItemWithError(d, name);
     if (v != nullptr) return v;
   }
-  PyErr_Clear();
+  clear_error();
   return nullptr;
 }
 
@@ -184,7 +184,7 @@ PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept {
     v = in.args[g.root.arg];
   } else {
     v = PyDict_GetItemWithError(g.root.globals ? g.root.globals : in.globals, g.root.global_name);
-    if (v == nullptr) PyErr_Clear();
+    if (v == nullptr) clear_error();
   }
   for (PyObject* attr : g.attr_objs) {
     if (v == nullptr) return nullptr;
@@ -236,7 +236,7 @@ bool read_tensor_meta(PyObject* t, TensorMeta* out, std::string* why) {
     out->is_cpu = is_cpu == Py_True;
     out->requires_grad = rg == Py_True;
   }
-  PyErr_Clear();
+  clear_error();
   Py_XDECREF(shape);
   Py_XDECREF(strides);
   Py_XDECREF(dtype);
@@ -509,13 +509,13 @@ bool grad_enabled() {
     PyObject* torch = PyImport_ImportModule("torch");
     PyObject* f = torch ? PyObject_GetAttrString(torch, "is_grad_enabled") : nullptr;  // kept for the process
     Py_XDECREF(torch);
-    if (f == nullptr) PyErr_Clear();
+    if (f == nullptr) clear_error();
     return f;
   }();
   if (fn == nullptr) return false;
   PyObject* r = PyObject_CallNoArgs(fn);
   if (r == nullptr) {
-    PyErr_Clear();
+    clear_error();
     return false;
   }
   const bool on = r == Py_True;
@@ -528,6 +528,33 @@ void GuardSet::add_no_overlap(std::vector<int> tensors, size_t num_updated, std:
   g.tensors = std::move(tensors);
   g.num_updated = num_updated;
   g.attrs = std::move(names);
+  guards_.push_back(std::move(g));
+}
+
+PyObject* default_dtype() noexcept {
+  static PyObject* fn = [] {
+    PyObject* torch = PyImport_ImportModule("torch");
+    PyObject* f = torch ? PyObject_GetAttrString(torch, "get_default_dtype") : nullptr;  // kept for the process
+    Py_XDECREF(torch);
+    if (f == nullptr) clear_error();
+    return f;
+  }();
+  if (fn == nullptr) return nullptr;
+  PyObject* r = PyObject_CallNoArgs(fn);
+  if (r == nullptr) {
+    clear_error();
+    return nullptr;
+  }
+  Py_DECREF(r);  // torch's dtypes live as long as torch
+  return r;
+}
+
+void GuardSet::add_default_dtype(PyObject* dtype) {
+  for (const Guard& g : guards_) {
+    if (g.kind == GuardKind::DefaultDTypeIs) return;
+  }
+  Guard g{GuardKind::DefaultDTypeIs};
+  g.object = Py_NewRef(dtype);
   guards_.push_back(std::move(g));
 }
 
@@ -640,6 +667,8 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       return grad_enabled() == (g.arg == 1);
     case GuardKind::NoOverlap:
       return overlap_free(g, in, nullptr);
+    case GuardKind::DefaultDTypeIs:
+      return default_dtype() == g.object;
     case GuardKind::ClosureIs: {
       if (in.closure == nullptr || g.arg >= PyTuple_GET_SIZE(in.closure)) return false;
       PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, g.arg));
@@ -675,7 +704,7 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
       PyObject** dictptr = _PyObject_GetDictPtr(v);
       if (dictptr == nullptr || *dictptr == nullptr) return true;
       PyObject* shadow = PyDict_GetItemWithError(*dictptr, g.name_obj);
-      if (shadow == nullptr) PyErr_Clear();
+      if (shadow == nullptr) clear_error();
       return shadow == nullptr;
     }
     case GuardKind::FunctionUnchanged: {
@@ -698,7 +727,7 @@ bool GuardSet::holds(const Guard& g, const CallInputs& in, jit::Bindings& b) con
         // A module's dict, read directly: no __getattr__ runs.
         v = PyDict_GetItemWithError(PyModule_GetDict(v), attr);
       }
-      if (v == nullptr) PyErr_Clear();
+      if (v == nullptr) clear_error();
       return v == g.object;
     }
   }
@@ -788,6 +817,11 @@ std::optional<std::string> GuardSet::check_verbose(const CallInputs& in) const {
         overlap_free(g, in, &why);
         return why;
       }
+      case GuardKind::DefaultDTypeIs: {
+        PyObject* now = default_dtype();
+        return "torch.get_default_dtype() is no longer " + str_of(g.object) + ": actual " +
+               (now ? str_of(now) : std::string("<unreadable>"));
+      }
       case GuardKind::TensorAttrIs:
         return "torch.Tensor." + g.name + " was replaced";
       case GuardKind::PathIs:
@@ -855,6 +889,9 @@ std::vector<std::string> GuardSet::describe() const {
         out.push_back(s);
         break;
       }
+      case GuardKind::DefaultDTypeIs:
+        out.push_back("torch.get_default_dtype() is " + str_of(g.object));
+        break;
       case GuardKind::PathIs:
         out.push_back(g.name + " is " + repr_of(g.object));
         break;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "guards/py_errors.h"
 #include "jit/symexpr.h"
 
 namespace fj::guards {
@@ -53,6 +54,9 @@ struct TorchRefs {
 TorchRefs& torch_refs();
 // torch.is_grad_enabled() now (false when it cannot be read).
 bool grad_enabled();
+// torch.get_default_dtype() now (borrowed: dtypes are immortal singletons), or
+// nullptr when it cannot be read.
+PyObject* default_dtype() noexcept;
 // torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
 PyObject* original_tensor_attr(const std::string& name);
 // torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.
@@ -122,6 +126,7 @@ enum class GuardKind : uint8_t {
   GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
   NoOverlap,    // the tensor inputs the frame updates in place share no memory with each other,
                 // with the other tensor inputs, or within themselves
+  DefaultDTypeIs,  // torch.get_default_dtype() is `object`: what creation ops and int->float promotion make
 };
 
 struct Guard {
@@ -198,6 +203,7 @@ class GuardSet {
   // The tensors (as Guard::tensors) share no memory where one of the first
   // `num_updated` is involved, and those have no internally overlapping elements.
   void add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names);
+  void add_default_dtype(PyObject* dtype);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 

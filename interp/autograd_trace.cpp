@@ -51,7 +51,7 @@ bool is_function_class(PyObject* o) {
 // cls.<name> as a plain function (a staticmethod's), or nullptr.
 PyRef class_function(PyObject* cls, const char* name) {
   PyRef f = PyRef::steal(PyObject_GetAttrString(cls, name));
-  if (!f) PyErr_Clear();
+  if (!f) guards::clear_error();
   return f && PyFunction_Check(f.get()) ? f : PyRef();
 }
 
@@ -73,7 +73,7 @@ void set_autograd_function(PyObject* function_type, PyObject* apply, PyObject* s
   Py_XSETREF(g_function_apply, Py_NewRef(apply));
   Py_XSETREF(g_setup_context, Py_NewRef(setup_context));
   PyObject* vjp = PyObject_GetAttrString(function_type, "vjp");
-  if (vjp == nullptr) PyErr_Clear();
+  if (vjp == nullptr) guards::clear_error();
   Py_XSETREF(g_vjp, vjp);
 }
 
@@ -254,7 +254,7 @@ bool Tracer::autograd_attr(const Value& owner, const std::string& name, bool met
   if (name == "apply" && !is_opaque(owner) && is_function_class(owner.obj.get())) {
     PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), "apply"));
     if (!bound || !PyMethod_Check(bound.get()) || PyMethod_GET_FUNCTION(bound.get()) != g_function_apply) {
-      PyErr_Clear();
+      guards::clear_error();
       *out = unsupported("an autograd.Function subclass that overrides apply (not supported yet)");
       return true;
     }
@@ -350,7 +350,7 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   PyRef backward = class_function(cls, "backward");
   PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
   PyRef vjp = PyRef::steal(PyObject_GetAttrString(cls, "vjp"));
-  PyErr_Clear();
+  guards::clear_error();
   if (!forward || !backward) return unsupported(name + ".forward / backward are not plain static functions");
   if (vjp.get() != g_vjp) return unsupported(name + " defines vjp (not supported yet)");
   // forward(*args) and setup_context(ctx, inputs, output), or forward(ctx, *args).
@@ -367,7 +367,7 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
     guards().add_function(backward.get());
     backward = PyRef::steal(PyObject_GetAttrString(backward.get(), "__wrapped__"));
     if (!backward || !PyFunction_Check(backward.get())) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported(name + ".backward wraps something that is not a function");
     }
   }

@@ -144,6 +144,7 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
 // A plan's result, or the frame run by CPython when the plan gave it back.
 PyObject* or_eager(PyObject* result, PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (result != nullptr || PyErr_Occurred()) return result;
+  if (guards::restore_kept_error()) return nullptr;  // interrupted: not redone in CPython
   return compat::eval_default(ts, f, throwflag);
 }
 
@@ -170,6 +171,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
         return or_eager(run_plan(entry->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
       }
     }
+    if (guards::restore_kept_error()) return nullptr;  // a guard met a KeyboardInterrupt & co
     if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
       if (!wait_for_other_trace(st)) return nullptr;
       if (st.skip) return compat::eval_default(ts, f, throwflag);
@@ -217,7 +219,8 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   }
   if (ran.ran && !entry) return ran.result;
   if (!entry) {
-    if (PyErr_Occurred()) PyErr_Clear();
+    if (guards::error_must_propagate()) return nullptr;  // KeyboardInterrupt & co (Tracer::run)
+    PyErr_Clear();
     if (st.fullgraph && t_recorder == nullptr) {
       PyErr_Format(graph_break_error(), "framejit.compile(fullgraph=True): cannot compile %U: %s (%s)",
                    code->co_qualname, why.reason.c_str(), why.location.c_str());
@@ -265,7 +268,8 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   void* extra = compat::code_extra(code, g_extra_index);  // the one check for unwatched code
   if (extra == nullptr) return eval_previous(ts, f, throwflag);
   auto* st = static_cast<CodeState*>(extra);
-  if (code == t_armed) {
+  const bool armed = code == t_armed;
+  if (armed) {
     t_armed = nullptr;
     // The hook has done its job: unless some code is watched directly (framejit.hook),
     // the frames this one calls get CPython's own evaluator back, with its inlined
@@ -277,7 +281,19 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && st->direct)) {
     return compat::eval_default(ts, f, throwflag);  // resumed generators included
   }
-  return run_frame(*st, ts, f, throwflag);
+  // explain() records the frame it armed, not the watched frames (framejit.hook) that
+  // this frame calls: those trace and cache as they always do.
+  Recorder* recorder = armed ? t_recorder : std::exchange(t_recorder, nullptr);
+  PyObject* result = run_frame(*st, ts, f, throwflag);
+  t_recorder = recorder;
+  // A KeyboardInterrupt, SystemExit or MemoryError that framejit's own code met (and
+  // set aside, guards/py_errors.h) reaches the caller, even where the frame finished.
+  if (guards::error_kept()) {
+    Py_XDECREF(result);
+    guards::restore_kept_error();
+    return nullptr;
+  }
+  return result;
 }
 
 // Runs `call` with the hook installed and `code`'s next frame armed. The hook is

@@ -20,7 +20,7 @@ namespace fj::interp {
 std::string repr_short(PyObject* o) {
   PyObject* r = PyObject_Repr(o);
   if (r == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return "<?>";
   }
   std::string s = PyUnicode_AsUTF8(r);
@@ -87,6 +87,15 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
 Status Tracer::bind_arguments() {
   PyCodeObject* code = cur_.co;
   if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
+  // The graph takes float32 as torch's default dtype (creation ops, int / int, int
+  // tensors with Python floats): another default is not traced, and every entry
+  // checks that it still holds.
+  PyObject* dflt = guards::default_dtype();
+  if (dflt != guards::torch_refs().float32) {
+    return unsupported("torch.get_default_dtype() is " + (dflt ? repr_short(dflt) : std::string("unreadable")) +
+                       " (framejit traces under float32 only)");
+  }
+  entry_->guards.add_default_dtype(dflt);
   cur_.fs->locals.resize(static_cast<size_t>(code->co_nlocalsplus));
   // Free variables: the closure's cells, read now (COPY_FREE_VARS has not run yet)
   // and guarded. Cell variables stay plain locals: no closure is ever created.
@@ -148,7 +157,7 @@ Status Tracer::bind_arguments() {
         PyObject* t = PySequence_Fast_GET_ITEM(a, k);
         guards::TensorMeta meta;
         if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(refs.tensor_type) || !guards::read_tensor_meta(t, &meta, nullptr)) {
-          PyErr_Clear();
+          guards::clear_error();
           items.clear();
           break;
         }
@@ -181,11 +190,16 @@ Status Tracer::bind_arguments() {
   return ok();
 }
 
+// Why a trace stops when a KeyboardInterrupt (SystemExit, MemoryError) was set aside
+// by guards::clear_error(): the error is given back to the caller, not a fallback.
+constexpr const char* kInterrupted = "interrupted (KeyboardInterrupt, SystemExit or MemoryError while tracing)";
+
 // Runs the current frame until its RETURN_VALUE.
 Status Tracer::execute(Value* result) {
   while (true) {
     if (cur_.fs->pc >= cur_.code->instructions.size()) return unsupported("ran past the end of the bytecode");
     if (++steps_ > kMaxSteps) return unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
+    if (guards::error_kept()) return unsupported(kInterrupted);
     last_ins_ = &cur_.code->instructions[cur_.fs->pc];
     last_co_ = cur_.co;
     // After an opaque call, a root instruction that cannot be traced runs in CPython
@@ -210,6 +224,7 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
   if (!s) s = execute(&ret);
   if (!s) s = finish(ret);
   if (!s) s = compile();
+  if (!s && guards::error_kept()) s = unsupported(kInterrupted);
   const bool has_steps = !entry_->plan.steps.empty();
   if (!s && has_steps) s = flush_block_guards();
   if (!s && has_steps) run_final();  // the steps so far ran while tracing: run the rest
@@ -218,6 +233,10 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
   if (s) {
     why->reason = s->reason;
     why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
+    if (guards::restore_kept_error()) {  // KeyboardInterrupt, SystemExit, MemoryError: the caller's
+      ran_ = committed_ || call_raised_;
+      return nullptr;
+    }
     if (committed_ || call_raised_) {  // side effects happened: the call cannot start over
       ran_ = true;
       if (!call_raised_ && !PyErr_Occurred()) {
@@ -226,7 +245,7 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
       }
       return nullptr;
     }
-    if (PyErr_Occurred()) PyErr_Clear();
+    guards::clear_error();
     return nullptr;
   }
   return std::move(entry_);
@@ -474,6 +493,11 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
   }
   if (Status s = check_assumptions()) return s;
+  // An opaque call of the plan may have changed torch's default dtype since the entry.
+  if (guards::default_dtype() != guards::torch_refs().float32) {
+    return unsupported("torch.get_default_dtype() changed during the trace (framejit traces under float32 only)");
+  }
+  guards().add_default_dtype(guards::torch_refs().float32);
   std::string error;
   jit::CpuBackend* backend = cpu_backend(&error);
   if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);

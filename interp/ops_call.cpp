@@ -104,7 +104,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (callable.kind == ValueKind::Const && args.empty() && !kw_names && is_grad_mode_class(callable.obj.get())) {
     PyObject* mgr = PyObject_CallNoArgs(callable.obj.get());  // torch.no_grad(): no side effect
     if (mgr == nullptr) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported("creating " + describe(callable) + " raised");
     }
     push(Value::constant(PyRef::steal(mgr)));
@@ -118,7 +118,7 @@ Status Tracer::op_call(const Instruction& ins) {
     // float("-inf"), int(2.5): plain conversions of constants, folded.
     PyObject* r = PyObject_CallOneArg(callable.obj.get(), args[0].obj.get());
     if (r == nullptr) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported("a constant conversion raised (CPython raises)");
     }
     push(Value::constant(PyRef::steal(r)));
@@ -204,7 +204,7 @@ bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, St
   if (self == nullptr || !PyModule_Check(self)) return false;
   const char* module = PyModule_GetName(self);
   if (module == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return false;
   }
   if (std::string_view(module) != "math") return false;
@@ -231,7 +231,7 @@ bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, St
   }
   PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
   if (r == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     *out = unsupported("math function raised (eager raises it)");
     return true;
   }
@@ -266,7 +266,7 @@ Status Tracer::call_range(const std::vector<Value>& args) {
   }
   PyObject* r = PyObject_Call(reinterpret_cast<PyObject*>(&PyRange_Type), tuple, nullptr);
   if (r == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return unsupported("range() raised (CPython raises)");
   }
   push(Value::constant(PyRef::steal(r)));
@@ -293,7 +293,7 @@ PyObject* Tracer::module_forward(const Value& m) {
     if (d == nullptr || !PyDict_Check(d)) return nullptr;
     hooks.push_back(d);
   }
-  PyErr_Clear();
+  guards::clear_error();
   for (PyObject* d : hooks) {
     if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != 0) return nullptr;
   }
@@ -319,7 +319,7 @@ PyObject* builtin_named(const char* name) {
 const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
   CodeState* cs = code_state(co, true);
   if (cs == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     *error = "cannot attach framejit state to the code object";
     return nullptr;
   }

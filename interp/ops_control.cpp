@@ -49,7 +49,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
       !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
     Py_ssize_t start, stop, step, n;
     if (PySlice_GetIndicesEx(index.obj.get(), static_cast<Py_ssize_t>(seq.items.size()), &start, &stop, &step, &n) < 0) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported("a bad slice (CPython raises)");
     }
     std::vector<Value> items;
@@ -154,7 +154,7 @@ Status Tracer::op_get_iter(const Instruction&) {
     PyObject* o = seq.obj.get();
     const Py_ssize_t n = PyObject_Length(o);
     if (n < 0 || static_cast<size_t>(n) > kMaxUnroll) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
     }
     for (Py_ssize_t i = 0; i < n; ++i) {
@@ -294,7 +294,7 @@ Status Tracer::op_build_map(const Instruction& ins) {
     }
     size_t j = 0;  // a repeated key keeps its first position and takes the last value
     while (j < dict.items.size() && PyObject_RichCompareBool(dict.items[j].obj.get(), k.obj.get(), Py_EQ) != 1) j += 2;
-    PyErr_Clear();
+    guards::clear_error();
     if (j < dict.items.size()) {
       dict.items[j + 1] = std::move(values[i]);
     } else {

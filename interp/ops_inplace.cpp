@@ -381,7 +381,7 @@ Status Tracer::op_store_attr(const Instruction& ins) {
     PyObject* fn = cls ? PyObject_GetAttrString(cls, "__setattr__") : nullptr;  // kept for the process
     Py_XDECREF(cls);
     Py_XDECREF(mod);
-    PyErr_Clear();
+    guards::clear_error();
     return fn;
   }();
   PyObject* obj = owner.obj.get();

@@ -128,7 +128,7 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
     PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
     refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
     Py_XDECREF(mod);
-    PyErr_Clear();
+    guards::clear_error();
   }
   // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
   if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
@@ -237,7 +237,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
     PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
     PyObject** dictptr = _PyObject_GetDictPtr(obj);
     const bool shadowed = dictptr && *dictptr && PyDict_GetItemWithError(*dictptr, key.get()) != nullptr;
-    PyErr_Clear();
+    guards::clear_error();
     guards::PathRoot root;
     PyRef holder;
     if (fn != nullptr && PyFunction_Check(fn) && !shadowed && guards::generic_getattribute(Py_TYPE(obj)) &&

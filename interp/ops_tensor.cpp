@@ -21,10 +21,11 @@ void Tracer::sync_scalar_inputs() {
   const auto& exprs = graph_.scalar_input_exprs();
   for (; synced_scalars_ < graph_.size(); ++synced_scalars_) {
     const jit::Node& n = graph_.node(static_cast<NodeId>(synced_scalars_));
-    if (n.op != jit::Op::ScalarInput || static_cast<size_t>(n.index) < entry_->plan.scalar_inputs.size()) continue;
-    FJ_CHECK(static_cast<size_t>(n.index) == entry_->plan.scalar_inputs.size() && !exprs[static_cast<size_t>(n.index)].is_null(),
+    // The plan being built (a branch outcome's after a branch), not always the entry's.
+    if (n.op != jit::Op::ScalarInput || static_cast<size_t>(n.index) < plan_->scalar_inputs.size()) continue;
+    FJ_CHECK(static_cast<size_t>(n.index) == plan_->scalar_inputs.size() && !exprs[static_cast<size_t>(n.index)].is_null(),
              "a graph scalar input without its expression");
-    entry_->plan.scalar_inputs.push_back(exprs[static_cast<size_t>(n.index)]);
+    plan_->scalar_inputs.push_back(exprs[static_cast<size_t>(n.index)]);
     scalar_nodes_.push_back(static_cast<NodeId>(synced_scalars_));
   }
 }
@@ -417,7 +418,7 @@ bool device_ok(PyObject* o) {
   if (PyUnicode_Check(o)) return std::string(PyUnicode_AsUTF8(o)) == "cpu";
   PyObject* type = PyObject_GetAttrString(o, "type");
   if (type == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return false;
   }
   const bool cpu = PyUnicode_Check(type) && std::string(PyUnicode_AsUTF8(type)) == "cpu" &&
@@ -426,7 +427,7 @@ bool device_ok(PyObject* o) {
   PyObject* index = cpu ? PyObject_GetAttrString(o, "index") : nullptr;
   const bool no_index = index == Py_None;
   Py_XDECREF(index);
-  PyErr_Clear();
+  guards::clear_error();
   return cpu && no_index;
 }
 

@@ -119,7 +119,7 @@ Expected<jit::NodeId> Tracer::operand(const Value& v) {
       int overflow = 0;
       const long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
       if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
+        guards::clear_error();
         return Error{"a Python int beyond int64 as a tensor operand"};
       }
       return graph_.scalar_int(i);
@@ -203,7 +203,7 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
       PyObject* o = nullptr;
       PyRef d = PyRef::steal(default_object(op.defaults[i]));
       if (!is_const(*bound[i], &o) || !is_foldable(o) || PyObject_RichCompareBool(o, d.get(), Py_EQ) != 1) {
-        if (PyErr_Occurred()) PyErr_Clear();
+        guards::clear_error();
         return unsupported(what + " with " + op.params[i] + "=" + describe(*bound[i]) + " (not supported)");
       }
     }
@@ -287,7 +287,7 @@ Status Tracer::fold_binary(int nb_op, const Value& lhs, const Value& rhs) {
   }
   PyObject* r = binary_number_op(nb_op, lhs.obj.get(), rhs.obj.get());
   if (r == nullptr) {
-    PyErr_Clear();
+    guards::clear_error();
     return unsupported("constant operator raised (CPython will raise it)");
   }
   push(Value::constant(PyRef::steal(r)));

@@ -143,6 +143,11 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       return push_view(r, what, x);
     }
     case T::Permute: {
+      // torch.permute(x, dims) takes a sequence (only the method packs loose ints).
+      if (op.varargs < 0 && (a[1].kind == ValueKind::Sym ||
+                             (a[1].kind == ValueKind::Const && a[1].obj && PyLong_Check(a[1].obj.get())))) {
+        return unsupported(what + " with an int for dims (eager raises: dims must be a tuple)");
+      }
       std::vector<int64_t> dims;
       bool none;
       if (Status s = dims_arg(a[1], what + " dims", &dims, &none)) return s;

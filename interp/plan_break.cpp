@@ -257,7 +257,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
     step.deopt = after_call_;  // a kernel's index error: CPython redoes this segment's work
     const DeoptState* deopt = nullptr;
     if (!run_step(step, *run_, &deopt)) {
-      PyErr_Clear();
+      guards::clear_error();
       if (deopt != nullptr) resume_at_ = step.deopt;
       return unsupported("running a graph segment failed (eager raises)");
     }
@@ -268,7 +268,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
     const int reg = out_regs[first_item + k];
     PyRef number = PyRef::steal(PyObject_CallMethod(run_->regs[static_cast<size_t>(reg)].get(), "item", nullptr));
     if (!number) {
-      PyErr_Clear();
+      guards::clear_error();
       return unsupported("reading a number from a tensor failed");
     }
     Value o = Value::constant(std::move(number));
@@ -284,6 +284,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   placeholder_slot_.clear();
   scalar_nodes_.clear();
   plan_->scalar_inputs.clear();
+  synced_scalars_ = 0;  // the new graph's nodes are numbered from 0
   std::unordered_map<jit::NodeId, jit::NodeId> remap;
   size_t next_out = 0;
   for (jit::NodeId n : live) {
@@ -368,7 +369,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
     step.check.obj = PyRef::borrow(r);
     result = Value::constant(PyRef::borrow(r));
   } else {
-    PyErr_Clear();
+    guards::clear_error();
     result = Value::constant(PyRef::borrow(r));
     result.opaque = true;  // only passed on, returned, or raised
     result.reg = step.result_reg;
@@ -432,7 +433,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   PyRef obj = PyRef::steal(build_value(step.cond, *run_, {}, memo));
   const int truth = obj ? PyObject_IsTrue(obj.get()) : -1;
   if (truth < 0) {
-    PyErr_Clear();
+    guards::clear_error();
     return unsupported("the truth value of a tensor raised");
   }
   auto rp = std::make_shared<ResumePoint>();
@@ -453,6 +454,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   if (Status s = save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt)) return s;
   step.branch = targets;
   auto next = std::make_shared<Plan>();
+  next->scalar_inputs = plan_->scalar_inputs;  // the graph being built goes on in the outcome's plan
   targets->next[truth] = next;
   plan_->steps.push_back(std::move(step));
   plan_ = next.get();
@@ -464,6 +466,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
 // After an opaque call the frame cannot start over in CPython: it resumes there, at
 // the root instruction that could not be traced, with the state from before it.
 bool Tracer::end_with_deopt(const Status& why) {
+  if (guards::error_kept()) return false;  // an interrupt: the frame stops here, as in eager
   if (resume_at_ && committed_) {  // a segment failed: CPython redoes it from the last call on
     ran_ = true;
     result_ = PyRef::steal(resume_in_cpython(*resume_at_, *run_));

@@ -33,14 +33,14 @@ bool result_matches(const ResultCheck& c, PyObject* r) {
     case ResultCheck::Kind::Equals: {
       if (Py_TYPE(r) != Py_TYPE(c.obj.get())) return false;
       const int eq = PyObject_RichCompareBool(r, c.obj.get(), Py_EQ);  // numbers, str: no user code
-      if (eq < 0) PyErr_Clear();
+      if (eq < 0) guards::clear_error();
       return eq == 1;
     }
     case ResultCheck::Kind::Tensor: {
       if (Py_TYPE(r) != reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) return false;
       guards::TensorMeta m;
       if (!guards::read_tensor_meta(r, &m, nullptr)) {
-        PyErr_Clear();
+        guards::clear_error();
         return false;
       }
       if (m.dtype != c.meta.dtype || m.is_cpu != c.meta.is_cpu || m.requires_grad != c.meta.requires_grad ||

@@ -37,7 +37,7 @@ std::string describe_value(const PlanValue& v) {
       PyObject* r = PyObject_Repr(v.obj.get());
       std::string s = r ? PyUnicode_AsUTF8(r) : "<?>";
       Py_XDECREF(r);
-      PyErr_Clear();
+      guards::clear_error();
       return "constant " + s;
     }
     case PlanValue::Kind::Tuple:

@@ -320,6 +320,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     const size_t batch_rank = rank - 2;
     int64_t batches = 1;
     for (size_t j = 0; j < batch_rank; ++j) batches *= out_sizes[j];
+    if (batches == 0) return;  // an empty batch: no product to compute (and no buffer to write)
     // The product of batch item `t`'s rows [r0, r1) and columns [c0, c1).
     auto product = [&](int64_t t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
       int64_t coff = 0, aoff = 0, boff = 0;
@@ -346,9 +347,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     // smaller one is the one replicated), each at least kMinGemmFlops of work, at
     // most two per thread.
     const int64_t flops = batches * m * ncols * k;
-    static const int64_t kMinGemmFlopsT = getenv("FJ_GEMM_MIN") ? atoll(getenv("FJ_GEMM_MIN")) : kMinGemmFlops;
-    static const int64_t kPer = getenv("FJ_GEMM_PER") ? atoll(getenv("FJ_GEMM_PER")) : 2;
-    const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlopsT, 1, static_cast<int64_t>(num_threads_) * kPer);
+    const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlops, 1, static_cast<int64_t>(num_threads_) * 2);
     if (want <= 1 || batches >= want) {
       const int64_t tasks = want <= 1 ? 1 : batches;
       ThreadPool::instance().parallel_for(static_cast<size_t>(tasks), [&](size_t t) {
@@ -579,7 +578,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  if (!getenv("FJ_BLAS_MT")) blas_single_threaded();
+  blas_single_threaded();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return llvm_error("detecting the host CPU", jtmb.takeError());
   // Eager semantics: no FP contraction (x*y+1 stays two roundings).

@@ -138,7 +138,8 @@ Expected<SymExpr> Graph::reduced_count(NodeId x, std::vector<int64_t>* dims) con
     auto n = norm_dim(x, d);
     if (!n) return n.take_error();
     d = *n;
-    count = mul(count, sizes[static_cast<size_t>(d)]);
+    // A 0-d tensor takes dim 0 (or -1) as its one element.
+    if (static_cast<size_t>(d) < sizes.size()) count = mul(count, sizes[static_cast<size_t>(d)]);
   }
   return count;
 }

@@ -442,11 +442,11 @@ class ElementEmitter {
   }
 
   // The exponents that eager PyTorch special-cases, then pow. A runtime exponent
-  // (ScalarInput) always takes pow: the special cases need a constant.
+  // (ScalarInput, or a number read from a tensor) always takes pow: the special cases
+  // need a constant.
   Value* emit_pow(const Node& n, Value* x, Value* exponent) {
     const Node& e = g_.node(n.inputs[1]);
-    if (e.op == Op::ScalarInput) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
-    FJ_CHECK(e.op == Op::Scalar, "pow exponent must be a Scalar or ScalarInput node");
+    if (e.op != Op::Scalar) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
     llvm::Type* ty = x->getType();
     const double p = e.scalar;
     if (p == 2) return b_.CreateFMul(x, x);

@@ -127,7 +127,11 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
       step = static_cast<int>(s.steps.size());
       s.steps.push_back(Step{Step::Kind::Matmul, st.node});
     } else {
-      const bool copy = view_copies.count(st.node) != 0;
+      // A view copy may be skipped at run time (the matmul reads the input in place):
+      // a graph output must be written whatever happens, so it gets a plain kernel.
+      const bool output = st.buffer >= static_cast<int32_t>(s.num_inputs) &&
+                          st.buffer < static_cast<int32_t>(s.num_inputs + s.num_outputs);
+      const bool copy = !output && view_copies.count(st.node) != 0;
       const int after = op_family(node.op) == Family::Extern ? producer[static_cast<size_t>(st.node)]
                                                              : latest_dep(st.node);
       for (size_t k = static_cast<size_t>(after + 1); !copy && k < s.steps.size(); ++k) {

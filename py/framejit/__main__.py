@@ -1,10 +1,14 @@
 """python -m framejit run script.py [args...] [--modules a,b] [--report]
+python -m framejit run [--modules a,b] [--report] -m module [args...]
 python -m framejit trace-view DIR
 
-Runs a script as __main__ with its functions, and those of the listed modules,
-watched by framejit. --report prints a table at exit (to stderr, so that the
+Runs a script (or, with -m, a module, as `python -m` does) as __main__ with its
+functions, and those of the listed modules, watched by framejit. A module name in
+--modules covers its submodules; a name with * ? or [ is a pattern (fnmatch) of full
+module names (`test_*`). --report prints a table at exit (to stderr, so that the
 script's own output is unchanged). Options for framejit come before the script or
-right after it; use -- to pass an option of the same name to the script."""
+right after it (before -m module: everything after the module is its own); use -- to
+pass an option of the same name to the script."""
 
 import atexit
 import os
@@ -13,6 +17,8 @@ import types
 
 
 def _split_args(argv):
+    """(modules, report, module_mode, rest): rest is the script (or, with -m, the
+    module name) and its arguments."""
     modules, report, rest = [], False, []
     i = 0
     script_seen = False
@@ -21,6 +27,8 @@ def _split_args(argv):
         if a == "--" and script_seen:
             rest.extend(argv[i + 1:])
             break
+        if a == "-m" and not script_seen:
+            return modules, report, True, argv[i + 1:]
         if a == "--report":
             report = True
         elif a == "--modules" and i + 1 < len(argv):
@@ -32,7 +40,7 @@ def _split_args(argv):
             script_seen = True
             rest.append(a)
         i += 1
-    return modules, report, rest
+    return modules, report, False, rest
 
 
 def report_rows():
@@ -57,29 +65,50 @@ def format_report(rows):
     return "\n".join(lines)
 
 
+def _main_module_code(name):
+    """The spec and code object that `python -m name` runs (a package's __main__)."""
+    import importlib.util
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        raise ImportError(f"No module named {name}")
+    if spec.submodule_search_locations is not None:
+        return _main_module_code(name + ".__main__")
+    get_code = getattr(spec.loader, "get_code", None)
+    code = get_code(spec.name) if get_code else None
+    if code is None:
+        raise ImportError(f"cannot run {name} as a module: no code object")
+    return spec, code
+
+
 def run(argv):
-    modules, report, rest = _split_args(argv)
+    modules, report, module_mode, rest = _split_args(argv)
     if not rest:
         print(__doc__, file=sys.stderr)
         return 2
-    script, script_args = rest[0], rest[1:]
+    target, target_args = rest[0], rest[1:]
     import framejit
     from framejit import hooks
 
     if modules:
         framejit.hook(modules)
-    with open(script, "rb") as fh:
-        source = fh.read()
-    code = compile(source, script, "exec")
+    main = types.ModuleType("__main__")
+    if module_mode:
+        spec, code = _main_module_code(target)
+        main.__spec__, main.__loader__, main.__package__ = spec, spec.loader, spec.parent
+        path = spec.origin
+        # sys.path[0] is already the working folder, as under `python -m`.
+    else:
+        path = target
+        with open(target, "rb") as fh:
+            code = compile(fh.read(), target, "exec")
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     hooks.watch_code_tree(code)
     if report:
         atexit.register(lambda: print(format_report(report_rows()), file=sys.stderr))
-    main = types.ModuleType("__main__")
-    main.__file__ = script
+    main.__file__ = path
     main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
-    sys.argv = [script] + script_args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    sys.argv = [path] + target_args
     exec(code, main.__dict__)
     return 0
 
@@ -110,6 +139,7 @@ def trace_view(directory):
 
 
 USAGE = "usage: python -m framejit run script.py [args...] [--modules a,b] [--report]\n" \
+        "       python -m framejit run [--modules a,b] [--report] -m module [args...]\n" \
         "       python -m framejit trace-view DIR"
 
 

@@ -2,6 +2,7 @@
 the modules are imported, and called as they are, with no wrapper. A meta-path
 finder wraps the modules' loaders; never sys.setprofile or sys.settrace."""
 
+import fnmatch
 import importlib.abc
 import importlib.machinery
 import inspect
@@ -52,12 +53,18 @@ class _WatchingLoader(importlib.abc.Loader):
         return getattr(self._inner, name)
 
 
+def _is_pattern(name):
+    return any(c in name for c in "*?[")
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, prefixes):
-        self.prefixes = tuple(prefixes)
+    def __init__(self, names):
+        self.prefixes = tuple(n for n in names if not _is_pattern(n))
+        self.patterns = tuple(n for n in names if _is_pattern(n))
 
     def _wanted(self, name):
-        return any(name == p or name.startswith(p + ".") for p in self.prefixes)
+        return any(name == p or name.startswith(p + ".") for p in self.prefixes) or \
+            any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
 
     def find_spec(self, name, path=None, target=None):
         if not self._wanted(name):
@@ -71,7 +78,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def hook(modules):
     """Watches the functions of the modules named in `modules` (and their
-    submodules) that are imported from now on."""
+    submodules) that are imported from now on. A name with * ? or [ is a pattern
+    (fnmatch) that full module names must match: "test_*"."""
     global _finder
     if isinstance(modules, str):
         modules = [modules]

@@ -212,12 +212,18 @@ class Generator:
     def fill(self, spec: OpSpec, depth):
         args = [self.arg(k, depth) for k in spec.args]
         extra = {}
-        if "{d}" in spec.template:
-            rank = 1
+        if any(p in spec.template for p in ("{d}", "{d2}", "{u}", "{perm}")):
+            r = self.rng
             first = self.run(f"__r = ({args[0]}).dim()", self.env)
-            if isinstance(first, dict):
-                rank = max(first["__r"], 1)
-            extra["d"] = self.rng.randrange(-rank, rank)
+            true_rank = first["__r"] if isinstance(first, dict) else 1
+            rank = max(true_rank, 1)  # a 0-d tensor takes dim 0 and -1
+            extra["d"] = r.randrange(-rank, rank)
+            others = [d for d in range(-rank, rank) if d % rank != extra["d"] % rank]
+            extra["d2"] = r.choice(others) if others else extra["d"]
+            extra["u"] = r.randrange(-true_rank - 1, true_rank + 1)
+            perm = list(range(true_rank))
+            r.shuffle(perm)
+            extra["perm"] = ", ".join(str(p - true_rank if r.random() < 0.2 else p) for p in perm)
         if "{k}" in spec.template:
             extra["k"] = self.rng.choice([1, 2, 3])
         return spec.template.format(*args, **extra)

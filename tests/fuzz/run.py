@@ -3,10 +3,14 @@
 Generates programs (seed S, indices 0..N-1), checks each eagerly and compiled, shrinks
 failures and writes them to DIR as standalone pytest files. Before each program its
 source goes to DIR/last_program.py, so a crash of the process leaves a reproducer
-(regenerate it with --seed S --start I --count 1).
+(regenerate it with --seed S --start I --count 1). The programs run in a child
+process: when it crashes (a segfault, an abort), the crash is counted as a failure,
+its program is kept as DIR/crash_S_I.py, and a new child goes on with the next one.
 Exit status 1 when something failed."""
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -45,6 +49,14 @@ def fuzz(count, seed, out=None, families=None, log=print, start=0, crash_file=No
     return failures
 
 
+def child(args, fams):
+    """Runs the programs in this process; the last line says how many failed."""
+    failures = fuzz(args.count, args.seed, args.out, fams, start=args.start,
+                    log=lambda *a: print(*a, flush=True), crash_file=os.path.join(args.out, "last_program.py"))
+    print(f"CHILD-DONE {len(failures)}", flush=True)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=1000)
@@ -52,15 +64,44 @@ def main(argv=None):
     ap.add_argument("--start", type=int, default=0, help="first program index")
     ap.add_argument("--out", default=os.path.join(HERE, "failures"))
     ap.add_argument("--families", default=None, help="comma-separated op families (tests/fuzz/ops.py)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     fams = args.families.split(",") if args.families else None
-    t = time.time()
-    print(f"framejit fuzz: seed {args.seed}, programs {args.start}..{args.start + args.count - 1}")
     os.makedirs(args.out, exist_ok=True)
-    failures = fuzz(args.count, args.seed, args.out, fams, start=args.start,
-                    crash_file=os.path.join(args.out, "last_program.py"))
-    print(f"{args.count} programs in {time.time() - t:.1f} s, {len(failures)} failing")
-    return 1 if failures else 0
+    if args.child:
+        return child(args, fams)
+    t = time.time()
+    end = args.start + args.count
+    print(f"framejit fuzz: seed {args.seed}, programs {args.start}..{end - 1}", flush=True)
+    wrong, crashes, start = 0, [], args.start
+    crash_file = os.path.join(args.out, "last_program.py")
+    while start < end:
+        cmd = [sys.executable] + (["-S"] if sys.flags.no_site else []) + [
+            os.path.abspath(__file__), "--child", "--seed", str(args.seed), "--start", str(start),
+            "--count", str(end - start), "--out", args.out] + (["--families", args.families] if fams else [])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        done = None
+        for line in proc.stdout:
+            if line.startswith("CHILD-DONE "):
+                done = int(line.split()[1])
+            else:
+                wrong += line.startswith("FAIL seed ")
+                print(line, end="", flush=True)
+        rc = proc.wait()
+        if done is not None and rc == 0:
+            break
+        # The child died: the program it had started is the crash.
+        with open(crash_file) as fh:
+            head = fh.readline()
+        index = int(head.split("program ")[1].split()[0])
+        kept = os.path.join(args.out, f"crash_{args.seed}_{index}.py")
+        shutil.copy(crash_file, kept)
+        crashes.append(index)
+        print(f"CRASH seed {args.seed} program {index}: the process died (status {rc}) -> {kept}", flush=True)
+        start = index + 1
+    print(f"{args.count} programs in {time.time() - t:.1f} s, {wrong} failing, {len(crashes)} crashing"
+          + (f" (programs {crashes})" if crashes else ""), flush=True)
+    return 1 if wrong or crashes else 0
 
 
 if __name__ == "__main__":

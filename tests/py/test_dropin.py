@@ -113,3 +113,39 @@ def test_trace_dumps_and_trace_view(tmp_path):
     view = run(["-m", "framejit", "trace-view", str(dump)], tmp_path)
     assert view.returncode == 0, view.stderr
     assert f"{len(traces)} traces" in view.stdout and "compiled step" in view.stdout
+
+
+def test_cli_runs_a_module_with_pattern_modules_watched(tmp_path):
+    # python -m framejit run [--modules ...] -m module args: the module runs as
+    # __main__ (a package's __main__), its functions watched, and modules matched by a
+    # pattern watched as they are imported.
+    write_project(tmp_path)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "__main__.py").write_text(textwrap.dedent('''
+        import sys
+        import torch
+        import mylib
+
+        def twice(x):
+            return x * 2 + 1
+
+        out = [twice(torch.full((3,), float(i))).sum().item() for i in range(4)]
+        print("args", sys.argv[1:], "out", out, "name", __name__)
+        w = torch.ones(4)
+        for lr in (0.1, 0.2, 0.3):
+            w = mylib.step(w, torch.ones(4), lr)
+        print("w", [round(v, 5) for v in w.tolist()])
+        if "framejit" in sys.modules:
+            import framejit
+            print("twice", framejit.stats(twice)["compiles"], framejit.stats(twice)["cache_hits"])
+            print("step", framejit.stats(mylib.step)["compiles"], framejit.stats(mylib.step)["cache_hits"])
+    '''))
+    plain = run(["-m", "app", "--flag", "v"], tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    jit = run(["-m", "framejit", "run", "--modules", "my*", "-m", "app", "--flag", "v"], tmp_path)
+    assert jit.returncode == 0, jit.stderr
+    assert jit.stdout.startswith(plain.stdout)
+    assert "args ['--flag', 'v']" in jit.stdout and "name __main__" in jit.stdout
+    assert jit.stdout[len(plain.stdout):] == "twice 1 3\nstep 1 2\n"

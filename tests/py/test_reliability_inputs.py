@@ -1,7 +1,8 @@
 """Reliability: bad input. Wrong argument counts, unexpected types, ints beyond int64,
-NaN and inf, empty tensors, aliasing and overlapping tensors, and KeyboardInterrupt
-inside a compiled frame: each call gives eager's result or eager's exception (type
-and message), and framejit keeps working afterwards."""
+NaN and inf, empty tensors, aliasing and overlapping tensors, torch's default dtype,
+and KeyboardInterrupt inside a compiled frame: each call gives eager's result or
+eager's exception (type and message), and framejit keeps working afterwards."""
+import _thread
 import enum
 import math
 import signal
@@ -202,6 +203,60 @@ def test_mismatched_shapes_and_dtypes():
     still_usable()
 
 
+def test_default_dtype_is_guarded():
+    # torch.ones(n), int / int and int tensors with Python floats all make torch's
+    # default dtype: a trace made under float32 must not answer for float64.
+    def f(x, n, a):
+        return torch.ones(n) + x.sum(), x / 2, x * a, torch.arange(n) * 0.5
+
+    x = torch.arange(6).reshape(2, 3)
+    check(f, calls((x, 3, 1.5), (x, 4, 2.5)))
+    assert framejit.stats(f)["compiles"] == 1
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        # (One call: two identical fallbacks in a row would skip f from then on.)
+        check(f, calls((x, 5, 0.5)))
+        assert f(x, 3, 1.5)[0].dtype == torch.float64  # what the compiled call was compared with
+        e = framejit.explain(f, x, 3, 1.5)
+        assert e.graph_count == 0 and any("get_default_dtype() is torch.float64" in b.reason for b in e.graph_breaks)
+    finally:
+        torch.set_default_dtype(old)
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 2, s  # the call and explain's trace
+    hits = s["cache_hits"]
+    check(f, calls((x, 7, 3.5)))  # float32 again: the first entry serves it
+    assert framejit.stats(f)["cache_hits"] == hits + 1
+    assert "torch.get_default_dtype() is torch.float32" in framejit.explain(f, x, 3, 1.5).guards
+    still_usable()
+
+
+def test_default_dtype_changed_by_a_call_inside_the_frame():
+    # An opaque call in the middle of the frame switches the default: what follows it
+    # must use float64 as eager does, on the first call and on cache hits.
+    def switch(d):
+        torch.set_default_dtype(d)
+
+    def f(x, d):
+        y = x + 1
+        switch(d)
+        return y, torch.ones(3) * 2, x / 2
+
+    x = torch.arange(3)
+    old = torch.get_default_dtype()
+    try:
+        cf = framejit.compile(f)
+        for d in (torch.float32, torch.float64, torch.float32, torch.float64):
+            torch.set_default_dtype(old)
+            want = f(x, d)
+            torch.set_default_dtype(old)
+            assert_same(cf(x, d), want)
+            assert torch.get_default_dtype() == d
+    finally:
+        torch.set_default_dtype(old)
+    still_usable()
+
+
 # ---- KeyboardInterrupt ----
 
 def test_keyboard_interrupt_from_a_callee():
@@ -249,6 +304,60 @@ def alarm():
     yield armed, lambda seconds, interval=0.0: signal.setitimer(signal.ITIMER_REAL, seconds, interval)
     signal.setitimer(signal.ITIMER_REAL, 0)
     signal.signal(signal.SIGALRM, old)
+
+
+def test_keyboard_interrupt_while_tracing_a_constant_fold(alarm):
+    # A big constant power is folded by the tracer (CPython's long arithmetic checks
+    # for signals while it works): the KeyboardInterrupt of a signal that arrives
+    # then reaches the caller, as in eager, and is not taken for "cannot fold this,
+    # run the frame in CPython" (which would swallow Ctrl-C and redo the work).
+    def f(x):
+        return x * ((7 ** 2_000_000) % 10)
+
+    _, alarm = alarm
+    x = torch.arange(4.0)
+    alarm(0.02)
+    with pytest.raises(KeyboardInterrupt, match="alarm"):
+        f(x)
+    cf = framejit.compile(f)
+    alarm(0.02)
+    with pytest.raises(KeyboardInterrupt, match="alarm"):
+        cf(x)
+    s = framejit.stats(f)
+    assert s["compiles"] == 0 and s["fallbacks"] == 0, s
+    assert_same(cf(x), f(x))  # the next call traces, compiles and is right
+    assert_same(cf(x + 1), f(x + 1))
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["cache_hits"] == 1 and s["fallbacks"] == 0, s
+    still_usable()
+
+
+def test_keyboard_interrupt_from_interrupt_main_inside_a_traced_helper():
+    # _thread.interrupt_main() in a helper that the trace inlines: the KeyboardInterrupt
+    # reaches the caller of the compiled function (eager raises it too), and the next
+    # calls trace and run correctly.
+    def helper(x, stop):
+        if stop:
+            _thread.interrupt_main()
+        return x + 1
+
+    def f(x, stop):
+        y = helper(x, stop)
+        return y * 2, y.sum()
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    x = torch.arange(5.0)
+    with pytest.raises(KeyboardInterrupt):
+        f(x, True)
+    cf = framejit.compile(f)
+    for stop in (True, False, True, False, False):
+        if stop:
+            with pytest.raises(KeyboardInterrupt):
+                cf(x, stop)
+        else:
+            assert_same(cf(x, stop), f(x, stop))
+    assert framejit.stats(f)["cache_hits"] >= 1
+    still_usable()
 
 
 def test_keyboard_interrupt_from_a_signal_during_cache_hits(alarm):
