@@ -227,4 +227,7 @@ class GuardSet {
   int num_path_tensors_ = 0;
 };
 
+// The object a path guard reads now (borrowed), or nullptr when the path is broken.
+PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept;
+
 }  // namespace fj::guards

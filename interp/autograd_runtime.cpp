@@ -29,15 +29,6 @@ struct JointCall {
 
 PyTypeObject* joint_call_type();
 
-void* data_ptr(PyObject* tensor) {
-  static PyObject* name = PyUnicode_InternFromString("data_ptr");
-  PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
-  if (p == nullptr) return nullptr;
-  void* out = PyLong_AsVoidPtr(p);
-  Py_DECREF(p);
-  return out;
-}
-
 // Buffers of one graph run: the outputs allocated with torch, their sizes kept alive.
 struct Outputs {
   std::vector<PyRef> tensors;

@@ -199,6 +199,10 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
                const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
                std::vector<PyRef>* outs);
+// A tensor's data pointer (tensor.data_ptr()); nullptr with a Python error set when it
+// cannot be read (a real null pointer, of an empty tensor, leaves no error).
+void* data_ptr(PyObject* tensor);
+
 // interp/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
 // Function so that its outputs carry the compiled backward (same contract as run_plan).
 PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<double>& scalars);

@@ -14,15 +14,6 @@ namespace {
 // the CPU backend splits a loop across threads, where a run takes tens of microseconds.
 constexpr int64_t kReleaseGilElements = 64 * 1024;
 
-void* data_ptr(PyObject* tensor) {
-  static PyObject* name = PyUnicode_InternFromString("data_ptr");
-  PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
-  if (p == nullptr) return nullptr;
-  void* out = PyLong_AsVoidPtr(p);
-  Py_DECREF(p);
-  return out;
-}
-
 PyObject* dtype_kwargs(jit::DType d) {
   static PyObject* kw[6] = {};
   const auto i = static_cast<size_t>(d);
@@ -34,6 +25,15 @@ PyObject* dtype_kwargs(jit::DType d) {
 }
 
 }  // namespace
+
+void* data_ptr(PyObject* tensor) {
+  static PyObject* name = PyUnicode_InternFromString("data_ptr");
+  PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
+  if (p == nullptr) return nullptr;
+  void* out = PyLong_AsVoidPtr(p);
+  Py_DECREF(p);
+  return out;
+}
 
 std::vector<int64_t> contiguous_strides(const jit::Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
