@@ -374,6 +374,7 @@ class KernelEmitter {
   void emit_version(bool contiguous) {
     contig_ = contiguous;
     frames_.clear();
+    stash_.clear();
     open_frame();  // depth 0: code that runs once per call of the kernel
     Index idx(k_.shape.size());
     emit_level(0, idx);
@@ -385,6 +386,7 @@ class KernelEmitter {
       for (size_t o = 0; o < k_.stores.size(); ++o) {
         const KernelSpec::Store& st = k_.stores[o];
         const Node& n = g_.node(st.node);
+        stash_reductions(o, idx);
         Value* v = value(st.node, idx);
         auto* store = b_.CreateStore(el_.to_storage(n.dtype, v), address(st.buffer, idx));
         store->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[o]);
@@ -435,6 +437,7 @@ class KernelEmitter {
     const Node& n = g_.node(id);
     const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
     if (n.op == Op::Placeholder || (buf >= 0 && !stored_here(id))) return load(buf, idx);
+    if (Value* v = stashed(id, idx)) return v;
     switch (op_family(n.op)) {
       case Family::Input:
       case Family::Constant:
@@ -671,6 +674,84 @@ class KernelEmitter {
     return value(n.inputs[0], in_idx);
   }
 
+  // --- reduction operands kept in the output ---------------------------------------
+
+  // Softmax's exp(x - max) feeds both the row sum and the output. Rather than
+  // computing it twice, the sum's loop also writes it into the output buffer, and
+  // the output loop reads it back, each element just before overwriting it. This
+  // applies (CPU, one store per kernel) to a reduction inside the store's pointwise
+  // expression whose operand is costly to compute, has the store's shape and dtype,
+  // and is read by the store at the store's own index; the reduced dims must be
+  // loops this thread runs in whole. The reduction is emitted here, before the
+  // store's value, so that the stash exists when that value reads the operand.
+  void stash_reductions(size_t store, const Index& idx) {
+    const KernelSpec::Store& st = k_.stores[store];
+    const Node& out = g_.node(st.node);
+    if (options_.target != Target::Cpu || k_.stores.size() != 1 || !same_shape(out.sym, k_.shape)) return;
+    std::set<NodeId> same_index;  // nodes the store reads at its own index
+    std::vector<std::pair<NodeId, Index>> reductions;
+    std::set<std::pair<NodeId, bool>> seen;
+    std::function<void(NodeId, const Index&, bool)> walk = [&](NodeId id, const Index& at, bool same) {
+      if (!seen.insert({id, same}).second) return;
+      if (same) same_index.insert(id);
+      const Node& n = g_.node(id);
+      const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
+      if (n.op == Op::Placeholder || (buf >= 0 && id != st.node)) return;
+      if (op_family(n.op) == Family::Reduction) {
+        reductions.emplace_back(id, at);
+        return;
+      }
+      if (op_family(n.op) != Family::Pointwise) return;
+      for (NodeId in : n.inputs) {
+        const Node& inn = g_.node(in);
+        if (is_python_scalar(inn)) continue;
+        walk(in, broadcast(at, inn), same && same_shape(inn.sym, out.sym));
+      }
+    };
+    walk(st.node, idx, true);
+    for (const auto& [r_id, r_idx] : reductions) {
+      const Node& r = g_.node(r_id);
+      const NodeId x = r.inputs[0];
+      const Node& xn = g_.node(x);
+      if (r.op == Op::CumSum || !same_index.count(x) || xn.dtype != out.dtype ||
+          s_.buffer_of[static_cast<size_t>(x)] >= 0 || !costly(x) ||
+          std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(k_.split_dim))) {
+        continue;
+      }
+      stash_request_ = {x, static_cast<int32_t>(store)};
+      value(r_id, r_idx);
+      stash_request_ = {-1, -1};
+    }
+  }
+
+  // Whether an operand computes a transcendental function (else recomputing it is
+  // cheaper than a store and a load).
+  bool costly(NodeId id) const {
+    const Node& n = g_.node(id);
+    if (op_family(n.op) != Family::Pointwise) return false;
+    if (op_dtype_rule(n.op) == DTypeRule::FloatMath || op_dtype_rule(n.op) == DTypeRule::FloatOnly ||
+        n.op == Op::Pow || n.op == Op::PowScalar) {
+      return true;
+    }
+    for (NodeId in : n.inputs) {
+      if (s_.buffer_of[static_cast<size_t>(in)] < 0 && costly(in)) return true;
+    }
+    return false;
+  }
+
+  Value* stashed(NodeId id, const Index& idx) {
+    auto it = stash_.find(id);
+    if (it == stash_.end()) return nullptr;
+    const Stash& st = it->second;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (st.kept[d] != nullptr && st.kept[d] != idx[d].v) return nullptr;
+    }
+    const int32_t buf = k_.stores[static_cast<size_t>(st.store)].buffer;
+    // No alias metadata: this load reads what the kernel itself stored.
+    auto* l = b_.CreateLoad(el_.llvm_type(g_.node(id).dtype), address(buf, idx));
+    return el_.from_storage(g_.node(id).dtype, l);
+  }
+
   // --- reductions -----------------------------------------------------------------
 
   // Runs at the level of its index (value()). It is computed once per iteration of
@@ -693,6 +774,8 @@ class KernelEmitter {
 
   Value* emit_reduction(const Node& r, const Index& idx) {
     const NodeId x_id = r.inputs[0];
+    const StashRequest stash = stash_request_.node == x_id ? stash_request_ : StashRequest{-1, -1};
+    stash_request_ = {-1, -1};
     const Node& x = g_.node(x_id);
     const DType c = r.compute;
     const bool fp = is_floating(c);
@@ -749,7 +832,14 @@ class KernelEmitter {
     }
     std::function<void(size_t, Ix)> level = [&](size_t q, Ix lin) {
       if (q == reduced.size()) {
-        Value* v = el_.convert(value(x_id, full), x.dtype, c);
+        Value* raw = value(x_id, full);
+        if (stash.store >= 0) {
+          const KernelSpec::Store& st = k_.stores[static_cast<size_t>(stash.store)];
+          auto* s = b_.CreateStore(el_.to_storage(x.dtype, raw), address(st.buffer, full));
+          s->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[static_cast<size_t>(stash.store)]);
+          s->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[static_cast<size_t>(stash.store)]);
+        }
+        Value* v = el_.convert(raw, x.dtype, c);
         combine(r.op, fp, c, acc, pos, v, lin.v);
         return;
       }
@@ -761,6 +851,13 @@ class KernelEmitter {
       }, contig_);
     };
     level(0, zero());
+    if (stash.store >= 0) {
+      std::vector<Value*> kept(x.rank(), nullptr);
+      for (size_t d = 0; d < x.rank(); ++d) {
+        if (!std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d))) kept[d] = full[d].v;
+      }
+      stash_[x_id] = Stash{stash.store, std::move(kept)};
+    }
     if (arg) return b_.CreateLoad(b_.getInt64Ty(), pos);
     return el_.convert(b_.CreateLoad(ty, acc), c, r.dtype);
   }
@@ -833,6 +930,18 @@ class KernelEmitter {
   std::map<size_t, Value*> dim_;
   std::map<int32_t, Value*> scalar_;
   std::vector<Frame> frames_;
+  // Reduction operands kept in a store's buffer (stash_reductions): by operand, the
+  // store and the operand's index along the kept dims (nullptr: a reduced dim).
+  struct Stash {
+    int32_t store;
+    std::vector<Value*> kept;
+  };
+  std::map<NodeId, Stash> stash_;
+  struct StashRequest {
+    NodeId node;
+    int32_t store;
+  };
+  StashRequest stash_request_{-1, -1};
   llvm::MDNode* load_noalias_ = nullptr;
   std::vector<llvm::MDNode*> store_scope_, store_noalias_;
 };

@@ -117,3 +117,23 @@ def test_mean_of_int_falls_back_with_eager_error():
     with pytest.raises(RuntimeError):
         cf(torch.arange(4))
     assert framejit.stats(f)["fallbacks"] == 1
+
+
+STASHED = {
+    # exp(x - max) feeds the row sum and the output: the sum's loop keeps it in the
+    # output buffer and the output loop reads it back.
+    "softmax_rows": lambda x: torch.softmax(x, -1),
+    "softmax_two_dims": lambda x: (lambda e: e / e.sum((1, 2), keepdim=True))((x - x.amax((1, 2), keepdim=True)).exp()),
+    "scaled_and_shifted": lambda x: (lambda e: 3 * e / e.sum(-1, keepdim=True) - e)(torch.tanh(x) + 2),
+    "sigmoid_times_its_sum": lambda x: (lambda s: s * s.sum(-1, keepdim=True))(x.sigmoid()),
+    "exp_over_its_max": lambda x: (lambda e: e / e.amax(-1, keepdim=True))(x.exp()),
+}
+
+
+@pytest.mark.parametrize("name", STASHED)
+@pytest.mark.parametrize("shape", [(3, 4, 5), (64, 8, 300), (1, 1, 1), (0, 2, 3)])
+def test_reduction_operand_kept_in_output(name, shape):
+    fn = STASHED[name]
+    x = torch.randn(*shape) * 4
+    check(fn, x)
+    check(fn, x.transpose(0, 2).contiguous().transpose(0, 2))  # strided input
