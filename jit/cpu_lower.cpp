@@ -375,6 +375,7 @@ class KernelEmitter {
     contig_ = contiguous;
     frames_.clear();
     stash_.clear();
+    loop_var_.assign(k_.shape.size(), nullptr);
     open_frame();  // depth 0: code that runs once per call of the kernel
     Index idx(k_.shape.size());
     emit_level(0, idx);
@@ -404,6 +405,7 @@ class KernelEmitter {
     Value* hi = split ? end_ : size_value(k_.shape[d]);
     emit_loop(lo, hi, [&](Ix i) {
       idx[d] = i;
+      loop_var_[d] = i.v;
       emit_level(d + 1, idx);
     }, contig_);
   }
@@ -772,7 +774,43 @@ class KernelEmitter {
     return emit_reduction(g_.node(id), idx);
   }
 
+  // Whether a cumulative sum read at `idx` can carry its running total from one
+  // iteration to the next: its position along the scanned dim is the loop variable
+  // of the kernel's innermost loop, which runs that dim whole and in order.
+  bool running_scan(const Node& r, const Index& idx) const {
+    const auto ds = static_cast<size_t>(r.dims[0]);
+    size_t kd = 0;
+    while (kd < loop_var_.size() && (loop_var_[kd] == nullptr || loop_var_[kd] != idx[ds].v)) ++kd;
+    if (kd == loop_var_.size() || static_cast<int>(kd) == k_.split_dim) return false;
+    for (size_t e = kd + 1; e < k_.shape.size(); ++e) {
+      if (!is_const(k_.shape[e], 1)) return false;
+    }
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (d != ds && idx[d].v == idx[ds].v) return false;
+    }
+    return true;
+  }
+
+  // running total = (position == 0 ? 0 : running total) + x[position], in a slot
+  // that lives across the iterations of the innermost loop.
+  Value* emit_running_scan(const Node& r, const Index& idx) {
+    const Node& x = g_.node(r.inputs[0]);
+    const DType c = r.compute;
+    llvm::Type* ty = el_.reg_type(c);
+    llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    Value* acc = e.CreateAlloca(ty);
+    const bool fp = is_floating(c);
+    Value* zero_v = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0);
+    Value* first = b_.CreateICmpEQ(idx[static_cast<size_t>(r.dims[0])].v, b_.getInt64(0));
+    Value* before = b_.CreateSelect(first, zero_v, b_.CreateLoad(ty, acc));
+    Value* v = el_.convert(value(r.inputs[0], idx), x.dtype, c);
+    Value* total = fp ? b_.CreateFAdd(before, v) : b_.CreateAdd(before, v);
+    b_.CreateStore(total, acc);
+    return el_.convert(total, c, r.dtype);
+  }
+
   Value* emit_reduction(const Node& r, const Index& idx) {
+    if (r.op == Op::CumSum && running_scan(r, idx)) return emit_running_scan(r, idx);
     const NodeId x_id = r.inputs[0];
     const StashRequest stash = stash_request_.node == x_id ? stash_request_ : StashRequest{-1, -1};
     stash_request_ = {-1, -1};
@@ -930,6 +968,7 @@ class KernelEmitter {
   std::map<size_t, Value*> dim_;
   std::map<int32_t, Value*> scalar_;
   std::vector<Frame> frames_;
+  std::vector<Value*> loop_var_;  // by kernel dim: its loop's variable (nullptr: no loop)
   // Reduction operands kept in a store's buffer (stash_reductions): by operand, the
   // store and the operand's index along the kept dims (nullptr: a reduced dim).
   struct Stash {

@@ -69,3 +69,11 @@ def test_cumsum_of_a_0d_tensor_runs_eagerly():
 
     x = torch.tensor(2.5)
     assert_same(framejit.compile(f)(x), f(x))
+
+
+def test_cumsum_rows_split_across_threads():
+    # Large enough to be split into chunks of rows: each row's running total starts
+    # at its first element, whichever thread runs it.
+    check(lambda x: x.cumsum(-1) - x, torch.randn(256, 4096))
+    check(lambda x: x.t().cumsum(1), torch.randn(300, 2048))
+    check(lambda x: torch.cumsum(x, 1), torch.randint(-9, 9, (64, 40, 400)))
