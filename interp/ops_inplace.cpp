@@ -9,6 +9,7 @@
 #include <opcode.h>
 
 #include <functional>
+#include <optional>
 
 #include "interp/plan.h"
 
@@ -82,6 +83,51 @@ NodeId Tracer::storage_of(NodeId n) const {
   for (auto it = view_parent_.find(n); it != view_parent_.end(); it = view_parent_.find(n)) n = it->second;
   const auto k = storage_key_.find(n);
   return k == storage_key_.end() ? n : k->second;
+}
+
+// Whether two views of one storage share no element: below their last common view,
+// each is a select or a slice of the same dim, at constant ranges that do not meet,
+// and nothing from the common view up to the storage is an expand (whose elements
+// alias one another). An input updated in place is guarded to have no internally
+// overlapping elements, and a tensor the graph made has none.
+bool Tracer::disjoint_views(NodeId a, NodeId b) const {
+  auto chain = [&](NodeId n) {  // from the view down to its base
+    std::vector<NodeId> c{n};
+    for (auto p = view_parent_.find(n); p != view_parent_.end(); p = view_parent_.find(n)) c.push_back(n = p->second);
+    return c;
+  };
+  const std::vector<NodeId> ca = chain(a), cb = chain(b);
+  size_t i = ca.size(), j = cb.size();
+  while (i > 0 && j > 0 && ca[i - 1] == cb[j - 1]) --i, --j;
+  if (i == 0 || j == 0 || i == ca.size()) return false;  // one is a view of the other, or no common view
+  for (size_t k = i; k < ca.size(); ++k) {
+    if (graph_.node(ca[k]).op == jit::Op::Expand) return false;
+  }
+  // The first and last positions that a select or a slice takes along its dim, where
+  // they are constants (a slice's last one needs its length).
+  struct Range {
+    std::optional<int64_t> lo, hi;
+  };
+  auto range = [&](const jit::Node& n) -> std::optional<Range> {
+    if (n.op == jit::Op::Select) {
+      const auto at = n.args[0].as_int();
+      return Range{at, at};
+    }
+    if (n.op != jit::Op::Slice) return std::nullopt;
+    const auto start = n.args[0].as_int(), step = n.args[1].as_int();
+    const auto len = n.sym[static_cast<size_t>(n.dims[0])].as_int();
+    Range r{start, std::nullopt};
+    if (start && step && len && *step >= 1) r.hi = *start + (*len - 1) * *step;  // empty: hi < lo
+    return r;
+  };
+  const jit::Node& na = graph_.node(ca[i - 1]);
+  const jit::Node& nb = graph_.node(cb[j - 1]);
+  if (na.dims.empty() || nb.dims.empty() || na.dims[0] != nb.dims[0]) return false;
+  const auto ra = range(na), rb = range(nb);
+  if (!ra || !rb) return false;
+  auto below = [](const Range& x, const Range& y) { return x.hi && y.lo && *x.hi < *y.lo; };
+  auto empty = [](const Range& x) { return x.lo && x.hi && *x.hi < *x.lo; };
+  return empty(*ra) || empty(*rb) || below(*ra, *rb) || below(*rb, *ra);
 }
 
 // The view `view` (of its parent) taken again from `parent`, a node of the same
@@ -214,10 +260,10 @@ Status Tracer::finish_inplace(const Value& dst, NodeId result, size_t first_new,
   const jit::Node d = graph_.node(dst.node);  // copies: building nodes moves the graph's
   const jit::Node r = graph_.node(result);
   // Operands in the written memory: eager raises on a partial overlap; this tracer
-  // does not tell partial from none, so only dst itself may be read.
+  // reads only dst itself or views it can prove disjoint from dst.
   const NodeId storage = storage_of(dst.node);
   for (const Value& o : operands) {
-    if (is_tensor(o) && o.node != dst.node && storage_of(o.node) == storage) {
+    if (is_tensor(o) && o.node != dst.node && storage_of(o.node) == storage && !disjoint_views(o.node, dst.node)) {
       return unsupported(what + " with an operand that shares the written tensor's memory (not supported)");
     }
   }
@@ -471,7 +517,7 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
       return same_view(pa->second, pb->second);
     };
     if (same_view(value.node, target.node)) return ok();
-    if (storage_of(value.node) == storage_of(target.node)) {
+    if (storage_of(value.node) == storage_of(target.node) && !disjoint_views(value.node, target.node)) {
       return unsupported(what + " from a tensor that shares the written tensor's memory (not supported)");
     }
     auto e = graph_.expand(value.node, t.sym);  // as copy_: broadcast, converted to the tensor's type

@@ -322,6 +322,7 @@ class Tracer {
   Status push_view(Expected<jit::NodeId> n, const std::string& what, jit::NodeId of);
   // The storage a tensor node belongs to: the first base node of that storage.
   jit::NodeId storage_of(jit::NodeId n) const;
+  bool disjoint_views(jit::NodeId a, jit::NodeId b) const;
   int writes_ = 0;  // in-place writes so far: a failed inlined call that wrote cannot become a break
 
  private:

@@ -637,3 +637,45 @@ def test_input_written_in_a_frame_that_needs_autograd_runs_as_eager():
     assert torch.allclose(w1.grad, w2.grad)
     assert framejit.stats(cf)["fallbacks"] >= 1
     assert any("autograd" in r.reason for r in framejit.fallbacks(cf))
+
+
+# ---- operands that are other views of the written tensor ----
+
+def test_inplace_from_disjoint_views_of_the_same_tensor():
+    def rows(x):
+        x[0].add_(x[1])
+        x[2].mul_(x[3] * 2)
+        return x
+
+    def columns(x):
+        x[:, 0] = x[:, 2]
+        x[:, 1:3] += x[:, 3:5]
+        return x.sum()
+
+    def fresh(x):
+        y = x + 0
+        y[1:3].sub_(y[3:])
+        return y
+
+    run_both(rows, torch.randn(4, 3))
+    run_both(columns, torch.randn(3, 6))
+    run_both(fresh, torch.randn(5, 2))
+
+
+def test_inplace_from_overlapping_views_runs_as_eager():
+    def partial(x):
+        x[1:].add_(x[:-1])  # eager raises: partial overlap
+        return x
+
+    def interleaved(x):
+        x[::2].add_(x[1::2])  # disjoint, but not proven so: runs eagerly
+        return x
+
+    def expanded(x):
+        y = x[0].expand(3, 4)
+        y[0].add_(y[1])  # y's rows are one memory: not proven disjoint, runs eagerly
+        return y
+
+    raises_like_eager(partial, torch.randn(4, 3))
+    run_both(interleaved, torch.randn(4, 3), graphs=0, fallbacks=2)
+    run_both(expanded, torch.randn(2, 4), graphs=0, fallbacks=2)
