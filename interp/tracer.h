@@ -187,6 +187,7 @@ class Tracer {
   Status op_compare_op(const Instruction&);
   Status op_is_op(const Instruction&);
   Status op_build_seq(const Instruction&);
+  Status op_list_append(const Instruction&);
   Status op_unpack_sequence(const Instruction&);
   Status op_binary_subscr(const Instruction&);
   Status op_pop_top(const Instruction&);
