@@ -364,6 +364,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::IS_OP)] = &Tracer::op_is_op;
     t[op(Opcode::BUILD_TUPLE)] = &Tracer::op_build_seq;
     t[op(Opcode::BUILD_LIST)] = &Tracer::op_build_seq;
+    t[op(Opcode::LIST_APPEND)] = &Tracer::op_list_append;
     t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
     t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
     t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;

@@ -19,6 +19,18 @@ Status Tracer::op_build_seq(const Instruction& ins) {
   return ok();
 }
 
+// (list, ...[arg - 1], item -- list, ...): a list comprehension's list (or a
+// display's), which lives only on the value stack, so it is extended in place.
+Status Tracer::op_list_append(const Instruction& ins) {
+  auto& stack = cur_.fs->stack;
+  const auto depth = static_cast<size_t>(ins.arg);
+  if (depth == 0 || depth >= stack.size()) return unsupported("LIST_APPEND below the value stack");
+  Value& list = stack[stack.size() - 1 - depth];
+  if (list.kind != ValueKind::List || list.obj) return unsupported("LIST_APPEND to " + describe(list));
+  list.items.push_back(pop());
+  return ok();
+}
+
 // (seq -- items[n], reversed)
 Status Tracer::op_unpack_sequence(const Instruction& ins) {
   Value seq = pop();

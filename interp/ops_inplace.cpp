@@ -544,6 +544,75 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
 
 // ---- the end of a trace, and graph breaks ----
 
+bool Tracer::input_view(NodeId n, PlanValue* out) {
+  std::vector<NodeId> chain;
+  NodeId cur = n;
+  for (auto p = view_parent_.find(cur); p != view_parent_.end(); p = view_parent_.find(cur)) {
+    chain.push_back(cur);
+    cur = p->second;
+  }
+  const NodeId storage = storage_of(cur);
+  if (chain.empty() || graph_.node(storage).op != jit::Op::Placeholder) return false;
+  const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(storage).index)];
+  if (ref.kind == InputRef::Kind::Reg) return false;
+  auto constant = [](PyObject* o) {
+    PlanValue c;
+    c.kind = PlanValue::Kind::Const;
+    c.obj = PyRef::steal(o);
+    return c;
+  };
+  auto number = [&](const SymExpr& e) {
+    if (auto i = e.as_int()) return constant(PyLong_FromLongLong(*i));
+    PlanValue s;
+    s.kind = PlanValue::Kind::Sym;
+    s.expr = e;
+    plan_->must_evaluate.push_back(e);
+    return s;
+  };
+  PlanValue v;
+  v.kind = PlanValue::Kind::View;
+  PlanValue base;
+  base.kind = ref.kind == InputRef::Kind::Arg ? PlanValue::Kind::Arg : PlanValue::Kind::PathTensor;
+  base.index = ref.index;
+  v.items.push_back(std::move(base));
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const jit::Node& node = graph_.node(*it);
+    PlanValue step;
+    step.kind = PlanValue::Kind::Tuple;
+    auto add = [&](PlanValue p) { step.items.push_back(std::move(p)); };
+    switch (node.op) {
+      case jit::Op::Permute: {
+        PyObject* dims = PyTuple_New(static_cast<Py_ssize_t>(node.dims.size()));
+        for (size_t d = 0; d < node.dims.size(); ++d) PyTuple_SET_ITEM(dims, d, PyLong_FromLongLong(node.dims[d]));
+        add(constant(PyUnicode_FromString("permute")));
+        add(constant(dims));
+        break;
+      }
+      case jit::Op::Reshape: case jit::Op::Expand:
+        add(constant(PyUnicode_FromString(node.op == jit::Op::Reshape ? "reshape" : "expand")));
+        for (const SymExpr& e : node.sym) add(number(e));
+        break;
+      case jit::Op::Select:
+        add(constant(PyUnicode_FromString("select")));
+        add(constant(PyLong_FromLongLong(node.dims[0])));
+        add(number(node.args[0]));
+        break;
+      case jit::Op::Slice:
+        add(constant(PyUnicode_FromString("slice")));
+        add(constant(PyLong_FromLongLong(node.dims[0])));
+        add(number(node.args[0]));
+        add(number(node.sym[static_cast<size_t>(node.dims[0])]));
+        add(number(node.args[1]));
+        break;
+      default:
+        return false;
+    }
+    v.items.push_back(std::move(step));
+  }
+  *out = std::move(v);
+  return true;
+}
+
 Status Tracer::seal_writes(ConvertCtx& ctx) {
   std::vector<int> tensors;
   std::vector<std::string> names;

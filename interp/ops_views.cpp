@@ -497,8 +497,6 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         if (nonempty) {
           length = jit::floordiv(jit::add(jit::sub(stop, start), SymExpr::integer(step - 1)), SymExpr::integer(step));
           if (Status s = size_expr(length, what, &length, false)) return s;
-        } else {
-          start = SymExpr::integer(0);
         }
         auto r = graph_.slice(x, d, start, length, step);
         if (!r) return unsupported(what + ": " + r.error());

@@ -31,7 +31,10 @@ namespace fj::interp {
 struct CodeState;
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter } kind = Kind::Const;
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View } kind = Kind::Const;
+  // View: a view of an input, made from it at run time so that it aliases it as eager's
+  // does: items[0] the input, then one Tuple per step: ("permute", dims),
+  // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).
   int index = -1;               // GraphOutput, Item (a 0-d output as a Python number): output position;
                                 // Arg: argument slot; PathTensor: its slot;
                                 // Repeat: the memo of a tuple or list built earlier in the same value;
@@ -191,6 +194,8 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt);
 PyObject* run_tail(const Plan& plan, PlanRun& run);
 // Rebuilds the frame from `state` and lets CPython run the rest of it.
 PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run);
+// A PlanValue::View: the steps applied to the input (a new reference, or nullptr with an error).
+PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo);
 // Builds a plan value (tensors and objects from arguments and registers).
 PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                       std::vector<PyObject*>& memo);

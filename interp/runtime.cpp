@@ -173,6 +173,8 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
     case PlanValue::Kind::Null:
       PyErr_SetString(PyExc_RuntimeError, "framejit: NULL outside a frame's stack (internal error)");
       return nullptr;
+    case PlanValue::Kind::View:
+      return build_view(v, run, outs, memo);
     case PlanValue::Kind::Const:
       return Py_NewRef(v.obj.get());
     case PlanValue::Kind::Size: {
@@ -347,6 +349,38 @@ bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& 
     if (!done) return false;
   }
   return true;
+}
+
+PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo) {
+  PyRef t = PyRef::steal(build_value(v.items[0], run, outs, memo));
+  for (size_t k = 1; t && k < v.items.size(); ++k) {
+    PyRef step = PyRef::steal(build_value(v.items[k], run, outs, memo));
+    if (!step) return nullptr;
+    PyObject* s = step.get();
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(s, 0));
+    const Py_ssize_t n = PyTuple_GET_SIZE(s);
+    if (name == "permute") {
+      t = PyRef::steal(PyObject_CallMethod(t.get(), "permute", "(O)", PyTuple_GET_ITEM(s, 1)));
+    } else if (name == "reshape" || name == "expand") {
+      PyRef sizes = PyRef::steal(PyTuple_GetSlice(s, 1, n));
+      t = PyRef::steal(PyObject_CallMethod(t.get(), name.c_str(), "(O)", sizes.get()));
+    } else if (name == "select") {
+      t = PyRef::steal(PyObject_CallMethod(t.get(), "select", "(OO)", PyTuple_GET_ITEM(s, 1), PyTuple_GET_ITEM(s, 2)));
+    } else {  // slice: t[:, ..., start:start + length * step:step]
+      const long dim = PyLong_AsLong(PyTuple_GET_ITEM(s, 1));
+      const long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(s, 2));
+      const long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(s, 3));
+      const long long stride = PyLong_AsLongLong(PyTuple_GET_ITEM(s, 4));
+      PyRef index = PyRef::steal(PyTuple_New(dim + 1));
+      for (long d = 0; d < dim; ++d) PyTuple_SET_ITEM(index.get(), d, PySlice_New(nullptr, nullptr, nullptr));
+      PyRef a = PyRef::steal(PyLong_FromLongLong(start));
+      PyRef b = PyRef::steal(PyLong_FromLongLong(start + length * stride));
+      PyRef c = PyRef::steal(PyLong_FromLongLong(stride));
+      PyTuple_SET_ITEM(index.get(), dim, PySlice_New(a.get(), b.get(), c.get()));
+      t = PyRef::steal(PyObject_GetItem(t.get(), index.get()));
+    }
+  }
+  return t.release();
 }
 
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,

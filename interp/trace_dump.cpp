@@ -27,6 +27,11 @@ std::string describe_value(const PlanValue& v) {
     case PlanValue::Kind::Sym: return "scalar(" + v.expr.str() + ")";
     case PlanValue::Kind::Reg: return "r" + std::to_string(v.index);
     case PlanValue::Kind::Null: return "NULL";
+    case PlanValue::Kind::View: {
+      std::string s = "view_of(";
+      for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe_value(v.items[i]);
+      return s + ")";
+    }
     case PlanValue::Kind::Dict:
     case PlanValue::Kind::Iter: {
       std::string s = v.kind == PlanValue::Kind::Dict ? "{" : "iter(";

@@ -187,6 +187,7 @@ class Tracer {
   Status op_compare_op(const Instruction&);
   Status op_is_op(const Instruction&);
   Status op_build_seq(const Instruction&);
+  Status op_list_append(const Instruction&);
   Status op_unpack_sequence(const Instruction&);
   Status op_binary_subscr(const Instruction&);
   Status op_pop_top(const Instruction&);
@@ -337,6 +338,9 @@ class Tracer {
   Expected<jit::NodeId> fresh_copy(jit::NodeId x);
   // Finish: the inputs the frame wrote become outputs and the plan's WriteBacks.
   Status seal_writes(ConvertCtx& ctx);
+  // A returned tensor that is a view of an input: built from the input at run time
+  // (PlanValue::View), so that it aliases it as eager's does. False: not such a view.
+  bool input_view(jit::NodeId n, PlanValue* out);
   // Cut: what in-place ops need to know of the old segment, for the new one.
   Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
   std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views

@@ -188,3 +188,20 @@ def test_inference_mode_block_falls_back():
     cf = framejit.compile(f)
     out = cf(torch.ones(2))
     assert out.is_inference() and framejit.stats(f)["fallbacks"] == 1
+
+
+def test_list_comprehensions_are_traced():
+    # LIST_APPEND: the comprehension's list lives on the value stack. (One that
+    # reads a local of f is a closure: not traced yet.)
+    def f(x, ws):
+        parts = [w * 2 for w in ws]
+        dims = [d * 2 for d in x.shape if d > 1]
+        return x * (parts[0] + parts[-1]), dims, [p.sum() for p in x.split(2)]
+
+    ws = [torch.randn(3), torch.randn(3), torch.randn(3)]
+    for n in (4, 5):
+        x = torch.randn(n, 3)
+        cf = framejit.compile(f)
+        assert_same(cf(x, ws), f(x, ws))
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, (s, framejit.fallbacks(f))

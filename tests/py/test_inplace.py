@@ -679,3 +679,36 @@ def test_inplace_from_overlapping_views_runs_as_eager():
     raises_like_eager(partial, torch.randn(4, 3))
     run_both(interleaved, torch.randn(4, 3), graphs=0, fallbacks=2)
     run_both(expanded, torch.randn(2, 4), graphs=0, fallbacks=2)
+
+
+# ---- views of inputs returned ----
+
+def test_returned_view_of_an_input_aliases_it():
+    def f(x):
+        return x[1:, ::2].t()
+
+    x = torch.zeros(3, 4)
+    out = framejit.compile(f)(x)
+    assert framejit.stats(f)["compiles"] == 1 and framejit.stats(f)["fallbacks"] == 0
+    assert out.shape == (2, 2) and out.data_ptr() != 0
+    out.fill_(1.0)  # eager's result is a view: the write reaches x
+    expected = torch.zeros(3, 4)
+    expected[1:, ::2] = 1.0
+    assert_same(x, expected)
+
+
+def test_returned_views_of_written_and_dynamic_inputs():
+    def f(x, i):
+        x.mul_(2)
+        return x[i], x.unsqueeze(0).expand(2, -1, -1), x.view(-1)[2:]
+
+    cf = framejit.compile(f)
+    for n in (4, 6):
+        a = torch.randn(n, 3)
+        b = a.clone()
+        got, want = cf(a, 2), f(b, 2)
+        assert_same(got, want)
+        assert_same(a, b)
+        got[0].add_(100)  # a view of a, as eager's
+        assert_same(a[2], b[2] + 100)
+    assert framejit.stats(f)["fallbacks"] == 0
