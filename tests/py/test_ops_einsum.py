@@ -308,3 +308,30 @@ def test_graph_break_keeps_the_rest_compiled():
     assert_same(cf(a), f(a))
     s = framejit.stats(f)
     assert s["graph_breaks"] == 1 and s["fallbacks"] == 0 and s["graphs"] == 2, s
+
+
+def test_equation_argument_is_guarded():
+    def f(eq, a, b):
+        return torch.einsum(eq, a, b)
+
+    cf = framejit.compile(f)
+    a, b = torch.randn(3, 3), torch.randn(3, 3)
+    for eq in ("ij,jk->ik", "ij,jk->ki", "ij,kj->ik", "ij,jk->ik"):
+        assert_same(cf(eq, a, b), f(eq, a, b))
+    s = framejit.stats(f)
+    assert s["compiles"] == 3 and s["cache_hits"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_sizes_that_stop_matching_raise_as_eager():
+    def f(a, b):
+        return torch.einsum("ij,jk->ik", a, b)
+
+    cf = framejit.compile(f)
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    assert_same(cf(a, b), f(a, b))
+    a, b = torch.randn(3, 4), torch.randn(6, 5)
+    with pytest.raises(RuntimeError) as eager:
+        f(a, b)
+    with pytest.raises(RuntimeError) as compiled:
+        cf(a, b)
+    assert str(compiled.value) == str(eager.value)
