@@ -119,6 +119,9 @@ void add_tensor_ops(std::vector<PyOp>& t) {
   add("bmm", T::Bmm, {"input", "mat2"}, {kReq, kReq});
   add("addmm", T::Addmm, {"input", "mat1", "mat2", "beta", "alpha"}, {kReq, kReq, kReq, integer(1), integer(1)});
   add("linear", T::Linear, {"input", "weight", "bias"}, {kReq, kReq, kNone});
+  // einsum(equation, *operands) or einsum(equation, [operands]); keywords are rejected
+  // where it is called (interp/ops_call.cpp), as eager's *args signature does.
+  add("einsum", T::Einsum, {"equation", "operands"}, {kReq, kReq}, 1);
   add("item", T::Item, {"input"}, {kReq});
   (void)kTrue;
 }

@@ -36,7 +36,7 @@ enum class TensorOp : uint8_t {
   // creation
   Zeros, Ones, Full, Empty, Arange, Linspace, Eye, ZerosLike, OnesLike, FullLike, EmptyLike, Tril, Triu,
   // extern
-  Matmul, Mm, Bmm, Addmm, Linear,
+  Matmul, Mm, Bmm, Addmm, Linear, Einsum,
   // Python numbers
   Item,
 };

@@ -24,7 +24,10 @@ Status Tracer::op_call(const Instruction& ins) {
     args.insert(args.begin(), std::move(second));
   }
   if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
-  if (const PyOp* op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr) {
+  const PyOp* torch_op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr;
+  // einsum is handled below, where what it does not lower can become a graph break.
+  const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
+  if (const PyOp* op = einsum ? nullptr : torch_op) {
     const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
     if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
       return unsupported(op->name + "() whose first argument is not a tensor (CPython raises)");
@@ -55,6 +58,13 @@ Status Tracer::op_call(const Instruction& ins) {
     return s && !call_raised_ && !committed_ ? failed : s;
   };
   const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};
+  if (einsum) {
+    // Equations it does not lower, and those eager rejects, run as eager's einsum: the
+    // same result, the same exception.
+    Status s = kw_names ? unsupported("einsum() with keyword arguments (CPython raises)")
+                        : call_py_op(*torch_op, args, nullptr);
+    return s ? opaque_call(std::move(s), orig_args) : s;
+  }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     // A Python function (or a bound method, or a framejit-compiled function): its
     // body is traced into the same graph.

@@ -170,6 +170,7 @@ Status Tracer::call_tensor_op(const PyOp& op, const std::vector<Value>& a) {
       return creation_op(op, a);
     default: break;
   }
+  if (op.tensor_op == T::Einsum) return einsum_op(a);
   if (a.empty() || !is_tensor(a[0])) {
     if (op.tensor_op == T::Cat || op.tensor_op == T::Stack) return view_op(op, a);
     return unsupported(what + " whose first argument is " + (a.empty() ? "missing" : describe(a[0])));

@@ -265,6 +265,7 @@ class Tracer {
   Status creation_op(const PyOp& op, const std::vector<Value>& a);
   Status matmul_op(TensorOp op, const std::vector<Value>& a);
   Status matmul_values(const Value& a, const Value& b);  // a @ b with torch.matmul's 1-d rules
+  Status einsum_op(const std::vector<Value>& a);  // (equation, operands): interp/ops_einsum.cpp
   Status subscript(const Value& x, const Value& index);  // x[index] of a tensor
   Status op_build_slice(const Instruction&);
   // int(v), float(v), bool(v) of a tensor or a number read from one (a graph Item).

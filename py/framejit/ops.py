@@ -10,7 +10,7 @@ def _not_tensor_first():
     """Torch functions whose first argument is not a tensor: factories take sizes or
     numbers, cat and stack a sequence of tensors."""
     return {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.linspace, torch.eye,
-            torch.cat, torch.concat, torch.concatenate, torch.stack}
+            torch.cat, torch.concat, torch.concatenate, torch.stack, torch.einsum}
 
 
 def tensor_first(fn):
@@ -154,6 +154,7 @@ def torch_functions():
         "bmm": [torch.bmm, T.bmm],
         "addmm": [torch.addmm, T.addmm],
         "linear": [F.linear],
+        "einsum": [torch.einsum],
         "item": [T.item],
     }
     for name, fns in table.items():
