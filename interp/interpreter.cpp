@@ -346,6 +346,7 @@ const std::array<Tracer::Handler, 256>& Tracer::handlers() {
     t[op(Opcode::LOAD_FAST)] = &Tracer::op_load_fast;
     t[op(Opcode::STORE_FAST)] = &Tracer::op_store_fast;
     t[op(Opcode::LOAD_DEREF)] = &Tracer::op_load_deref;
+    t[op(Opcode::LOAD_CLOSURE)] = &Tracer::op_load_closure;
     t[op(Opcode::STORE_DEREF)] = &Tracer::op_store_deref;
     t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
     t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;

@@ -408,6 +408,10 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   const int first_free = co->co_nlocalsplus - co->co_nfreevars;
   for (int k = 0; k < co->co_nfreevars; ++k) {
     PyObject* cell = PyTuple_GET_ITEM(func->func_closure, k);
+    if (auto t = traced_cells_.find(cell); t != traced_cells_.end()) {  // a local of a traced frame
+      fs.locals[static_cast<size_t>(first_free + k)] = t->second.first->locals[static_cast<size_t>(t->second.second)];
+      continue;
+    }
     PyObject* v = PyCell_GET(cell);
     if (v == nullptr) continue;
     guards().add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
@@ -424,6 +428,10 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   inlined_frames_.push_back(&fs);
   Status s = execute(&ret);
   inlined_frames_.pop_back();
+  // Cells of this frame's locals: a function that outlives the frame finds them empty.
+  for (auto it = traced_cells_.begin(); it != traced_cells_.end();) {
+    it = it->second.first == &fs ? traced_cells_.erase(it) : std::next(it);
+  }
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s) return s;

@@ -22,6 +22,35 @@ Status Tracer::op_load_fast(const Instruction& ins) {
 // ( -- value): a cell or free variable, kept as a plain local while tracing
 Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins); }
 
+// ( -- cell): the cell of local `arg`, for the closure of a function defined here.
+// A new, empty cell object stands for it (traced_cells_); a call of the function
+// reads the local itself.
+Status Tracer::op_load_closure(const Instruction& ins) {
+  PyObject* cell = PyCell_New(nullptr);
+  if (cell == nullptr) {
+    guards::clear_error();
+    return unsupported("cannot make a closure cell");
+  }
+  cell_objects_.push_back(PyRef::steal(cell));
+  traced_cells_[cell] = {cur_.fs, ins.arg};
+  Value v = Value::constant(PyRef::borrow(cell));
+  v.fresh = true;
+  push(std::move(v));
+  return ok();
+}
+
+bool Tracer::has_traced_cells(PyObject* obj) const {
+  if (PyCell_Check(obj)) {
+    return std::any_of(cell_objects_.begin(), cell_objects_.end(), [&](const PyRef& c) { return c.get() == obj; });
+  }
+  if (!PyFunction_Check(obj)) return false;
+  PyObject* closure = reinterpret_cast<PyFunctionObject*>(obj)->func_closure;
+  for (Py_ssize_t k = 0; closure != nullptr && k < PyTuple_GET_SIZE(closure); ++k) {
+    if (has_traced_cells(PyTuple_GET_ITEM(closure, k))) return true;
+  }
+  return false;
+}
+
 // (value -- )
 Status Tracer::op_store_deref(const Instruction& ins) {
   PyCodeObject* code = cur_.co;
@@ -274,10 +303,25 @@ Status Tracer::op_load_method(const Instruction& ins) {
 // inlined; it must not escape, since eager makes a new one on every call.
 Status Tracer::op_make_function(const Instruction& ins) {
   Value code = pop();
-  if (ins.arg != 0) return unsupported("a nested function with defaults, annotations or a closure");
+  if (ins.arg & ~0x08) return unsupported("a nested function with defaults or annotations");
   if (code.kind != ValueKind::Const || !PyCode_Check(code.obj.get())) return unsupported("MAKE_FUNCTION of a non-code value");
+  PyRef closure;
+  if (ins.arg & 0x08) {  // a tuple of cells from LOAD_CLOSURE
+    Value cells = pop();
+    if (cells.kind != ValueKind::Tuple) return unsupported("a closure that is not a tuple of cells");
+    closure = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(cells.items.size())));
+    for (size_t k = 0; k < cells.items.size(); ++k) {
+      const Value& c = cells.items[k];
+      if (c.kind != ValueKind::Const || !traced_cells_.count(c.obj.get())) return unsupported("a closure over cells of another frame");
+      PyTuple_SET_ITEM(closure.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
+    }
+  }
   PyObject* fn = PyFunction_New(code.obj.get(), cur_.globals);
-  if (fn == nullptr) return unsupported("cannot create the nested function");
+  if (fn == nullptr || (closure && PyFunction_SetClosure(fn, closure.get()) < 0)) {
+    Py_XDECREF(fn);
+    guards::clear_error();
+    return unsupported("cannot create the nested function");
+  }
   Value v = Value::constant(PyRef::steal(fn));
   v.fresh = true;
   push(std::move(v));

@@ -103,6 +103,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     }
     case ValueKind::Const:
       if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
+      if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
       if (v.reg >= 0 && v.item) {
         out->kind = PlanValue::Kind::Item;  // the number of a 0-d tensor computed before a break
         out->reg = v.reg;

@@ -171,6 +171,7 @@ class Tracer {
   Status op_load_fast(const Instruction&);
   Status op_store_fast(const Instruction&);
   Status op_load_deref(const Instruction&);
+  Status op_load_closure(const Instruction&);
   Status op_store_deref(const Instruction&);
   Status op_load_const(const Instruction&);
   Status op_load_global(const Instruction&);
@@ -350,6 +351,12 @@ class Tracer {
   std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
   std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
   std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
+  // Cells made by LOAD_CLOSURE for a function defined in the frame (a comprehension,
+  // a lambda): each stands for a local of a traced frame, read when the function's
+  // inlined call binds its free variables. Entries go when that frame returns.
+  std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
+  std::vector<PyRef> cell_objects_;
+  bool has_traced_cells(PyObject* obj) const;
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
   // the same tensor (and sees what the frame wrote to it).

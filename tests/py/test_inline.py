@@ -191,8 +191,7 @@ def test_inference_mode_block_falls_back():
 
 
 def test_list_comprehensions_are_traced():
-    # LIST_APPEND: the comprehension's list lives on the value stack. (One that
-    # reads a local of f is a closure: not traced yet.)
+    # LIST_APPEND: the comprehension's list lives on the value stack.
     def f(x, ws):
         parts = [w * 2 for w in ws]
         dims = [d * 2 for d in x.shape if d > 1]
@@ -205,3 +204,55 @@ def test_list_comprehensions_are_traced():
         assert_same(cf(x, ws), f(x, ws))
     s = framejit.stats(f)
     assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, (s, framejit.fallbacks(f))
+
+
+def make_scaler(y):
+    return lambda t: t * y
+
+
+def test_closures_over_locals_are_traced():
+    # A comprehension or lambda that reads a local of the frame: its call reads the
+    # local's value at the time of the call, as the shared cell does in CPython.
+    def f(x, n):
+        y = x + 1
+        rows = [y[i] * i for i in range(n)]
+        h = lambda: y * 2
+        y = y - 3  # rebinding: h sees the new value
+        nested = [[y[i] + j for j in range(2)] for i in range(2)]
+        return torch.stack(rows), h(), nested
+
+    cf = framejit.compile(f)
+    for m in (4, 6):
+        x = torch.randn(m, 3)
+        assert_same(cf(x, 3), f(x, 3))
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0 and s["graphs"] == 1, (s, framejit.fallbacks(f))
+
+
+def test_closure_that_outlives_its_frame_runs_as_eager():
+    # make_scaler's lambda is called after make_scaler returned: its cell is not a
+    # traced local any more, and the frame runs in CPython.
+    def f(x):
+        g = make_scaler(x.sum())
+        return g(x)
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x), f(x))
+    assert_same(cf(x), f(x))
+
+
+def test_closure_live_at_a_graph_break_runs_as_eager():
+    log = []
+
+    def f(x):
+        y = x * 2
+        h = lambda: y + 1
+        log.append(len(log))  # an opaque call
+        print("", end="")
+        return h()
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x), f(x))
+    assert log == [0, 1]
