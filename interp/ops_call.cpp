@@ -186,6 +186,73 @@ Status Tracer::op_call(const Instruction& ins) {
       return ok();
     }
   }
+  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("sum") && !args.empty() && args.size() <= 2) {
+    // sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
+    push(args[0]);
+    if (Status s = op_get_iter(ins)) return s;
+    Value it = pop();
+    Value acc = args.size() == 2 ? args[1] : Value::constant(PyRef::steal(PyLong_FromLong(0)));
+    Instruction add = ins;
+    add.arg = 0;  // NB_ADD
+    for (size_t k = static_cast<size_t>(it.next); k < it.items.size(); ++k) {
+      push(std::move(acc));
+      push(it.items[k]);
+      if (Status s = op_binary_op(add)) return s;
+      acc = pop();
+    }
+    push(std::move(acc));
+    return ok();
+  }
+  PyRef classes;  // isinstance's second argument as a Python object
+  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("isinstance") && args.size() == 2) {
+    if (args[1].kind == ValueKind::Const && !is_opaque(args[1])) classes = args[1].obj;
+    if (args[1].kind == ValueKind::Tuple && !args[1].obj && !args[1].torch_size) {  // (int, float)
+      classes = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args[1].items.size())));
+      for (size_t k = 0; classes && k < args[1].items.size(); ++k) {
+        const Value& c = args[1].items[k];
+        if (c.kind != ValueKind::Const || is_opaque(c) || !PyType_Check(c.obj.get())) {
+          classes = PyRef();
+          break;
+        }
+        PyTuple_SET_ITEM(classes.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
+      }
+    }
+  }
+  if (classes) {
+    // isinstance(v, cls) where v's type is known while tracing.
+    // A tensor other than an argument may be of a subclass (a Parameter): only
+    // classes that are not strict subclasses of Tensor are answered for it.
+    const Value& v = args[0];
+    PyObject* cls = classes.get();
+    PyObject* type = nullptr;
+    PyObject* tensor = guards::torch_refs().tensor_type;
+    if (is_tensor(v) && v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) {
+      type = tensor;  // an argument: subclasses are not traced
+    } else if (is_tensor(v)) {
+      const int sub = PyType_Check(cls) ? PyObject_IsSubclass(cls, tensor) : -1;
+      if (sub == 0 || cls == tensor) type = tensor;
+      if (sub < 0) guards::clear_error();
+    } else if (v.kind == ValueKind::Tuple) {
+      type = v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
+    } else if (v.kind == ValueKind::List) {
+      type = reinterpret_cast<PyObject*>(&PyList_Type);
+    } else if (v.kind == ValueKind::Sym) {
+      type = reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int    ? &PyLong_Type
+                                         : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
+                                                                                : &PyBool_Type);
+    } else if (v.kind == ValueKind::Const && !is_opaque(v)) {
+      type = reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
+    }
+    if (type != nullptr) {
+      const int r = PyObject_IsSubclass(type, cls);
+      if (r < 0) {
+        guards::clear_error();
+        return unsupported("isinstance() with " + describe(args[1]) + " (CPython raises)");
+      }
+      push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+      return ok();
+    }
+  }
   if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
     const Value& a = args[0];
     if (a.kind == ValueKind::Tensor && !graph_.node(a.node).sym.empty()) {

@@ -4,6 +4,7 @@ import types
 
 import pytest
 import torch
+import torch.nn as nn
 
 import framejit
 from conftest import assert_same
@@ -256,3 +257,30 @@ def test_closure_live_at_a_graph_break_runs_as_eager():
     x = torch.randn(3)
     assert_same(cf(x), f(x))
     assert log == [0, 1]
+
+
+def test_sum_and_isinstance_builtins_are_traced():
+    def f(x, ws, n):
+        total = sum([w * x for w in ws])
+        k = sum(x.shape) + sum((n, 2), 10)
+        kinds = (isinstance(x, torch.Tensor), isinstance(ws, list), isinstance(x.shape, tuple),
+                 isinstance(n, int), isinstance(n, float), isinstance(2.5, (int, float)), isinstance(x, nn.Parameter))
+        return total * k, kinds
+
+    ws = [torch.randn(3), torch.randn(3)]
+    cf = framejit.compile(f)
+    for m, n in ((4, 3), (5, 7)):
+        x = torch.randn(m, 3)
+        assert_same(cf(x, ws, n), f(x, ws, n))
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0 and s["compiles"] == 1, (s, framejit.fallbacks(f))
+
+
+def test_isinstance_of_a_parameter_runs_as_eager():
+    m = nn.Linear(2, 2)
+
+    def f(x):
+        return x * 2 if isinstance(m.weight, nn.Parameter) else x
+
+    x = torch.randn(2)
+    assert_same(framejit.compile(f)(x), f(x))
