@@ -6,7 +6,6 @@ whose graph reads tensors that require grad; `call` carries the compiled graphs 
 this call's scalars and sizes, which the backward needs again."""
 
 import torch
-from torch.autograd.function import once_differentiable
 
 
 class CompiledGraphFunction(torch.autograd.Function):
@@ -20,8 +19,13 @@ class CompiledGraphFunction(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, *grads):
+        if torch.is_grad_enabled():
+            # Grad mode is on in a backward only under create_graph=True: the compiled
+            # backward graph is not itself differentiable (nor is torch.compile's).
+            raise RuntimeError(
+                "framejit: a backward with create_graph=True (double backward) through a compiled "
+                "function is not supported; call the function without framejit for that")
         return (None,) + ctx.call.backward(ctx.saved_tensors, grads)
 
 

@@ -360,3 +360,18 @@ def test_view_of_an_input_read_by_matmul_and_by_a_kernel():
     for a, e in zip(cf(*args), f(*args)):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_double_backward_raises_a_clear_error():
+    def f(x):
+        return (x ** 3).sum()
+
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    y = framejit.compile(f)(x)
+    with pytest.raises(RuntimeError, match="create_graph=True"):
+        torch.autograd.grad(y, x, create_graph=True)
+    # A plain backward of a new call still works, and matches eager.
+    x2 = x.detach().clone().requires_grad_(True)
+    framejit.compile(f)(x).backward()
+    f(x2).backward()
+    assert torch.allclose(x.grad, x2.grad)
