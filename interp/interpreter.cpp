@@ -480,6 +480,7 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   // The ops that the outputs need, in order (for explain and the op list).
   std::vector<bool> live(graph_.size(), false);
   for (jit::NodeId id : graph_.outputs()) live[static_cast<size_t>(id)] = true;
+  for (jit::NodeId id : graph_.checks()) live[static_cast<size_t>(id)] = true;
   for (size_t i = graph_.size(); i-- > 0;) {
     if (!live[i]) continue;
     for (jit::NodeId in : graph_.node(static_cast<jit::NodeId>(i)).inputs) live[static_cast<size_t>(in)] = true;
@@ -514,7 +515,8 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
 }
 
 Status Tracer::compile() {
-  if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
+  // Without outputs and checks the plan only rebuilds the return value.
+  if (graph_.outputs().empty() && graph_.checks().empty()) return ok();
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {

@@ -243,7 +243,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   }
   if (Status s = flush_block_guards()) return s;
   std::vector<int> out_regs;
-  if (!outputs.empty()) {
+  if (!outputs.empty() || !graph_.checks().empty()) {
     graph_.set_outputs(outputs);
     PlanStep step;
     step.kind = PlanStep::Kind::RunGraph;

@@ -207,19 +207,48 @@ def test_matmul_with_an_empty_batch_or_inner_dim():
 
 # ---- found by the long fuzz runs: open (strict xfails) ----
 
-@pytest.mark.xfail(strict=True, reason="int() of a NaN (or inf) tensor whose result is unused: the Int op is dead "
-                                       "code, so the ValueError (OverflowError) eager raises is lost (seed 4242 "
-                                       "programs 500, 845, 1516; seed 777 program 1230)")
 def test_unused_int_of_a_nan_tensor_raises():
+    # int() of a NaN (inf) tensor whose result is unused was dead code: eager's
+    # ValueError (OverflowError) was lost (seed 4242 programs 500, 845, 1516; seed 777
+    # program 1230). The conversion is now a check of its graph, evaluated whether or
+    # not anything reads it: before and after a graph break, with and without outputs,
+    # on the first call and on cache hits.
     def f(x):
         v = int(x.sum())  # noqa: F841
         return x + 1
 
-    x = torch.tensor([1.0, float("nan")])
-    with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
-        f(x)
-    with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
-        framejit.compile(f)(x)
+    def g(x, e):
+        return e * int(x.sum())  # an empty operand: the product's loop never runs
+
+    def h(x, log):
+        y = x * 2
+        log.append(1)  # an opaque call: a graph break
+        int(x.mean())
+        return (y + 1).sum()
+
+    def k(x):
+        int(x[0])
+        return 3
+
+    nan, inf = float("nan"), float("inf")
+    for fn in (f, g, h, k):
+        cf = framejit.compile(fn)
+        for vals in ([1.0, 2.0], [1.0, nan], [0.5, -4.0], [inf, 1.0], [-inf, 0.0]):
+            x = torch.tensor(vals)
+            args = (x, torch.empty(0)) if fn is g else (x, []) if fn is h else (x,)
+            args_eager = (x, torch.empty(0)) if fn is g else (x, []) if fn is h else (x,)
+            try:
+                want = fn(*args_eager)
+            except (ValueError, OverflowError) as e:
+                with pytest.raises(type(e)) as got:
+                    cf(*args)
+                assert str(got.value) == str(e)
+                if fn is h:
+                    assert args[1] == args_eager[1] == [1]  # the call before it ran once
+                continue
+            assert_same(cf(*args), want)
+        assert framejit.stats(fn)["compiles"] == 1, fn.__name__
+        assert framejit.stats(fn)["cache_hits"] >= 3, fn.__name__
 
 
 @pytest.mark.xfail(strict=True, reason="a size mismatch that eager raises in the middle of the frame is found only "
