@@ -206,7 +206,7 @@ Status Tracer::execute(Value* result) {
     // from the state before it (not inside KW_NAMES..CALL or after EXTENDED_ARG).
     if (committed_ && cur_.depth == 0 && !cur_.fs->kw_names &&
         (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
-      snapshot_ = *cur_.fs;
+      take_snapshot();
     }
     if (Status s = step(*last_ins_)) return s;
     if (cur_.fs->ret) {
@@ -256,7 +256,9 @@ Status Tracer::step(const Instruction& ins) {
   const size_t pc = cur_.fs->pc;
   const size_t depth = cur_.fs->stack.size();
   const size_t nodes_before = graph_.size();
+  const jit::Graph::Mark mark = graph_.mark();
   Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
+  if (!s) s = check_new_assumptions(mark);
   if (s) return s;
   note_grad_mode(nodes_before);
   const bool jumped = cur_.fs->pc != pc;
@@ -430,6 +432,17 @@ Status Tracer::check_assumptions() {
   return ok();
 }
 
+Status Tracer::check_new_assumptions(const jit::Graph::Mark& since) {
+  const std::vector<jit::SymExpr>& all = graph_.assumptions();
+  for (size_t i = since.assumptions; i < all.size(); ++i) {
+    const auto v = all[i].eval(hints_);
+    if (v && std::holds_alternative<bool>(*v) && !std::get<bool>(*v)) {
+      return unsupported("sizes that do not fit: " + readable(all[i]) + " is false here (eager raises)");
+    }
+  }
+  return ok();
+}
+
 // Output specs of the current graph, and the guards its building relied on.
 Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs) {
   for (jit::NodeId id : outputs) {
@@ -482,6 +495,7 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   // The ops that the outputs need, in order (for explain and the op list).
   std::vector<bool> live(graph_.size(), false);
   for (jit::NodeId id : graph_.outputs()) live[static_cast<size_t>(id)] = true;
+  for (jit::NodeId id : graph_.checks()) live[static_cast<size_t>(id)] = true;
   for (size_t i = graph_.size(); i-- > 0;) {
     if (!live[i]) continue;
     for (jit::NodeId in : graph_.node(static_cast<jit::NodeId>(i)).inputs) live[static_cast<size_t>(in)] = true;
@@ -516,7 +530,8 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
 }
 
 Status Tracer::compile() {
-  if (graph_.outputs().empty()) return ok();  // the plan only rebuilds the return value
+  // Without outputs and checks the plan only rebuilds the return value.
+  if (graph_.outputs().empty() && graph_.checks().empty()) return ok();
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {

@@ -7,6 +7,18 @@
 #include "interp/hook.h"
 
 namespace fj::interp {
+namespace {
+
+// A function defined in the frame (MAKE_FUNCTION), or a container holding one.
+bool holds_fresh(const Value& v) {
+  if (v.fresh) return true;
+  for (const Value& item : v.items) {
+    if (holds_fresh(item)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Status Tracer::op_call(const Instruction& ins) {
   const size_t argc = static_cast<size_t>(ins.arg);
@@ -38,8 +50,14 @@ Status Tracer::op_call(const Instruction& ins) {
   // it is, between two graph segments (see plan_break.cpp).
   std::string no_break;
   const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  const jit::Graph::Mark before_call = graph_.mark();
   auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
     if (!can_break || call_raised_) return failed;
+    // A function defined in the frame cannot be an argument of a plan step (a cache
+    // hit would pass the trace's object): the frame resumes in CPython before the call.
+    bool fresh = callable.fresh;
+    for (const Value& a : call_args) fresh |= holds_fresh(a);
+    if (fresh) return failed;
     if (autograd_) {  // plan steps would cut the autograd graph (interp/autograd_trace.cpp)
       return unsupported(failed->reason + "; no graph break where tensors require grad (not supported yet)");
     }
@@ -54,6 +72,9 @@ Status Tracer::op_call(const Instruction& ins) {
     PyObject* c = callable.obj.get();
     // Building a builtin exception has no side effect: not a graph break.
     const bool pure = PyExceptionClass_Check(c) && !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    // What an inlined attempt recorded (a size equality that fails, an int() check)
+    // belongs to a call that now runs in CPython.
+    graph_.roll_back(before_call);
     Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed->reason);
     return s && !call_raised_ && !committed_ ? failed : s;
   };

@@ -271,7 +271,7 @@ Status Tracer::op_raise_varargs(const Instruction&) {
   std::string why;
   if (cur_.depth == 0 && can_resume(&why)) {
     deopt_here_ = true;
-    snapshot_ = *cur_.fs;
+    take_snapshot();
   }
   return unsupported("raise");
 }

@@ -245,7 +245,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   }
   if (Status s = flush_block_guards()) return s;
   std::vector<int> out_regs;
-  if (!outputs.empty()) {
+  if (!outputs.empty() || !graph_.checks().empty()) {
     graph_.set_outputs(outputs);
     PlanStep step;
     step.kind = PlanStep::Kind::RunGraph;
@@ -479,8 +479,18 @@ bool Tracer::end_with_deopt(const Status& why) {
   if (cur_.depth != 0) return false;
   root_fs_ = std::move(*snapshot_);
   snapshot_.reset();
+  // What the graph recorded from there on (a size equality that fails, a check of
+  // int()) belongs to ops that CPython runs now, not to this segment.
+  graph_.roll_back(snapshot_mark_);
   if (!can_resume(&whynot)) return false;
-  if (cut({})) return false;
+  if (cut({})) {
+    // The segment itself failed (an int() of NaN before this instruction): CPython
+    // redoes it from the last opaque call on, and raises as eager does.
+    if (!resume_at_ || !committed_) return false;
+    ran_ = true;
+    result_ = PyRef::steal(resume_in_cpython(*resume_at_, *run_));
+    return true;
+  }
   std::shared_ptr<DeoptState> d;
   const std::string reason = why->reason + " (the rest of the frame runs in CPython)";
   if (save_state(root_fs_, root_fs_.pc, reason, &d)) return false;
@@ -529,6 +539,7 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   block_guards_ = std::make_shared<guards::GuardSet>();
   Status s = save_state(root_fs_, root_fs_.pc, "a new branch outcome", &after_call_);
   snapshot_ = root_fs_;
+  snapshot_mark_ = graph_.mark();
   Value ret;
   if (!s) s = execute(&ret);
   if (!s) s = finish(ret);

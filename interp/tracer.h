@@ -136,6 +136,15 @@ class Tracer {
   Status flush_block_guards();
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
   bool end_with_deopt(const Status& why);
+  // The root state before the current instruction, kept to resume CPython there.
+  void take_snapshot() {
+    snapshot_ = *cur_.fs;
+    snapshot_mark_ = graph_.mark();
+  }
+  // Size equalities recorded since `since` that are false for this call: eager raises
+  // at the op that needed them, so the trace stops there (not at its end, where after
+  // a graph break the frame could no longer resume at that op).
+  Status check_new_assumptions(const jit::Graph::Mark& since);
   void run_final();
   int new_reg() { return num_regs_++; }
 
@@ -418,6 +427,7 @@ class Tracer {
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
   std::optional<FrameState> snapshot_;      // the root state before the current root instruction
+  jit::Graph::Mark snapshot_mark_;          // the graph's assumptions and checks then
   int num_regs_ = 0;
   int graphs_compiled_ = 0;  // segments and branch outcomes' graphs, for stats
 

@@ -57,7 +57,7 @@ struct KernelSpec {
   int split_dim = -1;          // the dim threads split (its loop runs [begin, end))
   struct Store {
     NodeId node;
-    int32_t buffer;
+    int32_t buffer;  // -1: evaluated for its checks only (Graph::checks), not stored
   };
   std::vector<Store> stores;
   // A copy of a matmul operand that is a view of a graph input: skipped when the

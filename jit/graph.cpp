@@ -469,6 +469,14 @@ Expected<NodeId> Graph::cast(NodeId x, DType to) {
 
 void Graph::set_outputs(std::vector<NodeId> outputs) { outputs_ = std::move(outputs); }
 
+void Graph::roll_back(const Mark& m) {
+  FJ_CHECK(m.assumptions <= assumptions_.size() && m.ranges <= scalar_ranges_.size() && m.checks <= checks_.size(),
+           "rolling a graph back to a mark it never had");
+  assumptions_.resize(m.assumptions);
+  scalar_ranges_.resize(m.ranges);
+  checks_.resize(m.checks);
+}
+
 std::string Graph::str() const {
   std::ostringstream os;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -520,6 +528,11 @@ std::string Graph::str() const {
     }
     os << "\n";
   }
+  if (!checks_.empty()) {  // evaluated even when unread (int() of a float can raise)
+    os << "check (";
+    for (size_t k = 0; k < checks_.size(); ++k) os << (k ? ", %" : "%") << checks_[k];
+    os << ")\n";
+  }
   os << "return (";
   for (size_t k = 0; k < outputs_.size(); ++k) os << (k ? ", %" : "%") << outputs_[k];
   os << ")\n";
@@ -560,6 +573,8 @@ std::string Graph::structural_key() const {
     os << ':';
     exact(r.hi);
   }
+  os << "\nchecks";
+  for (NodeId c : checks_) os << ' ' << c;
   os << "\nout";
   for (NodeId o : outputs_) os << ' ' << o;
   return os.str();

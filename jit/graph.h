@@ -251,6 +251,19 @@ class Graph {
     double lo, hi;  // inclusive
   };
   const std::vector<ScalarRange>& scalar_ranges() const { return scalar_ranges_; }
+  // Nodes that must be evaluated at each run even when no output reads them, because
+  // evaluating them can fail the way eager fails: int() of a floating tensor (NaN and
+  // infinities raise in Python; the kernel reports kNoIntValue and the caller runs the
+  // frame eagerly). item() registers them; the schedule evaluates the unread ones.
+  const std::vector<NodeId>& checks() const { return checks_; }
+  // How many assumptions, scalar ranges and checks the graph holds: a mark to roll
+  // back to when the ops recorded after it will not run (the frame resumes in CPython
+  // before them), so that what only they needed no longer holds the graph back.
+  struct Mark {
+    size_t assumptions = 0, ranges = 0, checks = 0;
+  };
+  Mark mark() const { return {assumptions_.size(), scalar_ranges_.size(), checks_.size()}; }
+  void roll_back(const Mark& m);
   size_t size() const { return nodes_.size(); }
 
   // Stable text form used by golden tests, FRAMEJIT_LOG=graph and explain:
@@ -274,6 +287,7 @@ class Graph {
   size_t num_inputs_ = 0;
   std::vector<SymExpr> assumptions_;
   std::vector<ScalarRange> scalar_ranges_;
+  std::vector<NodeId> checks_;
   size_t num_scalar_inputs_ = 0;
   std::vector<SymExpr> scalar_input_exprs_;
 };

@@ -553,10 +553,13 @@ Expected<NodeId> Graph::item(NodeId x, ScalarKind kind) {
   if (is_python_scalar(in)) return Error{"item of a Python number"};
   if (!is_const(numel(in.sym), 1)) return Error{"a Tensor with more than one element (or a symbolic size) cannot be converted to Scalar"};
   const Op op = kind == ScalarKind::Int ? Op::ItemInt : kind == ScalarKind::Float ? Op::ItemFloat : Op::ItemBool;
+  const bool can_fail = kind == ScalarKind::Int && is_floating(in.dtype);
   Node n{op, scalar_kind_dtype(kind), {}, {x}, 0, -1};
   n.scalar_kind = kind;
   n.compute = in.dtype;
-  return push(std::move(n));
+  const NodeId id = push(std::move(n));
+  if (can_fail) checks_.push_back(id);  // NaN and infinities raise in eager, used or not
+  return id;
 }
 
 // --- matmul ------------------------------------------------------------------

@@ -98,6 +98,20 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
     s.buffer_of[static_cast<size_t>(id)] = b;
     stores.push_back({id, b});
   }
+  // Checks (int() of a float) that no store reads: evaluated by a store without a
+  // buffer (-1), so that a NaN still fails the run as it fails eager.
+  if (!g.checks().empty()) {
+    std::vector<bool> read(n, false);
+    for (const KernelSpec::Store& st : stores) read[static_cast<size_t>(st.node)] = true;
+    for (size_t id = n; id-- > 0;) {
+      if (!read[id]) continue;
+      for (NodeId in : g.nodes()[id].inputs) read[static_cast<size_t>(in)] = true;
+    }
+    for (NodeId id : g.checks()) {
+      if (!read[static_cast<size_t>(id)]) stores.push_back({id, -1});
+      read[static_cast<size_t>(id)] = true;
+    }
+  }
   std::stable_sort(stores.begin(), stores.end(),
                    [](const KernelSpec::Store& a, const KernelSpec::Store& b) { return a.node < b.node; });
 

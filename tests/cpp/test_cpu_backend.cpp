@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "jit/cpu_backend.h"
+#include "jit/cpu_lower.h"  // KernelStatus
 #include "jit/log.h"
 
 using namespace fj::jit;
@@ -421,6 +422,29 @@ TEST_CASE("cpu backend: rank 0") {
   g.set_outputs({op(g, Op::Mul, {op(g, Op::Exp, {x}), y}), op(g, Op::Ge, {x, y})});
   auto c = check_graph(g, {Host::floats({}, {0.75f}), Host::floats({}, {-3.f})}, kMathUlps);
   CHECK(c->num_kernels() == 1);
+}
+
+TEST_CASE("cpu backend: int() of a float is checked even when nothing reads it") {
+  // Graph::checks: the Int node is no output's operand, yet a NaN or an infinity
+  // makes the run report kNoIntValue (eager raises at int()); finite values run clean.
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {2});
+  NodeId s = *g.reduce(Op::Sum, x, {0}, false);
+  NodeId i = *g.item(s, ScalarKind::Int);
+  REQUIRE(g.checks() == std::vector<NodeId>{i});
+  g.set_outputs({op(g, Op::Add, {x, g.scalar(1.0)})});
+  auto c = compile(g);
+  for (float bad : {1.0f, kNaN, kInf, -kInf}) {
+    Host hx = Host::floats({2}, {0.5f, bad});
+    Host out = Host::output(DType::Float32, {2});
+    const int64_t status = c->run({hx.arg()}, {out.arg()});
+    CHECK(status == (std::isfinite(bad) ? kOk : kNoIntValue));
+  }
+  // int() of an int tensor cannot fail: no check.
+  Graph h;
+  NodeId xi = h.placeholder(DType::Int64, {1});
+  REQUIRE(h.item(xi, ScalarKind::Int));
+  CHECK(h.checks().empty());
 }
 
 TEST_CASE("cpu backend: an empty tensor runs no iterations") {

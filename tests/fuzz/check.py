@@ -102,11 +102,32 @@ def _upcast(args):
     return [a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a for a in args]
 
 
+def _strided(args):
+    """The same values in another layout: each float tensor of rank >= 1 as a strided
+    view (every other element of a buffer twice as long in its last dim)."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dim() >= 1 and a.numel() > 1:
+            wide = torch.zeros(*a.shape[:-1], 2 * a.shape[-1], dtype=a.dtype)
+            wide[..., ::2] = a
+            a = wide[..., ::2]
+        out.append(a)
+    return out
+
+
 def _as_good_as_eager(fn, args, actual, expected):
     """Float values that differ from eager's by more than the tolerance can still be
     right: an op that amplifies error (remainder or floor of a large quotient, a
     cancellation) turns framejit's last-ulp differences into big ones. Such a result is
-    accepted when it is about as close as eager's to the program run in float64."""
+    accepted when it is about as close as eager's to the program run in float64.
+
+    Integer and bool results are bit-exact, except where eager itself is not: a float
+    cast to an integer (or compared) on a rounding boundary takes eager's answer from
+    whichever of its kernels ran, and some of eager's float32 kernels differ by an ulp
+    between layouts (gelu's vectorized erf for contiguous tensors against the scalar erf
+    of strided and one-element ones; tests/py/test_reliability_known_bugs.py). There an
+    element may differ when framejit gives what eager gives for the same values in a
+    strided layout."""
     # In float64 throughout: inputs, and what int tensors and Python floats promote to.
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -114,22 +135,45 @@ def _as_good_as_eager(fn, args, actual, expected):
         ref = outcome(fn, _upcast(args))
     finally:
         torch.set_default_dtype(old)
+    strided = []  # eager on the strided layout, computed when an integer result differs
+
+    def other_layout():
+        if not strided:
+            strided.append(outcome(fn, _strided(args)))
+        return strided[0]
+
+    def ok_exact(a, e, path):
+        if torch.equal(a, e):
+            return True
+        o = other_layout()
+        if o[0] != "ok":
+            return False
+        v = o[1]
+        for k in path:
+            if not isinstance(v, (tuple, list)) or k >= len(v):
+                return False
+            v = v[k]
+        if not (isinstance(v, torch.Tensor) and v.dtype == e.dtype and v.shape == e.shape):
+            return False
+        return bool(((a == e) | (a == v)).all())
+
     if ref[0] != "ok":
         return False
 
-    def ok(a, e, r):
+    def ok(a, e, r, path=()):
         if isinstance(e, torch.Tensor):
+            if not e.is_floating_point():
+                return isinstance(a, torch.Tensor) and a.shape == e.shape and ok_exact(a, e, path)
             if not (isinstance(r, torch.Tensor) and r.shape == e.shape):
                 return False
-            if not e.is_floating_point():
-                return torch.equal(a, e)
             a, e, r = a.double(), e.double(), r.double()
             err_a, err_e = (a - r).abs(), (e - r).abs()
             fine = err_a <= 4 * err_e + 1e-5 * r.abs() + 1e-5
             fine |= torch.isclose(a, e, rtol=1e-5, atol=1e-5, equal_nan=True)
             return bool(fine.all())
         if isinstance(e, (tuple, list)):
-            return isinstance(r, (tuple, list)) and all(ok(x, y, z) for x, y, z in zip(a, e, r))
+            return isinstance(r, (tuple, list)) and all(
+                ok(x, y, z, path + (k,)) for k, (x, y, z) in enumerate(zip(a, e, r)))
         return difference(a, e) is None
 
     return ok(actual, expected, ref[1])

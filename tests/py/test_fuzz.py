@@ -57,6 +57,44 @@ def test_checker_sees_wrong_values_dtypes_and_exceptions():
     assert d((x, 2), (x, 2)) is None and d((x, 2), [x, 2]) is not None
 
 
+def gelu_boundary_value():
+    """A float32 x whose gelu eager computes one ulp apart in a contiguous tensor
+    (vectorized erf) and in a strided one (scalar erf); None if this torch has none."""
+    gelu = torch.nn.functional.gelu
+    xs = torch.linspace(0.5, 4.0, 4001)
+    strided = torch.stack([xs, xs], 1)[:, 0]
+    a, b = gelu(xs), gelu(strided)
+    differ = (a != b).nonzero().flatten().tolist()
+    return xs[differ[0]].item() if differ else None
+
+
+def test_checker_accepts_an_integer_only_where_eager_depends_on_layout():
+    # (gelu(t) / y).long() with y one of eager's two answers for gelu(t): the quotient
+    # is 1 in one layout and just below in the other, so eager's own integer result
+    # depends on the layout. The checker accepts either answer there, nothing else.
+    x = gelu_boundary_value()
+    if x is None:
+        pytest.skip("eager's gelu does not depend on the layout here")
+
+    def fn(t, y):
+        return (torch.nn.functional.gelu(t) / y).long(), t.long()
+
+    t = torch.tensor([x, x, 0.25])
+    strided = fuzz_check._strided([t])[0]
+    assert not strided.is_contiguous() and torch.equal(strided, t)
+    g = torch.nn.functional.gelu
+    y = torch.maximum(g(t)[0], g(strided)[0])
+    contiguous_answer, strided_answer = fn(t, y), fn(strided, y)
+    assert not torch.equal(contiguous_answer[0], strided_answer[0])  # eager itself differs
+    good = fuzz_check._as_good_as_eager
+    assert good(fn, [t, y], strided_answer, contiguous_answer)
+    assert good(fn, [t, y], contiguous_answer, contiguous_answer)
+    wrong = (contiguous_answer[0] + torch.tensor([0, 0, 1]), contiguous_answer[1])
+    assert not good(fn, [t, y], wrong, contiguous_answer)  # an element eager never gives
+    wrong = (contiguous_answer[0], contiguous_answer[1] + 1)
+    assert not good(fn, [t, y], wrong, contiguous_answer)  # t.long() is the same in any layout
+
+
 def test_checker_and_shrinker_on_a_planted_bug(monkeypatch, tmp_path):
     # A framejit that gets sigmoid wrong: the checker must notice, the shrinker must
     # cut the program down to the statement that matters, and the written test fail.
