@@ -146,7 +146,18 @@ Expected<NodeId> Differentiator::unbroadcast(NodeId c, const SymShape& target) {
     c = s;
   }
   // Sizes equal by an assumption of the forward (s0 against s1) differ only in name.
-  return b_.reshape(c, target);
+  FJ_AD_TRY(r, b_.reshape(c, target));
+  if (leading.empty() && ones.empty() && r != c) renames_.insert(r);
+  return r;
+}
+
+Expected<NodeId> Differentiator::transposed_product(NodeId g) {
+  while (renames_.count(g)) g = b_.node(g).inputs[0];
+  if (b_.node(g).op != Op::Matmul) return NodeId{-1};
+  const NodeId a = b_.node(g).inputs[0], b = b_.node(g).inputs[1];
+  FJ_AD_TRY(bt, b_.transpose(b, -1, -2));
+  FJ_AD_TRY(at, b_.transpose(a, -1, -2));
+  return b_.matmul(bt, at);
 }
 
 Expected<bool> Differentiator::accumulate(NodeId x, NodeId contribution) {

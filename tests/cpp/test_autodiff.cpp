@@ -303,6 +303,29 @@ TEST_CASE("autodiff: batched matmul sums broadcast batch dims") {
               {true, true, true, true, true});
 }
 
+TEST_CASE("autodiff: the gradient of a transposed operand is a product in the operand's layout") {
+  // x @ w.T: w's gradient is gy.T @ x (a product shaped as w), not (x.T @ gy).T,
+  // which would be copied transposed into w's layout; batched as well.
+  std::mt19937 rng(19);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {3, 4});
+  NodeId w = g.placeholder(DType::Float64, {5, 4});
+  NodeId a = g.placeholder(DType::Float64, {2, 3, 4});
+  NodeId v = g.placeholder(DType::Float64, {2, 5, 4});
+  NodeId y = ok(g.matmul(x, ok(g.transpose(w, 0, 1))));
+  NodeId yb = ok(g.matmul(ok(g.pointwise(Op::Tanh, {a})), ok(g.transpose(v, 1, 2))));
+  g.set_outputs({y, yb});
+  Joint j = check_grads(g, {random({3, 4}, rng), random({5, 4}, rng), random({2, 3, 4}, rng), random({2, 5, 4}, rng)},
+                        {true, true, true, true});
+  auto under_renames = [&](NodeId id) {
+    while (j.backward.node(id).op == Op::Reshape) id = j.backward.node(id).inputs[0];
+    return j.backward.node(id).op;
+  };
+  REQUIRE(j.backward.outputs().size() == 4);
+  CHECK(under_renames(j.backward.outputs()[1]) == Op::Matmul);  // w
+  CHECK(under_renames(j.backward.outputs()[3]) == Op::Matmul);  // v
+}
+
 TEST_CASE("autodiff: exp and div with a broadcast divisor") {
   std::mt19937 rng(5);
   Graph g;
