@@ -145,8 +145,20 @@ Expected<NodeId> Differentiator::unbroadcast(NodeId c, const SymShape& target) {
     FJ_AD_TRY(s, b_.reduce(Op::Sum, c, ones, true, t));
     c = s;
   }
-  // Sizes equal by an assumption of the forward (s0 against s1) differ only in name.
-  return b_.reshape(c, target);
+  // Sizes equal by an assumption of the forward (s0 against s1) differ only in name:
+  // after the sums, the reshape only renames them.
+  FJ_AD_TRY(r, b_.reshape(c, target));
+  if (r != c) renames_.insert(r);
+  return r;
+}
+
+Expected<NodeId> Differentiator::transposed_product(NodeId g) {
+  while (renames_.count(g)) g = b_.node(g).inputs[0];
+  if (b_.node(g).op != Op::Matmul) return NodeId{-1};
+  const NodeId a = b_.node(g).inputs[0], b = b_.node(g).inputs[1];
+  FJ_AD_TRY(bt, b_.transpose(b, -1, -2));
+  FJ_AD_TRY(at, b_.transpose(a, -1, -2));
+  return b_.matmul(bt, at);
 }
 
 Expected<bool> Differentiator::accumulate(NodeId x, NodeId contribution) {
@@ -287,6 +299,7 @@ Expected<Joint> Differentiator::run() {
   joint.num_outputs = outs.size();
   for (NodeId o : outs) joint.output_needs_grad.push_back(needs(o));
   std::vector<NodeId> draft_outs;
+  std::vector<std::pair<size_t, NodeId>> renamed_outs;  // (position, forward placeholder)
   // What the outputs' autograd graph reaches (through every op that needs a gradient,
   // also those whose gradient is zero, as eager's graph does).
   std::vector<bool> reached(n, false);
@@ -304,7 +317,13 @@ Expected<Joint> Differentiator::run() {
     joint.grad_inputs.push_back(node.index);
     joint.grad_defined.push_back(reached[id]);
     if (grad_[id] >= 0) {
-      draft_outs.push_back(grad_[id]);
+      // An output that renames sizes would be a copy of its operand (16 MB for a
+      // linear weight's gradient product): the operand is the output, and the
+      // equality of its sizes with the input's becomes an assumption below.
+      NodeId o = grad_[id];
+      while (renames_.count(o)) o = b_.node(o).inputs[0];
+      draft_outs.push_back(o);
+      if (o != grad_[id]) renamed_outs.emplace_back(draft_outs.size() - 1, static_cast<NodeId>(id));
     } else {
       FJ_AD_TRY(z, zeros(node.sym, node.dtype));
       draft_outs.push_back(z);
@@ -360,6 +379,10 @@ Expected<Joint> Differentiator::run() {
   }
   std::vector<NodeId> bw_outs;
   for (NodeId o : draft_outs) bw_outs.push_back(map[static_cast<size_t>(o)]);
+  for (const auto& [k, x] : renamed_outs) {
+    auto same = bw.require_same_shape(bw.node(bw_outs[k]).sym, g_.node(x).sym);
+    if (!same) return same.take_error();
+  }
   bw.set_outputs(std::move(bw_outs));
 
   joint.forward = g_;

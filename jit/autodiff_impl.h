@@ -3,6 +3,7 @@
 // and jit/autodiff_rules.cpp (each op's gradient rule).
 #pragma once
 
+#include <set>
 #include <vector>
 
 #include "jit/autodiff.h"
@@ -51,6 +52,10 @@ class Differentiator {
   // A reduction's gradient (or value) with its reduced dims restored as size 1.
   Expected<NodeId> keep_dims(NodeId v, const Node& reduction);
   Expected<NodeId> zeros(const SymShape& sym, DType dtype);
+  // The transpose (last two dims) of gradient `g` when g is a matmul product (or a
+  // renaming of one): the product of the transposed operands in reverse order; -1
+  // when g is not a product.
+  Expected<NodeId> transposed_product(NodeId g);
 
   Expected<NodeId> pw(Op op, const std::vector<NodeId>& in) { return b_.pointwise(op, in); }
   NodeId num(double v) { return b_.scalar(v); }
@@ -65,6 +70,7 @@ class Differentiator {
   std::vector<NodeId> value_;      // per forward node: its value in b_, or -1
   std::vector<NodeId> grad_;       // per forward node: its gradient in b_, or -1
   std::vector<NodeId> scalar_in_;  // b_'s scalar inputs by index
+  std::set<NodeId> renames_;       // b_ reshapes that only rename sizes equal by assumption
   std::vector<DraftInput> draft_inputs_;  // by b_ placeholder index
 };
 

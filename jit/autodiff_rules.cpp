@@ -407,6 +407,20 @@ Expected<bool> Differentiator::backprop(NodeId id) {
     case Op::Permute: {
       std::vector<int64_t> inverse(n.dims.size());
       for (size_t i = 0; i < n.dims.size(); ++i) inverse[static_cast<size_t>(n.dims[i])] = static_cast<int64_t>(i);
+      // A transposed product is computed as the product of the transposed operands:
+      // the gradient of a transposed weight (x @ w.t()) then comes out of the matmul
+      // in w's own layout, with no transposing copy after it.
+      const size_t r = inverse.size();
+      bool swaps_last_two = r >= 2 && inverse[r - 2] == static_cast<int64_t>(r - 1) &&
+                            inverse[r - 1] == static_cast<int64_t>(r - 2);
+      for (size_t i = 0; swaps_last_two && i + 2 < r; ++i) swaps_last_two = inverse[i] == static_cast<int64_t>(i);
+      if (swaps_last_two) {
+        FJ_AD_TRY(product, transposed_product(gy));
+        if (product >= 0) {
+          FJ_AD_ACC(0, Expected<NodeId>(product));
+          return true;
+        }
+      }
       FJ_AD_ACC(0, b_.permute(gy, inverse));
       return true;
     }

@@ -175,7 +175,7 @@ class CpuCompiledGraph final : public CompiledGraph {
       }
       const KernelSpec& spec = s_.kernels[static_cast<size_t>(step.index)];
       if (spec.view_copy_of >= 0) {
-        if (auto v = resolve(spec.view_copy_of, inputs, *bindings)) {
+        if (auto v = resolve(spec.view_copy_of, ptrs, strides, *bindings)) {
           views.emplace(spec.view_copy_of, std::move(*v));
           continue;
         }
@@ -239,16 +239,23 @@ class CpuCompiledGraph final : public CompiledGraph {
     for (int64_t st : status) *args.status |= st;
   }
 
-  // The strides of a view chain over a graph input, when they exist.
-  std::optional<View> resolve(NodeId id, const std::vector<TensorArg>& inputs, const Bindings& b) const {
+  // The strides of a view chain over a graph input or over a computed node's buffer
+  // (one that is not a view: a view's own buffer may be a copy that was skipped),
+  // when they exist.
+  std::optional<View> resolve(NodeId id, const std::vector<char*>& ptrs, const std::vector<int64_t>& strides,
+                              const Bindings& b) const {
     const Node& n = g_.node(id);
-    if (n.op == Op::Placeholder) {
-      const TensorArg& t = inputs[static_cast<size_t>(n.index)];
-      return View{static_cast<char*>(t.data), std::vector<int64_t>(t.sizes, t.sizes + t.rank),
-                  std::vector<int64_t>(t.strides, t.strides + t.rank)};
+    if (op_family(n.op) != Family::View) {
+      const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
+      if (buf < 0 || is_python_scalar(n)) return std::nullopt;
+      View v{ptrs[static_cast<size_t>(buf)], {}, {}};
+      for (const SymExpr& e : n.sym) v.sizes.push_back(eval_int(e, b));
+      const int64_t* st = strides.data() + s_.stride_offset[static_cast<size_t>(buf)];
+      v.strides.assign(st, st + n.rank());
+      return v;
     }
     if (n.inputs.empty()) return std::nullopt;
-    auto v = resolve(n.inputs[0], inputs, b);
+    auto v = resolve(n.inputs[0], ptrs, strides, b);
     if (!v) return std::nullopt;
     std::vector<int64_t> sizes;
     for (const SymExpr& e : n.sym) sizes.push_back(eval_int(e, b));

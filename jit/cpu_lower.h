@@ -60,8 +60,9 @@ struct KernelSpec {
     int32_t buffer;  // -1: evaluated for its checks only (Graph::checks), not stored
   };
   std::vector<Store> stores;
-  // A copy of a matmul operand that is a view of a graph input: skipped when the
-  // view's strides can be computed at run time (the matmul then reads the input).
+  // A copy of a matmul operand that is a view of a graph input (or a permute or
+  // reshape of a computed node's buffer): skipped when the view's strides can be
+  // computed at run time (the matmul then reads the input or buffer in place).
   NodeId view_copy_of = -1;
 };
 

@@ -234,6 +234,10 @@ class Graph {
   Expected<NodeId> linear(NodeId x, NodeId w, NodeId bias);
 
   void set_outputs(std::vector<NodeId> outputs);
+  // Records that shapes `a` and `b` are equal dim by dim, as an op whose operands
+  // must agree would: nothing where provable, an Error where provably not, else
+  // assumptions (a gradient output whose sizes equal its input's by assumption only).
+  Expected<bool> require_same_shape(const SymShape& a, const SymShape& b);
 
   const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
   const std::vector<Node>& nodes() const { return nodes_; }

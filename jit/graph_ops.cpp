@@ -308,6 +308,16 @@ Expected<NodeId> Graph::alias(NodeId x) {
   return push(std::move(n));
 }
 
+Expected<bool> Graph::require_same_shape(const SymShape& a, const SymShape& b) {
+  if (a.size() != b.size()) return Error{"shapes of different ranks cannot be the same"};
+  std::vector<SymExpr> assumed;
+  for (size_t d = 0; d < a.size(); ++d) {
+    if (!need(eq(a[d], b[d]), &assumed)) return Error{"size " + a[d].str() + " is not " + b[d].str()};
+  }
+  for (SymExpr& c : assumed) assumptions_.push_back(std::move(c));
+  return true;
+}
+
 Expected<NodeId> Graph::reshape(NodeId x, SymShape sizes) {
   const Node& in = node(x);
   if (is_python_scalar(in)) return Error{"view of a Python number"};

@@ -1,6 +1,7 @@
 // schedule_graph: which values live in buffers, which kernel stores each, and the
 // order of kernels and matmuls (see jit/cpu_lower.h).
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "jit/cpu_lower.h"
@@ -20,6 +21,19 @@ bool is_input_view(const Graph& g, NodeId id) {
     }
     id = n.inputs[0];
   }
+}
+
+// The node under a chain of permutes and reshapes, when that node is computed (not
+// an input, not a view): a matmul reads such a view in place from the node's buffer
+// (a transposed activation in a backward graph), instead of a kernel writing the
+// view transposed. Only views that keep every element: materializing the node
+// costs what the copy of the view would.
+std::optional<NodeId> reshaped_computed_base(const Graph& g, NodeId id) {
+  if (g.node(id).op != Op::Permute && g.node(id).op != Op::Reshape) return std::nullopt;
+  while (g.node(id).op == Op::Permute || g.node(id).op == Op::Reshape) id = g.node(id).inputs[0];
+  const Op op = g.node(id).op;
+  if (op == Op::Placeholder || op_family(op) == Family::View || is_python_scalar(g.node(id))) return std::nullopt;
+  return id;
 }
 
 }  // namespace
@@ -67,7 +81,11 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
     for (NodeId in : node.inputs) {
       if (g.node(in).op == Op::Placeholder) continue;
       forced.insert(in);
-      if (is_input_view(g, in) && !read_by_kernel[static_cast<size_t>(in)]) view_copies.insert(in);
+      if (read_by_kernel[static_cast<size_t>(in)]) continue;  // the copy is written anyway
+      const std::optional<NodeId> base = reshaped_computed_base(g, in);
+      if (!base && !is_input_view(g, in)) continue;
+      view_copies.insert(in);
+      if (base) forced.insert(*base);
     }
   }
   // A slice_scatter reads its base and its source at different positions, and the

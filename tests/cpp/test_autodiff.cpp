@@ -303,6 +303,48 @@ TEST_CASE("autodiff: batched matmul sums broadcast batch dims") {
               {true, true, true, true, true});
 }
 
+TEST_CASE("autodiff: the gradient of a transposed operand is a product in the operand's layout") {
+  // x @ w.T: w's gradient is gy.T @ x (a product shaped as w), not (x.T @ gy).T,
+  // which would be copied transposed into w's layout; batched as well. The product
+  // is the output itself, not a copy renaming its sizes.
+  std::mt19937 rng(19);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {3, 4});
+  NodeId w = g.placeholder(DType::Float64, {5, 4});
+  NodeId a = g.placeholder(DType::Float64, {2, 3, 4});
+  NodeId v = g.placeholder(DType::Float64, {2, 5, 4});
+  NodeId y = ok(g.matmul(x, ok(g.transpose(w, 0, 1))));
+  NodeId yb = ok(g.matmul(ok(g.pointwise(Op::Tanh, {a})), ok(g.transpose(v, 1, 2))));
+  g.set_outputs({y, yb});
+  Joint j = check_grads(g, {random({3, 4}, rng), random({5, 4}, rng), random({2, 3, 4}, rng), random({2, 5, 4}, rng)},
+                        {true, true, true, true});
+  REQUIRE(j.backward.outputs().size() == 4);
+  CHECK(j.backward.node(j.backward.outputs()[1]).op == Op::Matmul);  // w
+  CHECK(j.backward.node(j.backward.outputs()[3]).op == Op::Matmul);  // v
+}
+
+TEST_CASE("autodiff: a gradient output sized by other symbols keeps their equality as an assumption") {
+  // x [s0, s1] @ w.T with w [s2, s3]: the product for w's gradient is [s2, s1]; it is
+  // the output as is, and s1 == s3 stays an assumption of the backward (guarded).
+  const SymExpr s0 = SymExpr::symbol(0, SymType::Int, 3), s1 = SymExpr::symbol(1, SymType::Int, 4);
+  const SymExpr s2 = SymExpr::symbol(2, SymType::Int, 5), s3 = SymExpr::symbol(3, SymType::Int, 4);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {3, 4}, {s0, s1});
+  NodeId w = g.placeholder(DType::Float64, {5, 4}, {s2, s3});
+  g.set_outputs({ok(g.matmul(x, ok(g.transpose(w, 0, 1))))});
+  std::mt19937 rng(20);
+  GradOptions opt;
+  opt.bindings.values = {SymValue{int64_t{3}}, SymValue{int64_t{4}}, SymValue{int64_t{5}}, SymValue{int64_t{4}}};
+  Joint j = check_grads(g, {random({3, 4}, rng), random({5, 4}, rng)}, {true, true}, opt);
+  const Node& gw = j.backward.node(j.backward.outputs()[1]);
+  CHECK(gw.op == Op::Matmul);
+  REQUIRE(gw.rank() == 2);
+  CHECK(gw.sym[0].same(s2));
+  bool s1_is_s3 = false;
+  for (const SymExpr& e : j.backward.assumptions()) s1_is_s3 = s1_is_s3 || e.same(eq(s1, s3)) || e.same(eq(s3, s1));
+  CHECK(s1_is_s3);
+}
+
 TEST_CASE("autodiff: exp and div with a broadcast divisor") {
   std::mt19937 rng(5);
   Graph g;

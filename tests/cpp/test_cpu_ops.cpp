@@ -333,6 +333,29 @@ TEST_CASE("cpu ops: index_select, iota and matmul") {
   check(g, {{10, 8}, {2, 3}, {3, 5, 8}, {8, 4}}, 1e-4, {{1, {0, 9, 3, 3, 2, 7}}});
 }
 
+TEST_CASE("cpu ops: matmul operands that are transposes and reshapes of computed values") {
+  // A matmul reads a permute or reshape of a computed value from that value's buffer
+  // when strides allow; a reshape that no strides describe is copied first.
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {6, 8});
+  NodeId y = g.placeholder(DType::Float32, {6, 5});
+  NodeId z = g.placeholder(DType::Float32, {3, 2});
+  NodeId a = g.placeholder(DType::Float32, {2, 3, 4});
+  NodeId ex = ok(g.pointwise(Op::Exp, {x}));
+  NodeId mm1 = ok(g.matmul(ok(g.transpose(ex, 0, 1)), y));  // exp(x).T @ y: [8, 5]
+  NodeId sq = ok(g.pointwise(Op::Mul, {x, x}));
+  NodeId odd = ok(g.reshape(ok(g.transpose(sq, 0, 1)), {SymExpr::integer(16), SymExpr::integer(3)}));
+  NodeId mm2 = ok(g.matmul(odd, z));  // not a view of (x * x)'s buffer: [16, 2]
+  NodeId tn = ok(g.transpose(ok(g.pointwise(Op::Exp, {a})), 1, 2));  // [2, 4, 3]
+  NodeId zb = ok(g.expand(z, {SymExpr::integer(2), SymExpr::integer(3), SymExpr::integer(2)}));
+  NodeId mm3 = ok(g.matmul(tn, zb));                                   // [2, 4, 2]
+  NodeId twice = ok(g.transpose(ok(g.transpose(ex, 0, 1)), 0, 1));     // exp(x) again
+  NodeId mm4 = ok(g.matmul(ok(g.transpose(y, 0, 1)), twice));          // [5, 8]
+  NodeId read = ok(g.pointwise(Op::Mul, {ok(g.transpose(ex, 0, 1)), g.scalar(2.0)}));  // the view read by a kernel too
+  g.set_outputs({mm1, mm2, mm3, mm4, read});
+  check(g, {{6, 8}, {6, 5}, {3, 2}, {2, 3, 4}}, 1e-4);
+}
+
 TEST_CASE("cpu ops: a reduction whose operand reads values of an outer loop level") {
   // (a / c).sum(1, keepdim=True) with c [9, 1]: c's value belongs to the row loop's
   // level and is hoisted out of the reduction loop, which itself sits in that
