@@ -79,6 +79,8 @@ LOWERED = [
 # One operand, output labels in input order: eager returns a view of the input, the
 # trace no op (so no graph).
 IDENTITY = {"ij", "i->i", "->", ""}
+# Pure permutations: the result is a view of the input (no graph), as eager's.
+IDENTITY |= {"ij->ji", "ji", "...ij->...ji"}
 
 
 def _einsum_fn(eq, nargs, as_list=False):
