@@ -90,7 +90,15 @@ Status Tracer::op_load_global(const Instruction& ins) {
   src.name = n;
   src.from_builtins = from_builtins;
   src.globals = cur_.guard_globals;
-  push(Value::constant(PyRef::borrow(v), src));
+  Value value = Value::constant(PyRef::borrow(v), src);
+  if (!from_builtins && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type))) {
+    // A global tensor: a graph input read from the globals at every call.
+    guards::PathRoot root;
+    PyRef holder;
+    Status s;
+    if (path_root(value, &root, &holder) && path_tensor(v, root, src, &value, &s) && s) return s;
+  }
+  push(std::move(value));
   return ok();
 }
 
@@ -152,6 +160,17 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
   Source child = base.source;
   child.attrs.push_back(name);
   const std::string text = source_text(child);
+  if (Status s; path_tensor(v, root, child, out, &s)) return s;
+  guards().add_path(text, root, child.attrs, v);
+  *out = Value::constant(PyRef::borrow(v), child);
+  return ok();
+}
+
+// A tensor reached by a guarded path (an attribute, a global): a graph input read
+// from that path at every call. False when v is no tensor.
+bool Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status) {
+  const std::string text = source_text(child);
+  Status& s = *status;
   auto& refs = guards::torch_refs();
   if (refs.parameter_type == nullptr) {
     PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
@@ -159,35 +178,34 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
     Py_XDECREF(mod);
     guards::clear_error();
   }
+
   // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
   if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
       (refs.parameter_type != nullptr && Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
     guards::TensorMeta meta;
     std::string why;
-    if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
+    if (!guards::read_tensor_meta(v, &meta, &why)) return s = unsupported("tensor " + text + ": " + why), true;
     // After an opaque call the plan's checks bind no new symbols and find no tensors.
-    if (committed_) return unsupported("tensor attribute " + text + " read after a graph break (not supported yet)");
+    if (committed_) return s = unsupported("tensor " + text + " read after a graph break (not supported yet)"), true;
     if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
       // Read before (the guards of that read hold): the same tensor, as it is now.
       auto now = storage_now_.find(seen->second);
       *out = Value::tensor(now == storage_now_.end() ? seen->second : now->second, child);
-      return ok();
+      return s = ok(), true;
     }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
-    if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+    if ((s = tensor_input(meta, text, &n, &dims))) return true;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
     path_inputs_[text] = n;
     *out = Value::tensor(n, child);
-    return ok();
+    return s = ok(), true;
   }
-  if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type))) {
-    return unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet");
+  if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
+    return s = unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet"), true;
   }
-  guards().add_path(text, root, child.attrs, v);
-  *out = Value::constant(PyRef::borrow(v), child);
-  return ok();
+  return false;
 }
 
 // (owner -- value)

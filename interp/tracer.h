@@ -366,6 +366,7 @@ class Tracer {
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
   bool has_traced_cells(PyObject* obj) const;
+  bool path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status);
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
   // the same tensor (and sees what the frame wrote to it).

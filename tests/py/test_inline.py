@@ -284,3 +284,29 @@ def test_isinstance_of_a_parameter_runs_as_eager():
 
     x = torch.randn(2)
     assert_same(framejit.compile(f)(x), f(x))
+
+
+BIAS = torch.randn(3)
+
+
+def test_global_tensors_are_graph_inputs():
+    # A tensor in a module global is read from the globals at every call (not baked
+    # in): an in-place change of it is seen, a new tensor bound to the name retraces.
+    global BIAS
+
+    def f(x):
+        return torch.tanh(x + BIAS) * 2
+
+    cf = framejit.compile(f)
+    x = torch.randn(4, 3)
+    assert_same(cf(x), f(x))
+    BIAS.add_(1)
+    assert_same(cf(x), f(x))
+    old = BIAS
+    BIAS = torch.randn(3, dtype=torch.float64)
+    try:
+        assert_same(cf(x), f(x))
+    finally:
+        BIAS = old
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graphs"] == 2 and s["cache_hits"] == 1, s
