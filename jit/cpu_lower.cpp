@@ -1,992 +1,164 @@
-// Schedule -> LLVM IR: one function per kernel (ABI in jit/cpu_lower.h). Every
-// value is computed from its definition at the index where it is read: views remap
-// the index, broadcasting drops dims, reductions run their own loops, emitted at
-// the outermost loop level that their index depends on ("hoisting"), so each
-// reduction result is computed once and reused by the loops inside.
+// Schedule -> LLVM IR (jit/cpu_lower.h): a KernelEmitter per kernel
+// (jit/kernel_emitter.h); views' index remapping is defined here.
 #include "jit/cpu_lower.h"
 
-#include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/MDBuilder.h>
-#include <llvm/IR/Module.h>
-
-#include <functional>
-#include <map>
-#include <set>
-
-#include "jit/lower_elem.h"
+#include "jit/kernel_emitter.h"
 
 namespace fj::jit {
-namespace {
+namespace lower {
 
-using llvm::Value;
-
-// Thrown (inside this file only) when a reduction must be materialized instead.
-struct Rematerialize {
-  NodeId node;
-};
-
-// A position along one dim, with the loop levels its value depends on (bit d:
-// the loop opened at depth d; 0: loop-invariant).
-struct Ix {
-  Value* v;
-  uint64_t mask;
-};
-using Index = std::vector<Ix>;
-
-class KernelEmitter {
- public:
-  KernelEmitter(const Graph& g, Schedule& s, size_t kernel, llvm::Module& m,
-                const LowerOptions& options, std::vector<int>& reduction_kernel)
-      : g_(g), s_(s), k_(s.kernels[kernel]), kernel_(static_cast<int>(kernel)), m_(m),
-        ctx_(m.getContext()), b_(ctx_), entry_b_(ctx_), options_(options), el_(b_, m, g, options),
-        reduction_kernel_(reduction_kernel) {}
-
-  void emit() {
-    auto* ptr = b_.getPtrTy();
-    auto* i64 = b_.getInt64Ty();
-    fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
-                                 llvm::Function::ExternalLinkage, k_.symbol, m_);
-    fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    fn_->addParamAttr(0, llvm::Attribute::NoCapture);
-    fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
-    llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
-    entry_b_.SetInsertPoint(entry);
-    Value* args = fn_->getArg(0);
-    begin_ = fn_->getArg(1);
-    end_ = fn_->getArg(2);
-    auto field = [&](unsigned k, const char* name) {
-      return entry_b_.CreateLoad(ptr, entry_b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), args, 8 * k), name);
-    };
-    ptrs_ = field(0, "ptrs");
-    strides_ = field(1, "strides");
-    dims_ = field(2, "dims");
-    scalars_ = field(3, "scalars");
-    status_out_ = field(4, "status");
-    collect_buffers();
-    make_alias_scopes();
-
-    auto* main = llvm::BasicBlock::Create(ctx_, "main", fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
-    b_.SetInsertPoint(main);
-    Value* contiguous = contiguous_condition();
-    if (contiguous == nullptr) {
-      emit_version(true);
-      b_.CreateBr(done);
-    } else {
-      auto* contig_bb = llvm::BasicBlock::Create(ctx_, "contiguous", fn_);
-      auto* strided_bb = llvm::BasicBlock::Create(ctx_, "strided", fn_);
-      b_.CreateCondBr(contiguous, contig_bb, strided_bb);
-      b_.SetInsertPoint(contig_bb);
-      emit_version(true);
-      b_.CreateBr(done);
-      b_.SetInsertPoint(strided_bb);
-      emit_version(false);
-      b_.CreateBr(done);
+Value* KernelEmitter::view(const Node& n, const Index& idx) {
+  const NodeId in_id = n.inputs.empty() ? -1 : n.inputs[0];
+  const Node& in = g_.node(in_id);
+  Index in_idx;
+  switch (n.op) {
+    case Op::Permute:
+      in_idx.resize(in.rank());
+      for (size_t d = 0; d < idx.size(); ++d) in_idx[static_cast<size_t>(n.dims[d])] = idx[d];
+      break;
+    case Op::Expand: in_idx = broadcast(idx, in); break;
+    case Op::Slice: {
+      in_idx = idx;
+      const size_t k = static_cast<size_t>(n.dims[0]);
+      in_idx[k] = add(size_ix(n.args[0]), mul(idx[k], size_ix(n.args[1])));
+      break;
     }
-    b_.SetInsertPoint(done);
-    if (status_ != nullptr) {  // some check ran: report what it found
-      Value* st = b_.CreateLoad(i64, status_);
-      auto* report = llvm::BasicBlock::Create(ctx_, "report", fn_);
-      auto* ret = llvm::BasicBlock::Create(ctx_, "ret", fn_);
-      b_.CreateCondBr(b_.CreateICmpNE(st, b_.getInt64(0)), report, ret);
-      b_.SetInsertPoint(report);
-      if (options_.target == Target::Nvptx) {  // many threads report: keep every code
-        b_.CreateAtomicRMW(llvm::AtomicRMWInst::Or, status_out_, st, llvm::MaybeAlign(8),
-                           llvm::AtomicOrdering::Monotonic);
-      } else {
-        b_.CreateStore(st, status_out_);
+    case Op::Select:
+      in_idx = idx;
+      in_idx.insert(in_idx.begin() + n.dims[0], size_ix(n.args[0]));
+      break;
+    case Op::Flip:
+      in_idx = idx;
+      for (int64_t d : n.dims) {
+        const size_t k = static_cast<size_t>(d);
+        in_idx[k] = sub(sub(size_ix(in.sym[k]), Ix{b_.getInt64(1), 0}), idx[k]);
       }
-      b_.CreateBr(ret);
-      b_.SetInsertPoint(ret);
-    }
-    b_.CreateRetVoid();
-    entry_b_.CreateBr(main);
+      break;
+    case Op::Reshape: in_idx = reshape_index(in.sym, n.sym, idx); break;
+    case Op::Cat: return cat(n, idx);
+    case Op::SliceScatter: return slice_scatter(n, idx);
+    default: FJ_CHECK(false, "not a view op");
   }
+  return value(in_id, in_idx);
+}
 
- private:
-  struct Frame {
-    llvm::BasicBlock* hoist;       // code placed here runs once per iteration, before the body
-    llvm::BasicBlock* body_start;
-    std::map<std::pair<NodeId, std::vector<Value*>>, Value*> cache;
-  };
+Ix KernelEmitter::product(const SymShape& sizes, size_t from, size_t to) {
+  SymExpr p = SymExpr::integer(1);
+  for (size_t i = from; i < to; ++i) p = fj::jit::mul(p, sizes[i]);
+  return size_ix(p);
+}
 
-  // --- buffers ---------------------------------------------------------------
-
-  bool stored_here(NodeId id) const {
-    for (const KernelSpec::Store& st : k_.stores) {
-      if (st.node == id) return true;
-    }
-    return false;
-  }
-  bool external(int32_t buffer) const {
-    return static_cast<size_t>(buffer) < s_.num_inputs + s_.num_outputs;
-  }
-
-  // Buffers read (through inline values) or written by this kernel.
-  void collect_buffers() {
-    std::set<NodeId> seen;
-    std::vector<NodeId> work;
-    for (const KernelSpec::Store& st : k_.stores) {
-      if (st.buffer >= 0) touched_.insert(st.buffer);
-      work.push_back(st.node);
-    }
-    while (!work.empty()) {
-      const NodeId id = work.back();
-      work.pop_back();
-      if (!seen.insert(id).second) continue;
-      const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
-      if (buf >= 0 && (g_.node(id).op == Op::Placeholder || !stored_here(id))) {
-        touched_.insert(buf);
-        read_.insert(buf);
-        continue;
-      }
-      for (NodeId in : g_.node(id).inputs) work.push_back(in);
-    }
-  }
-
-  // The fast version assumes unit innermost strides for every external buffer.
-  Value* contiguous_condition() {
-    Value* all = nullptr;
-    for (int32_t buf : touched_) {
-      const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
-      if (!external(buf) || n.rank() == 0 || is_const(n.sym.back(), 1)) continue;
-      Value* ok = b_.CreateICmpEQ(loaded_stride(buf, n.rank() - 1), b_.getInt64(1));
-      all = all ? b_.CreateAnd(all, ok) : ok;
-    }
-    return all;
-  }
-
-  Value* loaded_stride(int32_t buf, size_t d) {
-    auto key = std::make_pair(buf, d);
-    auto it = stride_.find(key);
-    if (it != stride_.end()) return it->second;
-    const int64_t at = s_.stride_offset[static_cast<size_t>(buf)] + static_cast<int64_t>(d);
-    Value* v = entry_b_.CreateLoad(b_.getInt64Ty(),
-                                   entry_b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), strides_, static_cast<uint64_t>(at)));
-    return stride_[key] = v;
-  }
-
-  Value* stride(int32_t buf, size_t d) {
-    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
-    if (d + 1 == n.rank() && (!external(buf) || contig_)) return b_.getInt64(1);
-    return loaded_stride(buf, d);
-  }
-
-  Value* base(int32_t buf) {
-    auto it = base_.find(buf);
-    if (it != base_.end()) return it->second;
-    Value* v = entry_b_.CreateLoad(b_.getPtrTy(), entry_b_.CreateConstInBoundsGEP1_64(b_.getPtrTy(), ptrs_, static_cast<uint64_t>(buf)),
-                                   "buf" + llvm::Twine(buf));
-    return base_[buf] = v;
-  }
-
-  Value* address(int32_t buf, const Index& idx) {
-    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
-    FJ_CHECK(idx.size() == n.rank(), "index rank differs from the buffer's");
-    Value* off = b_.getInt64(0);
-    for (size_t d = 0; d < idx.size(); ++d) {
-      if (is_const(n.sym[d], 1)) continue;
-      off = b_.CreateAdd(off, b_.CreateMul(idx[d].v, stride(buf, d), "", false, true), "", false, true);
-    }
-    return b_.CreateInBoundsGEP(el_.llvm_type(n.dtype), base(buf), off);
-  }
-
-  void make_alias_scopes() {
-    llvm::MDBuilder mdb(ctx_);
-    llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("fj.kernel");
-    std::vector<llvm::Metadata*> scopes;
-    for (size_t o = 0; o < k_.stores.size(); ++o) {
-      scopes.push_back(mdb.createAnonymousAliasScope(domain, ("store" + llvm::Twine(o)).str()));
-    }
-    load_noalias_ = llvm::MDNode::get(ctx_, scopes);
-    for (size_t o = 0; o < scopes.size(); ++o) {
-      std::vector<llvm::Metadata*> others;
-      for (size_t p = 0; p < scopes.size(); ++p) {
-        if (p != o) others.push_back(scopes[p]);
-      }
-      store_scope_.push_back(llvm::MDNode::get(ctx_, {scopes[o]}));
-      store_noalias_.push_back(llvm::MDNode::get(ctx_, others));
-    }
-  }
-
-  // --- sizes and scalars (loaded once, in the entry block) --------------------
-
-  Value* size_value(const SymExpr& e) {
-    if (auto c = e.as_int()) return b_.getInt64(*c);
-    size_t k = 0;
-    while (k < s_.dim_exprs.size() && !s_.dim_exprs[k].same(e)) ++k;
-    if (k == s_.dim_exprs.size()) s_.dim_exprs.push_back(e);
-    auto it = dim_.find(k);
-    if (it != dim_.end()) return it->second;
-    Value* v = entry_b_.CreateLoad(b_.getInt64Ty(),
-                                   entry_b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), dims_, k),
-                                   "dim" + llvm::Twine(k));
-    return dim_[k] = v;
-  }
-  Ix size_ix(const SymExpr& e) { return Ix{size_value(e), 0}; }
-  Ix zero() { return Ix{b_.getInt64(0), 0}; }
-
-  Value* scalar_input(int32_t index, ScalarKind kind) {
-    auto it = scalar_.find(index);
-    if (it != scalar_.end()) return it->second;
-    llvm::Type* ty = kind == ScalarKind::Float ? b_.getDoubleTy() : b_.getInt64Ty();
-    Value* v = entry_b_.CreateLoad(ty, entry_b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), scalars_, static_cast<uint64_t>(index)),
-                                   "scalar" + llvm::Twine(index));
-    return scalar_[index] = v;
-  }
-
-  // A Python-number operand's value (see ElementEmitter::operand).
-  Value* number(NodeId id) {
-    const Node& n = g_.node(id);
-    if (n.op == Op::Scalar) return nullptr;
-    if (n.op == Op::ScalarInput) return scalar_input(n.index, n.scalar_kind);
-    return value(id, {});
-  }
-
-  void flag(Value* cond, KernelStatus code) {
-    if (status_ == nullptr) {
-      llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      status_ = e.CreateAlloca(b_.getInt64Ty(), nullptr, "status.acc");
-      e.CreateStore(b_.getInt64(0), status_);
-    }
-    Value* acc = b_.CreateLoad(b_.getInt64Ty(), status_);
-    b_.CreateStore(b_.CreateOr(acc, b_.CreateSelect(cond, b_.getInt64(code), b_.getInt64(0))), status_);
-  }
-
-  // --- index arithmetic -------------------------------------------------------
-
-  // Index arithmetic is placed at the loop level of its operands, like every value.
-  Ix arith(llvm::Instruction::BinaryOps op, Ix a, Ix b) {
-    const uint64_t m = a.mask | b.mask;
-    return Ix{at(m, [&] { return b_.CreateBinOp(op, a.v, b.v); }), m};
-  }
-  Ix add(Ix a, Ix b) { return arith(llvm::Instruction::Add, a, b); }
-  Ix sub(Ix a, Ix b) { return arith(llvm::Instruction::Sub, a, b); }
-  Ix mul(Ix a, Ix b) { return arith(llvm::Instruction::Mul, a, b); }
-  Ix div(Ix a, Ix b) { return arith(llvm::Instruction::UDiv, a, b); }
-  Ix rem(Ix a, Ix b) { return arith(llvm::Instruction::URem, a, b); }
-
-  // The operand's index for a result index: dims align from the right and the
-  // operand's size-1 dims read position 0.
-  Index broadcast(const Index& idx, const Node& in) {
-    const size_t lead = idx.size() - in.rank();
-    Index out(in.rank());
-    for (size_t j = 0; j < in.rank(); ++j) out[j] = is_const(in.sym[j], 1) ? zero() : idx[lead + j];
-    return out;
-  }
-
-  // --- frames and loops -------------------------------------------------------
-
-  void open_frame() {
-    llvm::BasicBlock* hoist = b_.GetInsertBlock();
-    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
-    frames_.push_back(Frame{hoist, body, {}});
-    b_.SetInsertPoint(body);
-  }
-  void close_frame() {
-    Frame& f = frames_.back();
-    llvm::IRBuilder<> t(f.hoist);
-    t.CreateBr(f.body_start);
-    frames_.pop_back();
-  }
-  uint64_t depth_bit() const { return uint64_t{1} << frames_.size(); }
-
-  // for (i = lo; i < hi; ++i) body(i), with the body in a new frame.
-  void emit_loop(Value* lo, Value* hi, const std::function<void(Ix)>& body, bool vectorize) {
-    FJ_CHECK(frames_.size() < 63, "loops nested too deeply");
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
-    auto* first = llvm::BasicBlock::Create(ctx_, "loop.hoist", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
-    // A loop emitted into a frame's hoist block (a reduction placed by hoisted()):
-    // values of that frame's level that the body reads are hoisted into that block
-    // while the body is emitted, so it branches to the header only afterwards, from
-    // wherever that frame's hoist code then ends.
-    size_t owner = frames_.size();
-    for (size_t f = 0; f < frames_.size(); ++f) {
-      if (frames_[f].hoist == pre) owner = f;
-    }
-    if (owner == frames_.size()) b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
-    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), first, exit);
-    b_.SetInsertPoint(first);
-    const uint64_t bit = depth_bit();
-    open_frame();
-    body(Ix{i, bit});
-    Value* next = b_.CreateAdd(i, b_.getInt64(1), "i.next", true, true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    llvm::BranchInst* back = b_.CreateBr(header);
-    if (!vectorize) back->setMetadata(llvm::LLVMContext::MD_loop, no_vectorize_loop_id());
-    close_frame();
-    if (owner < frames_.size()) {
-      pre = frames_[owner].hoist;
-      llvm::IRBuilder<>(pre).CreateBr(header);
-      frames_[owner].hoist = exit;
-    }
-    i->addIncoming(lo, pre);
-    b_.SetInsertPoint(exit);
-  }
-
-  llvm::MDNode* no_vectorize_loop_id() {
-    llvm::Metadata* off[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                             llvm::ConstantAsMetadata::get(b_.getFalse())};
-    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, off)};
-    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, ops);
-    id->replaceOperandWith(0, id);
-    return id;
-  }
-
-  // The innermost open loop level whose bit is in `mask` (0: none).
-  size_t level_of(uint64_t mask) const {
-    size_t level = 0;
-    for (size_t f = 1; f < frames_.size(); ++f) {
-      if (mask & (uint64_t{1} << f)) level = f;
-    }
-    return level;
-  }
-  Value* at(uint64_t mask, const std::function<Value*()>& fn) { return hoisted(level_of(mask), fn); }
-
-  // Runs `fn` with the builder at the end of frame `level`'s hoist block and the
-  // frames inside it out of sight; what fn emits runs once per iteration of that
-  // frame, before its body.
-  Value* hoisted(size_t level, const std::function<Value*()>& fn) {
-    // Every value of a level goes to that level's hoist code, also when the builder
-    // is in the level's body: hoisted code of the same level emitted later (a
-    // reduction) may read it, and the hoist code runs before the body.
-    const bool at_tail = b_.GetInsertBlock() == frames_[level].hoist;
-    llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
-    std::vector<Frame> inner(std::make_move_iterator(frames_.begin() + static_cast<long>(level) + 1),
-                             std::make_move_iterator(frames_.end()));
-    frames_.resize(level + 1);
-    b_.SetInsertPoint(frames_[level].hoist);
-    Value* v = fn();
-    frames_[level].hoist = b_.GetInsertBlock();
-    for (Frame& f : inner) frames_.push_back(std::move(f));
-    // Already emitting this level's hoist code: go on from its new end (a loop
-    // emitted by fn ended the block we were in).
-    if (!at_tail) b_.restoreIP(ip);
-    return v;
-  }
-
-  // --- the loop nest ------------------------------------------------------------
-
-  void emit_version(bool contiguous) {
-    contig_ = contiguous;
-    frames_.clear();
-    stash_.clear();
-    loop_var_.assign(k_.shape.size(), nullptr);
-    open_frame();  // depth 0: code that runs once per call of the kernel
-    Index idx(k_.shape.size());
-    emit_level(0, idx);
-    close_frame();
-  }
-
-  void emit_level(size_t d, Index& idx) {
-    if (d == k_.shape.size()) {
-      for (size_t o = 0; o < k_.stores.size(); ++o) {
-        const KernelSpec::Store& st = k_.stores[o];
-        const Node& n = g_.node(st.node);
-        stash_reductions(o, idx);
-        Value* v = value(st.node, idx);
-        if (st.buffer < 0) continue;  // a check: evaluating it reports what it found
-        auto* store = b_.CreateStore(el_.to_storage(n.dtype, v), address(st.buffer, idx));
-        store->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[o]);
-        store->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[o]);
-      }
-      return;
-    }
-    if (is_const(k_.shape[d], 1)) {
-      idx[d] = zero();
-      emit_level(d + 1, idx);
-      return;
-    }
-    const bool split = static_cast<int>(d) == k_.split_dim;
-    Value* lo = split ? begin_ : b_.getInt64(0);
-    Value* hi = split ? end_ : size_value(k_.shape[d]);
-    emit_loop(lo, hi, [&](Ix i) {
-      idx[d] = i;
-      loop_var_[d] = i.v;
-      emit_level(d + 1, idx);
-    }, contig_);
-  }
-
-  // --- values -------------------------------------------------------------------
-
-  // A node's value at an index, computed once per iteration of the loops that the
-  // index depends on, and there: loop-invariant code motion by construction.
-  Value* value(NodeId id, const Index& idx) {
-    std::vector<Value*> key_idx;
-    for (const Ix& i : idx) key_idx.push_back(i.v);
-    auto key = std::make_pair(id, std::move(key_idx));
-    for (size_t f = frames_.size(); f-- > 0;) {
-      auto it = frames_[f].cache.find(key);
-      if (it != frames_[f].cache.end()) return it->second;
-    }
-    const size_t level = level_of(mask_of(idx));
-    Value* v = hoisted(level, [&] { return compute(id, idx); });
-    frames_[level].cache[key] = v;
-    return v;
-  }
-
-  Value* load(int32_t buf, const Index& idx) {
-    const Node& n = g_.node(s_.buffer_node[static_cast<size_t>(buf)]);
-    auto* l = b_.CreateLoad(el_.llvm_type(n.dtype), address(buf, idx));
-    l->setMetadata(llvm::LLVMContext::MD_noalias, load_noalias_);
-    return el_.from_storage(n.dtype, l);
-  }
-
-  Value* compute(NodeId id, const Index& idx) {
-    const Node& n = g_.node(id);
-    const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
-    if (n.op == Op::Placeholder || (buf >= 0 && !stored_here(id))) return load(buf, idx);
-    if (Value* v = stashed(id, idx)) return v;
-    switch (op_family(n.op)) {
-      case Family::Input:
-      case Family::Constant:
-        FJ_CHECK(false, "a Python number read as a tensor");
-      case Family::Pointwise: {
-        std::vector<Value*> args;
-        for (size_t k = 0; k < n.inputs.size(); ++k) {
-          const NodeId in = n.inputs[k];
-          const Node& inn = g_.node(in);
-          Value* v = is_python_scalar(inn) ? number(in) : value(in, broadcast(idx, inn));
-          args.push_back(el_.operand(n, k, v));
-        }
-        return el_.emit_node(n, args);
-      }
-      case Family::Reduction: return reduction(id, idx);
-      case Family::View: return view(n, idx);
-      case Family::Index: return index(n, idx);
-      case Family::Creation:
-        if (n.op == Op::Iota) return idx[static_cast<size_t>(n.dims[0])].v;
-        return el_.operand(n, 0, number(n.inputs[0]));
-      case Family::Item: return item(n);
-      case Family::Extern: FJ_CHECK(false, "a matmul result that is not materialized");
-    }
-    FJ_CHECK(false, "unknown family");
-  }
-
-  Value* item(const Node& n) {
-    const Node& x = g_.node(n.inputs[0]);
-    Value* v = value(n.inputs[0], Index(x.rank(), zero()));
-    switch (n.op) {
-      case Op::ItemFloat: return el_.convert(v, x.dtype, DType::Float64);
-      case Op::ItemBool: return b_.CreateZExt(el_.convert(v, x.dtype, DType::Bool), b_.getInt64Ty());
-      case Op::ItemInt:
-        if (is_floating(x.dtype)) {
-          // Python's int() of a float: NaN and infinities raise, big values are big
-          // ints; both leave the graph (the caller runs the frame eagerly).
-          const double lim = 0x1p63;
-          Value* ok = b_.CreateAnd(b_.CreateFCmpOGE(v, el_.fconst(v->getType(), -lim)),
-                                   b_.CreateFCmpOLT(v, el_.fconst(v->getType(), lim)));
-          flag(b_.CreateNot(ok), kNoIntValue);
-        }
-        return el_.convert(v, x.dtype, DType::Int64);
-      default: FJ_CHECK(false, "not an item op");
-    }
-  }
-
-  // --- views ----------------------------------------------------------------------
-
-  Value* view(const Node& n, const Index& idx) {
-    const NodeId in_id = n.inputs.empty() ? -1 : n.inputs[0];
-    const Node& in = g_.node(in_id);
-    Index in_idx;
-    switch (n.op) {
-      case Op::Permute:
-        in_idx.resize(in.rank());
-        for (size_t d = 0; d < idx.size(); ++d) in_idx[static_cast<size_t>(n.dims[d])] = idx[d];
-        break;
-      case Op::Expand: in_idx = broadcast(idx, in); break;
-      case Op::Slice: {
-        in_idx = idx;
-        const size_t k = static_cast<size_t>(n.dims[0]);
-        in_idx[k] = add(size_ix(n.args[0]), mul(idx[k], size_ix(n.args[1])));
-        break;
-      }
-      case Op::Select:
-        in_idx = idx;
-        in_idx.insert(in_idx.begin() + n.dims[0], size_ix(n.args[0]));
-        break;
-      case Op::Flip:
-        in_idx = idx;
-        for (int64_t d : n.dims) {
-          const size_t k = static_cast<size_t>(d);
-          in_idx[k] = sub(sub(size_ix(in.sym[k]), Ix{b_.getInt64(1), 0}), idx[k]);
-        }
-        break;
-      case Op::Reshape: in_idx = reshape_index(in.sym, n.sym, idx); break;
-      case Op::Cat: return cat(n, idx);
-      case Op::SliceScatter: return slice_scatter(n, idx);
-      default: FJ_CHECK(false, "not a view op");
-    }
-    return value(in_id, in_idx);
-  }
-
-  Ix product(const SymShape& sizes, size_t from, size_t to) {
-    SymExpr p = SymExpr::integer(1);
-    for (size_t i = from; i < to; ++i) p = fj::jit::mul(p, sizes[i]);
-    return size_ix(p);
-  }
-
-  // The operand index of a reshape: dims are grouped where the element counts of
-  // leading dims provably agree; within a group the result index is linearized
-  // and unraveled over the operand's dims (one operand dim: affine, no division).
-  Index reshape_index(const SymShape& in, const SymShape& out, const Index& idx) {
-    Index in_idx(in.size(), zero());
-    size_t i = 0, j = 0;
-    while (i < in.size() || j < out.size()) {
-      if (j < out.size() && is_const(out[j], 1)) { ++j; continue; }
-      if (i < in.size() && is_const(in[i], 1)) { ++i; continue; }
-      size_t a = in.size(), b = out.size();
-      if (i < in.size() && j < out.size()) {
-        size_t best = in.size() + out.size() + 1;
-        for (size_t ai = i + 1; ai <= in.size(); ++ai) {
-          for (size_t bj = j + 1; bj <= out.size(); ++bj) {
-            SymExpr pi = SymExpr::integer(1), po = SymExpr::integer(1);
-            for (size_t t = i; t < ai; ++t) pi = fj::jit::mul(pi, in[t]);
-            for (size_t t = j; t < bj; ++t) po = fj::jit::mul(po, out[t]);
-            if (pi.same(po) && ai + bj < best) {
-              best = ai + bj;
-              a = ai;
-              b = bj;
-            }
+// The operand index of a reshape: dims are grouped where the element counts of
+// leading dims provably agree; within a group the result index is linearized
+// and unraveled over the operand's dims (one operand dim: affine, no division).
+Index KernelEmitter::reshape_index(const SymShape& in, const SymShape& out, const Index& idx) {
+  Index in_idx(in.size(), zero());
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    if (j < out.size() && is_const(out[j], 1)) { ++j; continue; }
+    if (i < in.size() && is_const(in[i], 1)) { ++i; continue; }
+    size_t a = in.size(), b = out.size();
+    if (i < in.size() && j < out.size()) {
+      size_t best = in.size() + out.size() + 1;
+      for (size_t ai = i + 1; ai <= in.size(); ++ai) {
+        for (size_t bj = j + 1; bj <= out.size(); ++bj) {
+          SymExpr pi = SymExpr::integer(1), po = SymExpr::integer(1);
+          for (size_t t = i; t < ai; ++t) pi = fj::jit::mul(pi, in[t]);
+          for (size_t t = j; t < bj; ++t) po = fj::jit::mul(po, out[t]);
+          if (pi.same(po) && ai + bj < best) {
+            best = ai + bj;
+            a = ai;
+            b = bj;
           }
         }
       }
-      Ix lin = zero();
-      for (size_t q = j; q < b; ++q) {
-        if (is_const(out[q], 1)) continue;
-        lin = add(lin, mul(idx[q], product(out, q + 1, b)));
-      }
-      for (size_t p = i; p < a; ++p) {
-        if (is_const(in[p], 1)) continue;
-        Ix v = lin;
-        if (p + 1 < a) v = div(v, product(in, p + 1, a));
-        if (p > i) v = rem(v, size_ix(in[p]));
-        in_idx[p] = v;
-      }
-      i = a;
-      j = b;
     }
-    return in_idx;
+    Ix lin = zero();
+    for (size_t q = j; q < b; ++q) {
+      if (is_const(out[q], 1)) continue;
+      lin = add(lin, mul(idx[q], product(out, q + 1, b)));
+    }
+    for (size_t p = i; p < a; ++p) {
+      if (is_const(in[p], 1)) continue;
+      Ix v = lin;
+      if (p + 1 < a) v = div(v, product(in, p + 1, a));
+      if (p > i) v = rem(v, size_ix(in[p]));
+      in_idx[p] = v;
+    }
+    i = a;
+    j = b;
   }
+  return in_idx;
+}
 
-  Value* cat(const Node& n, const Index& idx) {
-    const size_t k = static_cast<size_t>(n.dims[0]);
-    std::vector<std::pair<Ix, Value*>> parts;  // (offset, value)
-    SymExpr offset = SymExpr::integer(0);
-    for (NodeId in_id : n.inputs) {
-      const Node& in = g_.node(in_id);
-      const SymExpr size = in.sym[k];
-      if (is_const(size, 0)) continue;
-      Index in_idx = idx;
-      Ix local = sub(idx[k], size_ix(offset));
-      Value* clamped = at(local.mask, [&] {
-        Value* c = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, local.v, b_.getInt64(0));
-        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, c, b_.CreateSub(size_value(size), b_.getInt64(1)));
-      });
-      in_idx[k] = Ix{clamped, local.mask};
-      parts.emplace_back(size_ix(offset), value(in_id, in_idx));
-      offset = fj::jit::add(offset, size);
-    }
-    // Every part is empty along k: so is the result, whose loop never runs this code.
-    if (parts.empty()) return llvm::Constant::getNullValue(el_.reg_type(n.dtype));
-    Value* v = parts.back().second;
-    for (size_t p = parts.size() - 1; p-- > 0;) {
-      v = b_.CreateSelect(b_.CreateICmpSLT(idx[k].v, parts[p + 1].first.v), parts[p].second, v);
-    }
-    return v;
-  }
-
-  // The base's element, or the source's where idx[dim] falls on the slice
-  // start, start + step, ... (both are read; the position in the source is clamped
-  // into range so that the read is valid either way).
-  Value* slice_scatter(const Node& n, const Index& idx) {
-    const size_t k = static_cast<size_t>(n.dims[0]);
-    const SymExpr& len = g_.node(n.inputs[1]).sym[k];
-    const int64_t step = *n.args[1].as_int();
-    const Ix rel = sub(idx[k], size_ix(n.args[0]));
-    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(rel.v)) {
-      // A position known here (a row written by an unrolled loop, read by the next
-      // row's update): only the side it falls on is emitted, so that chains of
-      // scatters stay linear in size.
-      const int64_t r = c->getSExtValue();
-      const auto known_len = len.as_int();
-      const bool outside = r < 0 || r % step != 0 || (known_len && r >= *known_len * step);
-      if (outside) return value(n.inputs[0], idx);
-      if (known_len) {
-        Index src_idx = idx;
-        src_idx[k] = Ix{b_.getInt64(r / step), 0};
-        return value(n.inputs[1], src_idx);
-      }
-    }
-    Value* pos = at(rel.mask, [&] {
-      Value* q = step == 1 ? rel.v : b_.CreateSDiv(rel.v, b_.getInt64(step));
-      q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, q, b_.getInt64(0));
-      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, b_.CreateSub(size_value(len), b_.getInt64(1)));
+Value* KernelEmitter::cat(const Node& n, const Index& idx) {
+  const size_t k = static_cast<size_t>(n.dims[0]);
+  std::vector<std::pair<Ix, Value*>> parts;  // (offset, value)
+  SymExpr offset = SymExpr::integer(0);
+  for (NodeId in_id : n.inputs) {
+    const Node& in = g_.node(in_id);
+    const SymExpr size = in.sym[k];
+    if (is_const(size, 0)) continue;
+    Index in_idx = idx;
+    Ix local = sub(idx[k], size_ix(offset));
+    Value* clamped = at(local.mask, [&] {
+      Value* c = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, local.v, b_.getInt64(0));
+      return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, c, b_.CreateSub(size_value(size), b_.getInt64(1)));
     });
-    Value* inside = at(rel.mask, [&] {
-      Value* end = b_.CreateMul(size_value(len), b_.getInt64(step));
-      Value* c = b_.CreateAnd(b_.CreateICmpSGE(rel.v, b_.getInt64(0)), b_.CreateICmpSLT(rel.v, end));
-      if (step != 1) c = b_.CreateAnd(c, b_.CreateICmpEQ(b_.CreateSRem(rel.v, b_.getInt64(step)), b_.getInt64(0)));
-      return c;
-    });
-    Index src_idx = idx;
-    src_idx[k] = Ix{pos, rel.mask};
-    Value* from_src = value(n.inputs[1], src_idx);
-    Value* from_base = value(n.inputs[0], idx);
-    return b_.CreateSelect(inside, from_src, from_base);
+    in_idx[k] = Ix{clamped, local.mask};
+    parts.emplace_back(size_ix(offset), value(in_id, in_idx));
+    offset = fj::jit::add(offset, size);
   }
-
-  // --- indexing with tensors ----------------------------------------------------
-
-  // An index value read from a tensor, checked against `size` (and wrapped when
-  // negative indices count from the end): out of range reports and reads 0.
-  Ix checked(Value* j, DType dtype, const SymExpr& size, bool wrap, uint64_t mask) {
-    if (dtype != DType::Int64) j = el_.convert(j, dtype, DType::Int64);
-    Value* n = size_value(size);
-    if (wrap) j = b_.CreateSelect(b_.CreateICmpSLT(j, b_.getInt64(0)), b_.CreateAdd(j, n), j);
-    Value* bad = b_.CreateICmpUGE(j, n);
-    flag(bad, kIndexOutOfRange);
-    return Ix{b_.CreateSelect(bad, b_.getInt64(0), j), mask};
+  // Every part is empty along k: so is the result, whose loop never runs this code.
+  if (parts.empty()) return llvm::Constant::getNullValue(el_.reg_type(n.dtype));
+  Value* v = parts.back().second;
+  for (size_t p = parts.size() - 1; p-- > 0;) {
+    v = b_.CreateSelect(b_.CreateICmpSLT(idx[k].v, parts[p + 1].first.v), parts[p].second, v);
   }
+  return v;
+}
 
-  static uint64_t mask_of(const Index& idx) {
-    uint64_t m = 0;
-    for (const Ix& i : idx) m |= i.mask;
-    return m;
-  }
-
-  Value* index(const Node& n, const Index& idx) {
-    const Node& x = g_.node(n.inputs[0]);
-    const Node& ix = g_.node(n.inputs[1]);
-    const size_t k = static_cast<size_t>(n.dims[0]);
-    Index in_idx;
-    if (n.op == Op::IndexSelect) {
-      Index sub_idx(idx.begin() + static_cast<long>(k), idx.begin() + static_cast<long>(k + ix.rank()));
-      Ix j = checked(value(n.inputs[1], sub_idx), ix.dtype, x.sym[k], n.int_value != 0, mask_of(idx));
-      in_idx.assign(idx.begin(), idx.begin() + static_cast<long>(k));
-      in_idx.push_back(j);
-      in_idx.insert(in_idx.end(), idx.begin() + static_cast<long>(k + ix.rank()), idx.end());
-    } else {
-      in_idx = idx;
-      in_idx[k] = checked(value(n.inputs[1], idx), ix.dtype, x.sym[k], false, mask_of(idx));
-    }
-    return value(n.inputs[0], in_idx);
-  }
-
-  // --- reduction operands kept in the output ---------------------------------------
-
-  // Softmax's exp(x - max) feeds both the row sum and the output. Rather than
-  // computing it twice, the sum's loop also writes it into the output buffer, and
-  // the output loop reads it back, each element just before overwriting it. This
-  // applies (CPU, one store per kernel) to a reduction inside the store's pointwise
-  // expression whose operand is costly to compute, has the store's shape and dtype,
-  // and is read by the store at the store's own index; the reduced dims must be
-  // loops this thread runs in whole. The reduction is emitted here, before the
-  // store's value, so that the stash exists when that value reads the operand.
-  void stash_reductions(size_t store, const Index& idx) {
-    const KernelSpec::Store& st = k_.stores[store];
-    const Node& out = g_.node(st.node);
-    if (options_.target != Target::Cpu || k_.stores.size() != 1 || !same_shape(out.sym, k_.shape)) return;
-    std::set<NodeId> same_index;  // nodes the store reads at its own index
-    std::vector<std::pair<NodeId, Index>> reductions;
-    std::set<std::pair<NodeId, bool>> seen;
-    std::function<void(NodeId, const Index&, bool)> walk = [&](NodeId id, const Index& at, bool same) {
-      if (!seen.insert({id, same}).second) return;
-      if (same) same_index.insert(id);
-      const Node& n = g_.node(id);
-      const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
-      if (n.op == Op::Placeholder || (buf >= 0 && id != st.node)) return;
-      if (op_family(n.op) == Family::Reduction) {
-        reductions.emplace_back(id, at);
-        return;
-      }
-      if (op_family(n.op) != Family::Pointwise) return;
-      for (NodeId in : n.inputs) {
-        const Node& inn = g_.node(in);
-        if (is_python_scalar(inn)) continue;
-        walk(in, broadcast(at, inn), same && same_shape(inn.sym, out.sym));
-      }
-    };
-    walk(st.node, idx, true);
-    for (const auto& [r_id, r_idx] : reductions) {
-      const Node& r = g_.node(r_id);
-      const NodeId x = r.inputs[0];
-      const Node& xn = g_.node(x);
-      if (r.op == Op::CumSum || !same_index.count(x) || xn.dtype != out.dtype ||
-          s_.buffer_of[static_cast<size_t>(x)] >= 0 || !costly(x) ||
-          std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(k_.split_dim))) {
-        continue;
-      }
-      stash_request_ = {x, static_cast<int32_t>(store)};
-      value(r_id, r_idx);
-      stash_request_ = {-1, -1};
+// The base's element, or the source's where idx[dim] falls on the slice
+// start, start + step, ... (both are read; the position in the source is clamped
+// into range so that the read is valid either way).
+Value* KernelEmitter::slice_scatter(const Node& n, const Index& idx) {
+  const size_t k = static_cast<size_t>(n.dims[0]);
+  const SymExpr& len = g_.node(n.inputs[1]).sym[k];
+  const int64_t step = *n.args[1].as_int();
+  const Ix rel = sub(idx[k], size_ix(n.args[0]));
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(rel.v)) {
+    // A position known here (a row written by an unrolled loop, read by the next
+    // row's update): only the side it falls on is emitted, so that chains of
+    // scatters stay linear in size.
+    const int64_t r = c->getSExtValue();
+    const auto known_len = len.as_int();
+    const bool outside = r < 0 || r % step != 0 || (known_len && r >= *known_len * step);
+    if (outside) return value(n.inputs[0], idx);
+    if (known_len) {
+      Index src_idx = idx;
+      src_idx[k] = Ix{b_.getInt64(r / step), 0};
+      return value(n.inputs[1], src_idx);
     }
   }
+  Value* pos = at(rel.mask, [&] {
+    Value* q = step == 1 ? rel.v : b_.CreateSDiv(rel.v, b_.getInt64(step));
+    q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, q, b_.getInt64(0));
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, b_.CreateSub(size_value(len), b_.getInt64(1)));
+  });
+  Value* inside = at(rel.mask, [&] {
+    Value* end = b_.CreateMul(size_value(len), b_.getInt64(step));
+    Value* c = b_.CreateAnd(b_.CreateICmpSGE(rel.v, b_.getInt64(0)), b_.CreateICmpSLT(rel.v, end));
+    if (step != 1) c = b_.CreateAnd(c, b_.CreateICmpEQ(b_.CreateSRem(rel.v, b_.getInt64(step)), b_.getInt64(0)));
+    return c;
+  });
+  Index src_idx = idx;
+  src_idx[k] = Ix{pos, rel.mask};
+  Value* from_src = value(n.inputs[1], src_idx);
+  Value* from_base = value(n.inputs[0], idx);
+  return b_.CreateSelect(inside, from_src, from_base);
+}
 
-  // Whether an operand computes a transcendental function (else recomputing it is
-  // cheaper than a store and a load).
-  bool costly(NodeId id) const {
-    const Node& n = g_.node(id);
-    if (op_family(n.op) != Family::Pointwise) return false;
-    if (op_dtype_rule(n.op) == DTypeRule::FloatMath || op_dtype_rule(n.op) == DTypeRule::FloatOnly ||
-        n.op == Op::Pow || n.op == Op::PowScalar) {
-      return true;
-    }
-    for (NodeId in : n.inputs) {
-      if (s_.buffer_of[static_cast<size_t>(in)] < 0 && costly(in)) return true;
-    }
-    return false;
-  }
-
-  Value* stashed(NodeId id, const Index& idx) {
-    auto it = stash_.find(id);
-    if (it == stash_.end()) return nullptr;
-    const Stash& st = it->second;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      if (st.kept[d] != nullptr && st.kept[d] != idx[d].v) return nullptr;
-    }
-    const int32_t buf = k_.stores[static_cast<size_t>(st.store)].buffer;
-    // No alias metadata: this load reads what the kernel itself stored.
-    auto* l = b_.CreateLoad(el_.llvm_type(g_.node(id).dtype), address(buf, idx));
-    return el_.from_storage(g_.node(id).dtype, l);
-  }
-
-  // --- reductions -----------------------------------------------------------------
-
-  // Runs at the level of its index (value()). It is computed once per iteration of
-  // the loops it sits in only when its index depends on every one of them; at
-  // level 0 of a kernel split across threads each chunk would compute it; and a
-  // second kernel reading it would compute it again. In those cases it gets a
-  // buffer of its own instead.
-  Value* reduction(NodeId id, const Index& idx) {
-    const uint64_t mask = mask_of(idx);
-    const size_t level = level_of(mask);
-    for (size_t f = 1; f <= level; ++f) {
-      if (!(mask & (uint64_t{1} << f))) throw Rematerialize{id};
-    }
-    if (level == 0 && k_.split_dim >= 0) throw Rematerialize{id};
-    int& owner = reduction_kernel_[static_cast<size_t>(id)];
-    if (owner >= 0 && owner != kernel_) throw Rematerialize{id};
-    owner = kernel_;
-    return emit_reduction(g_.node(id), idx);
-  }
-
-  // Whether a cumulative sum read at `idx` can carry its running total from one
-  // iteration to the next: its position along the scanned dim is the loop variable
-  // of the kernel's innermost loop, which runs that dim whole and in order.
-  bool running_scan(const Node& r, const Index& idx) const {
-    const auto ds = static_cast<size_t>(r.dims[0]);
-    size_t kd = 0;
-    while (kd < loop_var_.size() && (loop_var_[kd] == nullptr || loop_var_[kd] != idx[ds].v)) ++kd;
-    if (kd == loop_var_.size() || static_cast<int>(kd) == k_.split_dim) return false;
-    for (size_t e = kd + 1; e < k_.shape.size(); ++e) {
-      if (!is_const(k_.shape[e], 1)) return false;
-    }
-    for (size_t d = 0; d < idx.size(); ++d) {
-      if (d != ds && idx[d].v == idx[ds].v) return false;
-    }
-    return true;
-  }
-
-  // running total = (position == 0 ? 0 : running total) + x[position], in a slot
-  // that lives across the iterations of the innermost loop.
-  Value* emit_running_scan(const Node& r, const Index& idx) {
-    const Node& x = g_.node(r.inputs[0]);
-    const DType c = r.compute;
-    llvm::Type* ty = el_.reg_type(c);
-    llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    Value* acc = e.CreateAlloca(ty);
-    const bool fp = is_floating(c);
-    Value* zero_v = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0);
-    Value* first = b_.CreateICmpEQ(idx[static_cast<size_t>(r.dims[0])].v, b_.getInt64(0));
-    Value* before = b_.CreateSelect(first, zero_v, b_.CreateLoad(ty, acc));
-    Value* v = el_.convert(value(r.inputs[0], idx), x.dtype, c);
-    Value* total = fp ? b_.CreateFAdd(before, v) : b_.CreateAdd(before, v);
-    b_.CreateStore(total, acc);
-    return el_.convert(total, c, r.dtype);
-  }
-
-  Value* emit_reduction(const Node& r, const Index& idx) {
-    if (r.op == Op::CumSum && running_scan(r, idx)) return emit_running_scan(r, idx);
-    const NodeId x_id = r.inputs[0];
-    const StashRequest stash = stash_request_.node == x_id ? stash_request_ : StashRequest{-1, -1};
-    stash_request_ = {-1, -1};
-    const Node& x = g_.node(x_id);
-    const DType c = r.compute;
-    const bool fp = is_floating(c);
-    llvm::Type* ty = el_.reg_type(c);
-    auto slot = [&](llvm::Type* t) {
-      llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      return e.CreateAlloca(t);
-    };
-    Value* acc = slot(ty);
-    Value* pos = nullptr;  // ArgMax / ArgMin: the position of the best so far
-    Value* init = nullptr;
-    switch (r.op) {
-      case Op::Sum: case Op::CumSum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
-      case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
-      case Op::Amax: case Op::ArgMax:
-        init = fp ? el_.fconst(ty, -INFINITY)
-                  : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMinValue(ty->getIntegerBitWidth())
-                                                                                : llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
-        break;
-      case Op::Amin: case Op::ArgMin:
-        init = fp ? el_.fconst(ty, INFINITY)
-                  : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMaxValue(ty->getIntegerBitWidth())
-                                                                                : llvm::APInt::getSignedMaxValue(ty->getIntegerBitWidth()));
-        break;
-      default: FJ_CHECK(false, "not a reduction");
-    }
-    if (c == DType::Bool) init = b_.getInt1(r.op == Op::All || r.op == Op::Amin);
-    b_.CreateStore(init, acc);
-    const bool arg = r.op == Op::ArgMax || r.op == Op::ArgMin;
-    if (arg) {
-      pos = slot(b_.getInt64Ty());
-      b_.CreateStore(b_.getInt64(0), pos);
-    }
-    // The operand's index: kept dims from idx, reduced dims from the loops.
-    Index full(x.rank());
-    std::vector<size_t> reduced;
-    size_t p = 0;
-    Value* scan_end = nullptr;  // CumSum: the loop runs up to the result's own position
-    for (size_t d = 0; d < x.rank(); ++d) {
-      const bool red = std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d));
-      if (!red) {
-        full[d] = idx[p++];
-        continue;
-      }
-      if (r.op == Op::CumSum) {
-        scan_end = b_.CreateAdd(idx[p++].v, b_.getInt64(1));
-        full[d] = zero();
-        reduced.push_back(d);
-        continue;
-      }
-      if (r.keepdim) ++p;
-      full[d] = zero();
-      if (!is_const(x.sym[d], 1)) reduced.push_back(d);
-    }
-    std::function<void(size_t, Ix)> level = [&](size_t q, Ix lin) {
-      if (q == reduced.size()) {
-        Value* raw = value(x_id, full);
-        if (stash.store >= 0) {
-          const KernelSpec::Store& st = k_.stores[static_cast<size_t>(stash.store)];
-          auto* s = b_.CreateStore(el_.to_storage(x.dtype, raw), address(st.buffer, full));
-          s->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[static_cast<size_t>(stash.store)]);
-          s->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[static_cast<size_t>(stash.store)]);
-        }
-        Value* v = el_.convert(raw, x.dtype, c);
-        combine(r.op, fp, c, acc, pos, v, lin.v);
-        return;
-      }
-      const size_t d = reduced[q];
-      emit_loop(b_.getInt64(0), scan_end != nullptr ? scan_end : size_value(x.sym[d]), [&](Ix i) {
-        full[d] = i;
-        Ix next = arg ? add(mul(lin, size_ix(x.sym[d])), i) : lin;
-        level(q + 1, next);
-      }, contig_);
-    };
-    level(0, zero());
-    if (stash.store >= 0) {
-      std::vector<Value*> kept(x.rank(), nullptr);
-      for (size_t d = 0; d < x.rank(); ++d) {
-        if (!std::binary_search(r.dims.begin(), r.dims.end(), static_cast<int64_t>(d))) kept[d] = full[d].v;
-      }
-      stash_[x_id] = Stash{stash.store, std::move(kept)};
-    }
-    if (arg) return b_.CreateLoad(b_.getInt64Ty(), pos);
-    return el_.convert(b_.CreateLoad(ty, acc), c, r.dtype);
-  }
-
-  void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin) {
-    llvm::Type* ty = el_.reg_type(c);
-    Value* a = b_.CreateLoad(ty, acc);
-    const bool un = ElementEmitter::is_unsigned(c);
-    llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
-    llvm::FastMathFlags fmf;
-    fmf.setAllowReassoc();
-    Value* out = nullptr;
-    switch (op) {
-      case Op::CumSum:  // in order, as eager's sequential kernel
-        out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);
-        break;
-      case Op::Sum:
-        if (fp) b_.setFastMathFlags(fmf);
-        out = fp ? b_.CreateFAdd(a, v) : b_.CreateAdd(a, v);
-        break;
-      case Op::Prod:
-        if (fp) b_.setFastMathFlags(fmf);
-        out = fp ? b_.CreateFMul(a, v) : c == DType::Bool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
-        break;
-      case Op::Amax:
-        if (c == DType::Bool) out = b_.CreateOr(a, v);
-        else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::maximum : un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a, v);
-        break;
-      case Op::Amin:
-        if (c == DType::Bool) out = b_.CreateAnd(a, v);
-        else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::minimum : un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, a, v);
-        break;
-      case Op::Any: out = b_.CreateOr(a, v); break;
-      case Op::All: out = b_.CreateAnd(a, v); break;
-      case Op::ArgMax:
-      case Op::ArgMin: {
-        // The first best element; the first NaN once there is one (as eager).
-        const bool max = op == Op::ArgMax;
-        Value* better = fp ? (max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a))
-                           : max ? (un ? b_.CreateICmpUGT(v, a) : b_.CreateICmpSGT(v, a))
-                                 : (un ? b_.CreateICmpULT(v, a) : b_.CreateICmpSLT(v, a));
-        if (fp) better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(v, v), b_.CreateFCmpORD(a, a)));
-        out = b_.CreateSelect(better, v, a);
-        b_.CreateStore(b_.CreateSelect(better, lin, b_.CreateLoad(b_.getInt64Ty(), pos)), pos);
-        break;
-      }
-      default: FJ_CHECK(false, "not a reduction");
-    }
-    b_.CreateStore(out, acc);
-  }
-
-  const Graph& g_;
-  Schedule& s_;
-  const KernelSpec& k_;
-  const int kernel_;
-  llvm::Module& m_;
-  llvm::LLVMContext& ctx_;
-  llvm::IRBuilder<> b_;
-  llvm::IRBuilder<> entry_b_;  // appends to the entry block (loads of arguments)
-  const LowerOptions& options_;
-  ElementEmitter el_;
-  std::vector<int>& reduction_kernel_;
-  llvm::Function* fn_ = nullptr;
-  Value *begin_ = nullptr, *end_ = nullptr, *ptrs_ = nullptr, *strides_ = nullptr, *dims_ = nullptr,
-        *scalars_ = nullptr, *status_out_ = nullptr, *status_ = nullptr;
-  bool contig_ = true;
-  std::set<int32_t> touched_, read_;
-  std::map<std::pair<int32_t, size_t>, Value*> stride_;
-  std::map<int32_t, Value*> base_;
-  std::map<size_t, Value*> dim_;
-  std::map<int32_t, Value*> scalar_;
-  std::vector<Frame> frames_;
-  std::vector<Value*> loop_var_;  // by kernel dim: its loop's variable (nullptr: no loop)
-  // Reduction operands kept in a store's buffer (stash_reductions): by operand, the
-  // store and the operand's index along the kept dims (nullptr: a reduced dim).
-  struct Stash {
-    int32_t store;
-    std::vector<Value*> kept;
-  };
-  std::map<NodeId, Stash> stash_;
-  struct StashRequest {
-    NodeId node;
-    int32_t store;
-  };
-  StashRequest stash_request_{-1, -1};
-  llvm::MDNode* load_noalias_ = nullptr;
-  std::vector<llvm::MDNode*> store_scope_, store_noalias_;
-};
-
-}  // namespace
+}  // namespace lower
 
 std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
                                              llvm::LLVMContext& ctx, const LowerOptions& options,
@@ -997,9 +169,9 @@ std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* sched
   *rematerialize = -1;
   try {
     for (size_t k = 0; k < schedule->kernels.size(); ++k) {
-      KernelEmitter(graph, *schedule, k, *module, options, reduction_kernel).emit();
+      lower::KernelEmitter(graph, *schedule, k, *module, options, reduction_kernel).emit();
     }
-  } catch (const Rematerialize& r) {
+  } catch (const lower::Rematerialize& r) {
     *rematerialize = r.node;
     return nullptr;
   }
