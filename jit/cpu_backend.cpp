@@ -5,12 +5,13 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CommandLine.h>
+#include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -307,6 +308,11 @@ class CpuCompiledGraph final : public CompiledGraph {
       auto it = views.find(in);
       if (it != views.end()) return it->second;
       const int32_t buf = s_.buffer_of[static_cast<size_t>(in)];
+      if (buf < 0) {  // a view without a buffer (jit/schedule.cpp): its strides always exist
+        auto v = resolve(in, ptrs, strides, b);
+        FJ_CHECK(v.has_value(), "a matmul operand has no strides");
+        return std::move(*v);
+      }
       const Node& m = g_.node(in);
       View v{ptrs[static_cast<size_t>(buf)], {}, {}};
       for (const SymExpr& e : m.sym) v.sizes.push_back(eval_int(e, b));
@@ -439,10 +445,12 @@ namespace {
 
 class LlvmCpuBackend final : public CpuBackend {
  public:
-  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, std::unique_ptr<llvm::TargetMachine> tm,
-                 LowerOptions lower, size_t num_threads, bool gpu_math)
-      : jit_(std::move(jit)), tm_(std::move(tm)), lower_(lower), num_threads_(num_threads),
-        gpu_math_(gpu_math) {}
+  LlvmCpuBackend(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::JITTargetMachineBuilder jtmb,
+                 std::unique_ptr<llvm::TargetMachine> tm, LowerOptions lower, size_t num_threads, bool gpu_math)
+      : jit_(std::move(jit)), jtmb_(std::move(jtmb)), lower_(lower), num_threads_(num_threads),
+        gpu_math_(gpu_math) {
+    tms_.push_back(std::move(tm));
+  }
 
   // Graphs with one structural key share their compiled code (two functions with the
   // same body, a function traced again after framejit.reset() while its old plan is
@@ -483,48 +491,98 @@ class LlvmCpuBackend final : public CpuBackend {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
     auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-    // Schedule and lower; a reduction that would be recomputed gets a buffer and
-    // the graph is lowered again.
+    // Schedule and lower, each kernel into a module of its own; a reduction that
+    // would be recomputed gets a buffer and the graph is lowered again.
     std::vector<NodeId> materialize;
     Schedule schedule;
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> module;
+    std::vector<Unit> units;
     for (;;) {
       schedule = schedule_graph(graph, prefix, materialize);
+      units.clear();
+      std::vector<llvm::Module*> modules;
+      for (const KernelSpec& spec : schedule.kernels) {
+        Unit u;
+        u.ctx = std::make_unique<llvm::LLVMContext>();
+        u.module = std::make_unique<llvm::Module>(spec.symbol, *u.ctx);
+        modules.push_back(u.module.get());
+        units.push_back(std::move(u));
+      }
       NodeId again = -1;
       LowerOptions lower = lower_;
       lower.float_libm_via_double = !gpu_math_;  // the GPU's functions replace the float names
-      module = lower_schedule(graph, &schedule, *ctx, lower, &again);
-      if (module) break;
+      if (lower_schedule(graph, &schedule, modules, lower, &again)) break;
       FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
                "lowering asked for a node twice");
       materialize.push_back(again);
-      ctx = std::make_unique<llvm::LLVMContext>();
     }
-    if (gpu_math_) {
-      if (auto err = replace_libm_calls(*module)) return std::move(*err);
+    std::string ir;
+    size_t ir_size = 0;
+    for (Unit& u : units) {
+      if (gpu_math_) {
+        if (auto err = replace_libm_calls(*u.module)) return std::move(*err);
+      }
+      u.module->setDataLayout(jit_->getDataLayout());
+      u.module->setTargetTriple(jit_->getTargetTriple().str());
+      ir += module_text(*u.module);
+      for (const llvm::Function& f : *u.module) u.size += f.getInstructionCount();
+      ir_size += u.size;
+      std::string broken;
+      llvm::raw_string_ostream broken_os(broken);
+      FJ_CHECK(!llvm::verifyModule(*u.module, &broken_os), "invalid kernel IR: " + broken);
     }
-    module->setDataLayout(jit_->getDataLayout());
-    module->setTargetTriple(jit_->getTargetTriple().str());
-    std::string ir = module_text(*module);
     if (log::enabled(log::Channel::Ir)) log::jit().info("LLVM IR of {}:\n{}", prefix, ir);
-    std::string broken;
-    llvm::raw_string_ostream broken_os(broken);
-    FJ_CHECK(!llvm::verifyModule(*module, &broken_os), "invalid kernel IR: " + broken);
     const double lower_ms = ms_since(t0);
     const auto t1 = Clock::now();
-    optimize(*module);
-    const double opt_ms = ms_since(t1);
-    const auto t2 = Clock::now();
+    // Optimize and generate code on the pool, largest kernels first (they are
+    // handed out in order); each task takes a target machine of its own.
+    std::vector<size_t> order(units.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
+    const bool keep_text = log::enabled(log::Channel::Ir) || !log::trace_dir().empty();
+    ThreadPool::instance().parallel_for(order.size(), [&](size_t task) {
+      Unit& u = units[order[task]];
+      const auto start = Clock::now();
+      try {
+        std::unique_ptr<llvm::TargetMachine> tm = take_target_machine();
+        if (!tm) {
+          u.error = "creating a target machine failed";
+          return;
+        }
+        optimize(*u.module, *tm);
+        if (keep_text) u.optimized = module_text(*u.module);
+        llvm::raw_svector_ostream os(u.object);
+        llvm::legacy::PassManager pm;
+        if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+          u.error = "the target cannot emit object code";
+        } else {
+          pm.run(*u.module);
+        }
+        give_back_target_machine(std::move(tm));
+      } catch (const std::exception& e) {
+        u.error = e.what();
+      }
+      u.ms = ms_since(start);
+    });
+    const double codegen_ms = ms_since(t1);
     std::string optimized;
-    if (log::enabled(log::Channel::Ir) || !log::trace_dir().empty()) optimized = module_text(*module);
+    double longest_ms = 0;
+    for (const Unit& u : units) {
+      longest_ms = std::max(longest_ms, u.ms);
+      if (!u.error.empty()) return Error{"CPU backend: compiling " + prefix + ": " + u.error};
+      optimized += u.optimized;
+    }
     if (log::enabled(log::Channel::Ir)) log::jit().info("optimized LLVM IR of {}:\n{}", prefix, optimized);
 
     llvm::orc::ResourceTrackerSP tracker = jit_->getMainJITDylib().createResourceTracker();
-    llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(ctx));
-    if (llvm::Error err = jit_->addIRModule(tracker, std::move(tsm))) {
-      return llvm_error("adding module " + prefix, std::move(err));
+    for (size_t k = 0; k < units.size(); ++k) {
+      auto buffer = std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(units[k].object),
+                                                                     schedule.kernels[k].symbol, false);
+      if (llvm::Error err = jit_->addObjectFile(tracker, std::move(buffer))) {
+        if (llvm::Error rm = tracker->remove()) llvm::consumeError(std::move(rm));
+        return llvm_error("adding the code of " + schedule.kernels[k].symbol, std::move(err));
+      }
     }
+    const auto t2 = Clock::now();
     std::vector<Kernel> kernels;
     for (const KernelSpec& spec : schedule.kernels) {
       auto addr = jit_->lookup(spec.symbol);
@@ -536,10 +594,14 @@ class LlvmCpuBackend final : public CpuBackend {
       kernels.push_back(Kernel{addr->toPtr<KernelFn>(), kernel_work(graph, schedule, spec)});
     }
     if (log::enabled(log::Channel::Perf)) {
-      log::jit().info("perf: {}: {} nodes, {} kernels, {} steps ({} rescheduled); lower {:.1f} ms, "
-                      "optimize {:.1f} ms, machine code {:.1f} ms", prefix, graph.size(),
-                      schedule.kernels.size(), schedule.steps.size(), materialize.size(), lower_ms, opt_ms,
-                      ms_since(t2));
+      log::jit().info("perf: {}: {} nodes, {} kernels ({} IR instructions), {} steps ({} rescheduled); "
+                      "lower {:.1f} ms, optimize and machine code {:.1f} ms (longest kernel {:.1f} ms), link {:.1f} ms",
+                      prefix, graph.size(), schedule.kernels.size(), ir_size, schedule.steps.size(),
+                      materialize.size(), lower_ms, codegen_ms, longest_ms, ms_since(t2));
+      for (size_t k = 0; k < units.size(); ++k) {
+        log::jit().info("perf:   {}: {} IR instructions, {:.1f} ms", schedule.kernels[k].symbol, units[k].size,
+                        units[k].ms);
+      }
     }
     return std::shared_ptr<CompiledGraph>(std::make_shared<CpuCompiledGraph>(
         jit_, std::move(tracker), graph, std::move(schedule), std::move(kernels), std::move(ir),
@@ -548,7 +610,29 @@ class LlvmCpuBackend final : public CpuBackend {
 
   // O2: the loop vectorizer and unroller run, at about half the compile time of O3's
   // extra function passes for these single-loop kernels.
-  void optimize(llvm::Module& m) {
+  // A target machine for one compile task: from the pool, or a new one.
+  std::unique_ptr<llvm::TargetMachine> take_target_machine() {
+    {
+      std::lock_guard<std::mutex> lock(tm_mu_);
+      if (!tms_.empty()) {
+        std::unique_ptr<llvm::TargetMachine> tm = std::move(tms_.back());
+        tms_.pop_back();
+        return tm;
+      }
+    }
+    auto tm = jtmb_.createTargetMachine();
+    if (!tm) {
+      llvm::consumeError(tm.takeError());
+      return nullptr;
+    }
+    return std::move(*tm);
+  }
+  void give_back_target_machine(std::unique_ptr<llvm::TargetMachine> tm) {
+    std::lock_guard<std::mutex> lock(tm_mu_);
+    tms_.push_back(std::move(tm));
+  }
+
+  void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -557,7 +641,7 @@ class LlvmCpuBackend final : public CpuBackend {
     pto.LoopVectorization = true;
     pto.LoopInterleaving = true;
     pto.SLPVectorization = false;
-    llvm::PassBuilder pb(tm_.get(), pto);
+    llvm::PassBuilder pb(&tm, pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -566,8 +650,22 @@ class LlvmCpuBackend final : public CpuBackend {
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
   }
 
+  // One kernel's compilation: its own context and module (so that kernels compile
+  // on several threads), its size, and what the compile task produced.
+  struct Unit {
+    std::unique_ptr<llvm::LLVMContext> ctx;  // first member: outlives the module
+    std::unique_ptr<llvm::Module> module;
+    size_t size = 0;  // IR instructions
+    double ms = 0;    // optimization and code generation
+    llvm::SmallVector<char, 0> object;
+    std::string optimized;
+    std::string error;
+  };
+
   std::shared_ptr<llvm::orc::LLJIT> jit_;
-  std::unique_ptr<llvm::TargetMachine> tm_;  // for the optimizer's cost model
+  llvm::orc::JITTargetMachineBuilder jtmb_;
+  std::mutex tm_mu_;  // guards tms_
+  std::vector<std::unique_ptr<llvm::TargetMachine>> tms_;  // idle ones, for compile tasks
   const LowerOptions lower_;
   const size_t num_threads_;
   const bool gpu_math_;
@@ -615,7 +713,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
   (*jit)->getMainJITDylib().addGenerator(std::move(*libs));
   std::shared_ptr<llvm::orc::LLJIT> shared(std::move(*jit));
   return std::unique_ptr<CpuBackend>(
-      new LlvmCpuBackend(std::move(shared), std::move(*tm), lower,
+      new LlvmCpuBackend(std::move(shared), *jtmb, std::move(*tm), lower,
                          options.num_threads > 0 ? options.num_threads : default_num_threads(),
                          options.gpu_math));
 }

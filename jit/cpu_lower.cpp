@@ -160,22 +160,23 @@ Value* KernelEmitter::slice_scatter(const Node& n, const Index& idx) {
 
 }  // namespace lower
 
-std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
-                                             llvm::LLVMContext& ctx, const LowerOptions& options,
-                                             NodeId* rematerialize) {
-  auto module = std::make_unique<llvm::Module>("framejit", ctx);
+bool lower_schedule(const Graph& graph, Schedule* schedule, const std::vector<llvm::Module*>& modules,
+                    const LowerOptions& options, NodeId* rematerialize) {
+  FJ_CHECK(modules.size() == 1 || modules.size() == schedule->kernels.size(),
+           "lower_schedule: one module, or one per kernel");
   schedule->dim_exprs.clear();
   std::vector<int> reduction_kernel(graph.size(), -1);
   *rematerialize = -1;
   try {
     for (size_t k = 0; k < schedule->kernels.size(); ++k) {
-      lower::KernelEmitter(graph, *schedule, k, *module, options, reduction_kernel).emit();
+      llvm::Module& m = *modules[modules.size() == 1 ? 0 : k];
+      lower::KernelEmitter(graph, *schedule, k, m, options, reduction_kernel).emit();
     }
   } catch (const lower::Rematerialize& r) {
     *rematerialize = r.node;
-    return nullptr;
+    return false;
   }
-  return module;
+  return true;
 }
 
 }  // namespace fj::jit

@@ -101,14 +101,15 @@ struct LowerOptions {
 Schedule schedule_graph(const Graph& graph, const std::string& symbol_prefix,
                         const std::vector<NodeId>& materialize = {});
 
-// Emits one function per kernel of the schedule into a new module of `ctx` and
-// fills schedule->dim_exprs. A reduction that the schedule left inline but that
-// would be recomputed (read at an index that varies in an inner loop, or by two
-// kernels) is reported in *rematerialize instead, and the module is null: schedule
-// again with it materialized.
-std::unique_ptr<llvm::Module> lower_schedule(const Graph& graph, Schedule* schedule,
-                                             llvm::LLVMContext& ctx, const LowerOptions& options,
-                                             NodeId* rematerialize);
+// Emits one function per kernel of the schedule, all into modules[0] or kernel k
+// into modules[k] (one module per kernel, each in its own context: the CPU backend
+// optimizes and compiles them on several threads), and fills schedule->dim_exprs.
+// A reduction that the schedule left inline but that would be recomputed (read at
+// an index that varies in an inner loop, or by two kernels) is reported in
+// *rematerialize instead, and the result is false: schedule again with it
+// materialized, into fresh modules.
+bool lower_schedule(const Graph& graph, Schedule* schedule, const std::vector<llvm::Module*>& modules,
+                    const LowerOptions& options, NodeId* rematerialize);
 
 // The element counts that estimate a kernel's work: its loop and every value it
 // reads or reduces (the CPU backend splits by it, the CUDA backend sizes blocks).

@@ -275,8 +275,9 @@ Expected<PtxProgram> emit_ptx(const Graph& graph, const NvptxOptions& options) {
   for (;;) {
     out.schedule = schedule_graph(graph, "fj_cuda", materialize);
     NodeId again = -1;
-    module = lower_schedule(graph, &out.schedule, *ctx, lower, &again);
-    if (module) break;
+    module = std::make_unique<llvm::Module>("framejit", *ctx);
+    if (lower_schedule(graph, &out.schedule, {module.get()}, lower, &again)) break;
+    module.reset();
     FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
              "lowering asked for a node twice");
     materialize.push_back(again);

@@ -36,6 +36,13 @@ std::optional<NodeId> reshaped_computed_base(const Graph& g, NodeId id) {
   return id;
 }
 
+bool has_reshape(const Graph& g, NodeId id) {
+  for (; op_family(g.node(id).op) == Family::View && !g.node(id).inputs.empty(); id = g.node(id).inputs[0]) {
+    if (g.node(id).op == Op::Reshape) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Schedule schedule_graph(const Graph& g, const std::string& prefix,
@@ -80,12 +87,17 @@ Schedule schedule_graph(const Graph& g, const std::string& prefix,
     forced.insert(static_cast<NodeId>(id));
     for (NodeId in : node.inputs) {
       if (g.node(in).op == Op::Placeholder) continue;
-      forced.insert(in);
-      if (read_by_kernel[static_cast<size_t>(in)]) continue;  // the copy is written anyway
       const std::optional<NodeId> base = reshaped_computed_base(g, in);
-      if (!base && !is_input_view(g, in)) continue;
-      view_copies.insert(in);
+      if (read_by_kernel[static_cast<size_t>(in)] || (!base && !is_input_view(g, in))) {
+        forced.insert(in);  // a buffer that a kernel writes anyway
+        continue;
+      }
       if (base) forced.insert(*base);
+      // Without a reshape the view's strides always exist: the matmul reads it in
+      // place, and it gets neither a buffer nor a kernel (nothing to compile).
+      if (!has_reshape(g, in)) continue;
+      forced.insert(in);
+      view_copies.insert(in);
     }
   }
   // A slice_scatter reads its base and its source at different positions, and the

@@ -122,7 +122,22 @@ def test_perf_log_says_where_compile_time_goes():
     out = run_python(code, {"FRAMEJIT_LOG": "perf"})
     assert out.returncode == 0, out.stderr
     lines = [l for l in out.stderr.splitlines() if "perf:" in l]
-    # One compile: the backend's breakdown, then the frame's total; the cache hit logs nothing.
-    assert len(lines) == 2, out.stderr
-    assert "kernels" in lines[0] and "optimize" in lines[0] and "machine code" in lines[0]
-    assert "<lambda>" in lines[1] and "trace and compile" in lines[1]
+    # One compile: the backend's breakdown, a line per kernel (one here), then the
+    # frame's total; the cache hit logs nothing.
+    assert len(lines) == 3, out.stderr
+    assert "1 kernels" in lines[0] and "optimize" in lines[0] and "machine code" in lines[0]
+    assert "_k0: " in lines[1] and "IR instructions" in lines[1]
+    assert "<lambda>" in lines[2] and "trace and compile" in lines[2]
+
+
+def test_a_transposed_weight_costs_no_kernel():
+    # linear(x, w, b) reads w.t() in place: one kernel (the bias add), not a copy too.
+    code = (
+        "import torch, framejit, torch.nn.functional as F\n"
+        "f = framejit.compile(lambda x, w, b: F.linear(x, w, b))\n"
+        "f(torch.randn(4, 8), torch.randn(6, 8), torch.randn(6))\n"
+    )
+    out = run_python(code, {"FRAMEJIT_LOG": "perf"})
+    assert out.returncode == 0, out.stderr
+    line = next(l for l in out.stderr.splitlines() if "perf:" in l)
+    assert ", 1 kernels" in line, out.stderr

@@ -24,6 +24,13 @@ MATMUL = {
     "linear": (lambda a, b: F.linear(a, b.t()), A, B),
     "linear_bias": (lambda a, b: F.linear(a, b.t(), b[0]), A, B),
     "float64": (lambda a, b: a.double() @ b.double(), A, B),
+    # Operands that are views: read in place (no kernel), or copied when a reshape
+    # has no strides.
+    "expanded_row": (lambda a, b: a @ b[:1].expand(7, 3), A, B),
+    "stepped_rows": (lambda a, b: a[:, ::2] @ b[::2], A, B),
+    "selected": (lambda a, b: a @ b.unsqueeze(0).expand(2, 7, 3)[1], A, B),
+    "transposed_computed": (lambda a, b: a @ (b.t() * 2).t(), A, B),
+    "reshaped_transposed": (lambda a, b: a @ b.t().reshape(21).reshape(7, 3), A, B),
 }
 
 
