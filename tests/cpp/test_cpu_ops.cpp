@@ -422,3 +422,33 @@ TEST_CASE("cpu ops: cumsum along each dim, alone and fused") {
   g.set_outputs({c0, c1, e});
   check(g, {{6, 33}}, 1e-4);
 }
+
+TEST_CASE("cpu ops: an output over a matmul operand is written after the whole product") {
+  // out = x @ w + 1 with out's buffer being w's: each row block of the product reads
+  // all of w, so the add may not run block by block as the product's tasks finish
+  // (4 blocks on the pool would overwrite rows that later blocks read).
+  const int64_t n = 256;
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {n, n});
+  NodeId w = g.placeholder(DType::Float32, {n, n});
+  g.set_outputs({ok(g.pointwise(Op::Add, {ok(g.matmul(x, w)), g.scalar(1.0)}))});
+  auto compiled = backend().compile(g);
+  REQUIRE(compiled);
+  std::vector<float> xs(static_cast<size_t>(n * n)), ws(xs.size());
+  for (size_t e = 0; e < xs.size(); ++e) {  // small integers: every sum is exact
+    xs[e] = static_cast<float>(static_cast<int64_t>(e * 7 % 5) - 2);
+    ws[e] = static_cast<float>(static_cast<int64_t>(e * 3 % 7) - 3);
+  }
+  std::vector<float> want(xs.size(), 1.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t j = 0; j < n; ++j) want[static_cast<size_t>(i * n + j)] += xs[static_cast<size_t>(i * n + k)] * ws[static_cast<size_t>(k * n + j)];
+    }
+  }
+  const Shape shape{n, n};
+  const std::vector<int64_t> st{n, 1};
+  std::vector<TensorArg> in{{xs.data(), shape.data(), st.data(), 2}, {ws.data(), shape.data(), st.data(), 2}};
+  std::vector<TensorArg> out{{ws.data(), shape.data(), st.data(), 2}};
+  REQUIRE((*compiled)->run(in, out) == 0);
+  CHECK(ws == want);
+}

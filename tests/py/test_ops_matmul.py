@@ -161,3 +161,53 @@ def test_matmul_split_into_tasks(name):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert torch.equal(actual, expected)
     assert framejit.stats(cf)["fallbacks"] == 0
+
+
+# Pointwise consumers of products split into tasks (a bias, an activation, a
+# residual: one fused pass after the product), and consumers that read the product
+# at other positions. Integer-valued operands keep the products exact.
+CONSUMERS = {
+    "rows_bias_relu": (lambda a, b, c: torch.relu(a @ b + c[0, :48]) * 2,
+                       small_ints(1000, 96), small_ints(96, 48), small_ints(4, 1000)),
+    "cols_bias_clamp": (lambda a, b, c: (a @ b + c[0]).clamp(-20, 30),
+                        small_ints(24, 96), small_ints(96, 1000), small_ints(4, 1000)),
+    "cols_residual_two_outputs": (lambda a, b, c: ((a @ b) - c[:, :800].sum(0), (a @ b) > 0),
+                                  small_ints(40, 96), small_ints(96, 800), small_ints(40, 1000)),
+    "linear_relu": (lambda a, b, c: F.relu(F.linear(a, b.t(), c[1, :48])),
+                    small_ints(1000, 96), small_ints(96, 48), small_ints(4, 1000)),
+    "flipped": (lambda a, b, c: (lambda y: y - y.flip(0))(a @ b),
+                small_ints(1000, 96), small_ints(96, 48), small_ints(4, 1000)),
+    "row_sums": (lambda a, b, c: (lambda y: y - y.sum(1, keepdim=True))(a @ b),
+                 small_ints(1000, 96), small_ints(96, 48), small_ints(4, 1000)),
+    "transposed_square": (lambda a, b, c: (lambda y: y * 2 + y.t())(a[:200] @ a[:200].t()),
+                          small_ints(1000, 96), small_ints(96, 48), small_ints(4, 1000)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSUMERS))
+def test_consumers_of_a_split_product(name):
+    fn, a, b, c = CONSUMERS[name]
+    cf = framejit.compile(lambda a, b, c: fn(a, b, c))
+    expected = fn(a, b, c)
+    for _ in range(2):
+        actual = cf(a, b, c)
+        for x, y in zip(actual if isinstance(actual, tuple) else (actual,),
+                        expected if isinstance(expected, tuple) else (expected,)):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            assert torch.equal(x, y)
+    assert framejit.stats(cf)["fallbacks"] == 0
+
+
+def test_in_place_add_of_a_product_that_reads_the_target():
+    # b += a @ b: every row block of the product reads all of b, so b may only be
+    # written once the whole product is computed.
+    def fn(a, b):
+        b.add_(a @ b)
+        return b
+    a, b = small_ints(256, 256), small_ints(256, 256)
+    expected = fn(a.clone(), b.clone())
+    cf = framejit.compile(fn)
+    for _ in range(3):
+        b2 = b.clone()
+        assert torch.equal(cf(a, b2), expected)
+        assert torch.equal(b2, expected)
