@@ -450,6 +450,11 @@ class LlvmCpuBackend final : public CpuBackend {
   // cache holds weak references: code lives as long as some plan uses it.
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     std::string key = graph.structural_key();
+    // FRAMEJIT_LANE_LOOPS=0 (read per compile, for A/B measurements in one process):
+    // the per-element loops of reductions over outer dims (LowerOptions::lane_loops).
+    const char* lanes_env = std::getenv("FRAMEJIT_LANE_LOOPS");
+    const bool lane_loops = lanes_env == nullptr || std::string(lanes_env) != "0";
+    if (!lane_loops) key += "\n[no lane loops]";
     {
       std::lock_guard<std::mutex> lock(cache_mu_);
       auto it = cache_.find(key);
@@ -461,7 +466,7 @@ class LlvmCpuBackend final : public CpuBackend {
         }
       }
     }
-    auto compiled = compile_new(graph);
+    auto compiled = compile_new(graph, lane_loops);
     if (!compiled) return compiled;
     std::lock_guard<std::mutex> lock(cache_mu_);
     if (cache_.size() >= cache_sweep_at_) {
@@ -475,7 +480,7 @@ class LlvmCpuBackend final : public CpuBackend {
   size_t cache_hits() const override { return cache_hits_.load(std::memory_order_relaxed); }
 
  private:
-  Expected<std::shared_ptr<CompiledGraph>> compile_new(const Graph& graph) {
+  Expected<std::shared_ptr<CompiledGraph>> compile_new(const Graph& graph, bool lane_loops) {
     static std::atomic<uint64_t> next_graph{0};
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
 
@@ -494,6 +499,7 @@ class LlvmCpuBackend final : public CpuBackend {
       NodeId again = -1;
       LowerOptions lower = lower_;
       lower.float_libm_via_double = !gpu_math_;  // the GPU's functions replace the float names
+      lower.lane_loops = lane_loops;
       module = lower_schedule(graph, &schedule, *ctx, lower, &again);
       if (module) break;
       FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
