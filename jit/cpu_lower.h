@@ -95,6 +95,10 @@ struct LowerOptions {
   // correctly rounded, so closer to eager's); false: the float names (erff, ...),
   // which the NVPTX path and its host tests replace with framejit's own.
   bool float_libm_via_double = true;
+  // CPU: reductions and cumulative sums over an outer dim run with the innermost
+  // loop inside theirs, per tile of lanes (jit/cpu_lower_lanes.cpp); false: one
+  // loop per result element.
+  bool lane_loops = true;
 };
 
 // The schedule of a graph; `materialize` forces more nodes into buffers.

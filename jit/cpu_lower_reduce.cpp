@@ -90,6 +90,16 @@ Value* KernelEmitter::stashed(NodeId id, const Index& idx) {
 // second kernel reading it would compute it again. In those cases it gets a
 // buffer of its own instead.
 Value* KernelEmitter::reduction(NodeId id, const Index& idx) {
+  // Per lane of a tile (cpu_lower_lanes.cpp): its own rules for where it runs.
+  if (lane_reductions_.count(id)) {
+    int& owner = reduction_kernel_[static_cast<size_t>(id)];
+    if (owner < 0 || owner == kernel_) {
+      if (Value* v = lane_reduction(id, idx)) {
+        owner = kernel_;
+        return v;
+      }
+    }
+  }
   const uint64_t mask = mask_of(idx);
   const size_t level = level_of(mask);
   for (size_t f = 1; f <= level; ++f) {
@@ -138,6 +148,7 @@ Value* KernelEmitter::emit_running_scan(const Node& r, const Index& idx) {
 }
 
 Value* KernelEmitter::emit_reduction(const Node& r, const Index& idx) {
+  if (r.op == Op::CumSum && lane_scan(r, idx)) return emit_lane_scan(r, idx);
   if (r.op == Op::CumSum && running_scan(r, idx)) return emit_running_scan(r, idx);
   const NodeId x_id = r.inputs[0];
   const StashRequest stash = stash_request_.node == x_id ? stash_request_ : StashRequest{-1, -1};

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "jit/cpu_lower.h"
@@ -66,6 +67,7 @@ class KernelEmitter {
     status_out_ = field(4, "status");
     collect_buffers();
     make_alias_scopes();
+    plan_lanes();
 
     auto* main = llvm::BasicBlock::Create(ctx_, "main", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
@@ -388,6 +390,8 @@ class KernelEmitter {
     contig_ = contiguous;
     frames_.clear();
     stash_.clear();
+    tile_.reset();
+    lanes_.clear();
     loop_var_.assign(k_.shape.size(), nullptr);
     open_frame();  // depth 0: code that runs once per call of the kernel
     Index idx(k_.shape.size());
@@ -413,6 +417,12 @@ class KernelEmitter {
       idx[d] = zero();
       emit_level(d + 1, idx);
       return;
+    }
+    // The tiled nest (cpu_lower_lanes.cpp): for reductions only where the buffers'
+    // innermost strides are 1 (else the lanes would read across rows).
+    if (tile_dim_ >= 0 && (contig_ || scan_dim_ >= 0)) {
+      if (!tile_ && static_cast<int>(d) == (scan_dim_ >= 0 ? scan_dim_ : tile_dim_)) return emit_tile_loop(d, idx);
+      if (tile_ && static_cast<int>(d) == tile_dim_) return emit_lane_loop(d, idx);
     }
     const bool split = static_cast<int>(d) == k_.split_dim;
     Value* lo = split ? begin_ : b_.getInt64(0);
@@ -556,6 +566,21 @@ class KernelEmitter {
   Value* emit_reduction(const Node& r, const Index& idx);
   void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin);
 
+  // --- tiles of the innermost loop for reductions over outer dims --------------------
+  static constexpr int64_t kLaneTile = 256;
+  struct Tile {
+    size_t level;          // the tile loop's frame
+    Value *begin, *end;    // the tile's positions along tile_dim_ (its hoist code)
+    std::map<std::pair<NodeId, std::vector<Value*>>, Value*> accs;  // lane reductions' slots
+  };
+  void plan_lanes();
+  void emit_tile_loop(size_t d, Index& idx);
+  void emit_lane_loop(size_t d, Index& idx);
+  uint64_t outer_bits() const;
+  Value* lane_reduction(NodeId id, const Index& idx);
+  bool lane_scan(const Node& r, const Index& idx) const;
+  Value* emit_lane_scan(const Node& r, const Index& idx);
+
   const Graph& g_;
   Schedule& s_;
   const KernelSpec& k_;
@@ -590,6 +615,11 @@ class KernelEmitter {
     int32_t store;
   };
   StashRequest stash_request_{-1, -1};
+  int tile_dim_ = -1;   // the kernel dim cut into tiles (-1: none)
+  int scan_dim_ = -1;   // the kernel dim a cumulative sum scans per lane (tile loop outside it)
+  std::set<NodeId> lane_reductions_;
+  std::optional<Tile> tile_;  // the tile loop being emitted
+  std::set<Value*> lanes_;    // loop variables that run over the open tile's positions
   llvm::MDNode* load_noalias_ = nullptr;
   size_t loops_ = 0;  // loops emitted so far
   std::vector<llvm::MDNode*> store_scope_, store_noalias_;
