@@ -326,23 +326,13 @@ bool KernelEmitter::lane_scan(const Node& r, const Index& idx) const {
   return true;
 }
 
-// total[lane] = (position == 0 ? 0 : total[lane]) + x[position, lane], the totals
-// in a stack array that lives across the scanned loop's iterations.
+// A running total per lane, in a stack array that lives across the scanned loop's
+// iterations.
 Value* KernelEmitter::emit_lane_scan(const Node& r, const Index& idx) {
-  const Node& x = g_.node(r.inputs[0]);
-  const DType c = r.compute;
-  llvm::Type* ty = el_.reg_type(c);
+  llvm::Type* ty = el_.reg_type(r.compute);
   llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   Value* acc = e.CreateAlloca(llvm::ArrayType::get(ty, kLaneTile));
-  const bool fp = is_floating(c);
-  Value* slot = b_.CreateInBoundsGEP(ty, acc, b_.CreateSub(idx.back().v, tile_->begin));
-  Value* zero_v = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0);
-  Value* first = b_.CreateICmpEQ(idx[static_cast<size_t>(r.dims[0])].v, b_.getInt64(0));
-  Value* before = b_.CreateSelect(first, zero_v, b_.CreateLoad(ty, slot));
-  Value* v = el_.convert(value(r.inputs[0], idx), x.dtype, c);
-  Value* total = fp ? b_.CreateFAdd(before, v) : b_.CreateAdd(before, v);
-  b_.CreateStore(total, slot);
-  return el_.convert(total, c, r.dtype);
+  return emit_running_scan(r, idx, b_.CreateInBoundsGEP(ty, acc, b_.CreateSub(idx.back().v, tile_->begin)));
 }
 
 }  // namespace fj::jit::lower

@@ -129,21 +129,20 @@ bool KernelEmitter::running_scan(const Node& r, const Index& idx) const {
   return true;
 }
 
-// running total = (position == 0 ? 0 : running total) + x[position], in a slot
-// that lives across the iterations of the innermost loop.
-Value* KernelEmitter::emit_running_scan(const Node& r, const Index& idx) {
+// running total = (position == 0 ? 0 : running total) + x[position], in `slot`
+// (null: a new one), which lives across the iterations of the scanned loop.
+Value* KernelEmitter::emit_running_scan(const Node& r, const Index& idx, Value* slot) {
   const Node& x = g_.node(r.inputs[0]);
   const DType c = r.compute;
   llvm::Type* ty = el_.reg_type(c);
-  llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  Value* acc = e.CreateAlloca(ty);
+  if (slot == nullptr) slot = llvm::IRBuilder<>(&fn_->getEntryBlock(), fn_->getEntryBlock().begin()).CreateAlloca(ty);
   const bool fp = is_floating(c);
   Value* zero_v = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0);
   Value* first = b_.CreateICmpEQ(idx[static_cast<size_t>(r.dims[0])].v, b_.getInt64(0));
-  Value* before = b_.CreateSelect(first, zero_v, b_.CreateLoad(ty, acc));
+  Value* before = b_.CreateSelect(first, zero_v, b_.CreateLoad(ty, slot));
   Value* v = el_.convert(value(r.inputs[0], idx), x.dtype, c);
   Value* total = fp ? b_.CreateFAdd(before, v) : b_.CreateAdd(before, v);
-  b_.CreateStore(total, acc);
+  b_.CreateStore(total, slot);
   return el_.convert(total, c, r.dtype);
 }
 

@@ -555,7 +555,7 @@ class KernelEmitter {
   // --- reductions -----------------------------------------------------------------
   Value* reduction(NodeId id, const Index& idx);
   bool running_scan(const Node& r, const Index& idx) const;
-  Value* emit_running_scan(const Node& r, const Index& idx);
+  Value* emit_running_scan(const Node& r, const Index& idx, Value* slot = nullptr);
   Value* emit_reduction(const Node& r, const Index& idx);
   void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin);
 
