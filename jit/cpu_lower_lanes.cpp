@@ -265,23 +265,7 @@ Value* KernelEmitter::lane_reduction(NodeId id, const Index& idx) {
   llvm::IRBuilder<> e(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   Value* acc = e.CreateAlloca(llvm::ArrayType::get(ty, kLaneTile));
   const bool fp = is_floating(c);
-  Value* init = nullptr;
-  switch (r.op) {
-    case Op::Sum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
-    case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
-    case Op::Amax:
-      init = fp ? el_.fconst(ty, -INFINITY)
-                : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMinValue(ty->getIntegerBitWidth())
-                                                                              : llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
-      break;
-    case Op::Amin:
-      init = fp ? el_.fconst(ty, INFINITY)
-                : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMaxValue(ty->getIntegerBitWidth())
-                                                                              : llvm::APInt::getSignedMaxValue(ty->getIntegerBitWidth()));
-      break;
-    default: FJ_CHECK(false, "not a lane reduction");
-  }
-  if (c == DType::Bool) init = b_.getInt1(r.op == Op::All || r.op == Op::Amin);
+  Value* init = reduction_identity(r);
   const uint64_t tile_bit = uint64_t{1} << tile_->level;
   hoisted(tile_->level, [&] {
     emit_loop(tile_->begin, tile_->end, [&](Ix i) { b_.CreateStore(init, lane_slot(acc, i.v)); }, true);

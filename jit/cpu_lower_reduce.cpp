@@ -146,6 +146,28 @@ Value* KernelEmitter::emit_running_scan(const Node& r, const Index& idx, Value* 
   return el_.convert(total, c, r.dtype);
 }
 
+// The value a reduction starts from, in its compute type's register type.
+Value* KernelEmitter::reduction_identity(const Node& r) {
+  const DType c = r.compute;
+  llvm::Type* ty = el_.reg_type(c);
+  if (c == DType::Bool) return b_.getInt1(r.op == Op::All || r.op == Op::Amin);
+  const bool fp = is_floating(c);
+  const unsigned bits = fp ? 0 : ty->getIntegerBitWidth();
+  const bool is_unsigned = ElementEmitter::is_unsigned(c);
+  switch (r.op) {
+    case Op::Sum: case Op::CumSum: case Op::Any: return fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0);
+    case Op::Prod: case Op::All: return fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1);
+    case Op::Amax: case Op::ArgMax:
+      return fp ? el_.fconst(ty, -INFINITY)
+                : llvm::ConstantInt::get(ctx_, is_unsigned ? llvm::APInt::getMinValue(bits) : llvm::APInt::getSignedMinValue(bits));
+    case Op::Amin: case Op::ArgMin:
+      return fp ? el_.fconst(ty, INFINITY)
+                : llvm::ConstantInt::get(ctx_, is_unsigned ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+    default: FJ_CHECK(false, "not a reduction");
+  }
+  return nullptr;
+}
+
 Value* KernelEmitter::emit_reduction(const Node& r, const Index& idx) {
   if (r.op == Op::CumSum && lane_scan(r, idx)) return emit_lane_scan(r, idx);
   if (r.op == Op::CumSum && running_scan(r, idx)) return emit_running_scan(r, idx);
@@ -162,23 +184,7 @@ Value* KernelEmitter::emit_reduction(const Node& r, const Index& idx) {
   };
   Value* acc = slot(ty);
   Value* pos = nullptr;  // ArgMax / ArgMin: the position of the best so far
-  Value* init = nullptr;
-  switch (r.op) {
-    case Op::Sum: case Op::CumSum: case Op::Any: init = fp ? el_.fconst(ty, 0) : llvm::ConstantInt::get(ty, 0); break;
-    case Op::Prod: case Op::All: init = fp ? el_.fconst(ty, 1) : llvm::ConstantInt::get(ty, 1); break;
-    case Op::Amax: case Op::ArgMax:
-      init = fp ? el_.fconst(ty, -INFINITY)
-                : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMinValue(ty->getIntegerBitWidth())
-                                                                              : llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
-      break;
-    case Op::Amin: case Op::ArgMin:
-      init = fp ? el_.fconst(ty, INFINITY)
-                : llvm::ConstantInt::get(ctx_, ElementEmitter::is_unsigned(c) ? llvm::APInt::getMaxValue(ty->getIntegerBitWidth())
-                                                                              : llvm::APInt::getSignedMaxValue(ty->getIntegerBitWidth()));
-      break;
-    default: FJ_CHECK(false, "not a reduction");
-  }
-  if (c == DType::Bool) init = b_.getInt1(r.op == Op::All || r.op == Op::Amin);
+  Value* init = reduction_identity(r);
   b_.CreateStore(init, acc);
   const bool arg = r.op == Op::ArgMax || r.op == Op::ArgMin;
   if (arg) {

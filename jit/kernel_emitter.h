@@ -556,6 +556,7 @@ class KernelEmitter {
   Value* reduction(NodeId id, const Index& idx);
   bool running_scan(const Node& r, const Index& idx) const;
   Value* emit_running_scan(const Node& r, const Index& idx, Value* slot = nullptr);
+  Value* reduction_identity(const Node& r);
   Value* emit_reduction(const Node& r, const Index& idx);
   void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin);
 
