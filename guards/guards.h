@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "guards/py_errors.h"
-#include "jit/symexpr.h"
+#include "jit/sym/symexpr.h"
 
 namespace fj::guards {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "guards/guards.h"
-#include "interp/plan.h"
+#include "interp/runtime/plan.h"
 
 namespace fj::interp {
 
@@ -62,7 +62,7 @@ struct CodeState {
   unsigned long tracing_thread = 0;  // the thread tracing this code now, 0 if none (hook.cpp)
   double compile_seconds = 0;       // time spent tracing and compiling
   std::vector<std::string> recompile_reasons;  // most recent last, bounded
-  std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/bytecode.h), lazily
+  std::shared_ptr<const void> decoded;  // the decoded bytecode (interp/trace/bytecode.h), lazily
 };
 
 struct Config {

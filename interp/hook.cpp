@@ -11,8 +11,8 @@
 #include <optional>
 #include <unordered_set>
 
-#include "interp/interpreter.h"
-#include "interp/resources.h"
+#include "interp/trace/interpreter.h"
+#include "interp/runtime/resources.h"
 #include "jit/log.h"
 
 namespace fj::interp {

@@ -3,14 +3,14 @@
 #include <pybind11/stl.h>
 
 #include "guards/guards.h"
-#include "interp/autograd.h"
-#include "interp/bytecode.h"
+#include "interp/runtime/autograd.h"
+#include "interp/trace/bytecode.h"
 #include "interp/code_state.h"
 #include "interp/hook.h"
-#include "interp/ops.h"
-#include "interp/resources.h"
+#include "interp/torch/torch_ops.h"
+#include "interp/runtime/resources.h"
 #include "jit/log.h"
-#include "jit/nvptx_backend.h"
+#include "jit/cuda/nvptx_backend.h"
 
 namespace py = pybind11;
 using namespace fj;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Generates interp/opcodes.def, the X-macro of CPython's opcodes, from the running
+"""Generates interp/trace/opcodes.def, the X-macro of CPython's opcodes, from the running
 interpreter's own `opcode` module (it must be CPython 3.11, the version framejit reads).
 
-Usage: python3 scripts/gen_opcodes.py [output]   (default: interp/opcodes.def)
+Usage: python3 scripts/gen_opcodes.py [output]   (default: interp/trace/opcodes.def)
 """
 import opcode
 import os

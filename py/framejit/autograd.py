@@ -1,7 +1,7 @@
 """How compiled graphs join eager autograd: a torch.autograd.Function whose forward runs
 a compiled forward graph and whose backward runs the compiled backward graph.
 
-The C++ runtime (interp/autograd_runtime.cpp) calls `apply` on a cache hit of a plan
+The C++ runtime (interp/runtime/autograd_runtime.cpp) calls `apply` on a cache hit of a plan
 whose graph reads tensors that require grad; `call` carries the compiled graphs and
 this call's scalars and sizes, which the backward needs again."""
 

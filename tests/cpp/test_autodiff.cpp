@@ -1,4 +1,4 @@
-// Reverse-mode differentiation (jit/autodiff.h): the joint forward and backward
+// Reverse-mode differentiation (jit/autodiff/autodiff.h): the joint forward and backward
 // graphs are compiled with the CPU backend and their gradients compared with
 // central finite differences of the forward in float64 (or with analytic values
 // where the function has a kink, as amax ties).
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "jit/autodiff.h"
-#include "jit/cpu_backend.h"
+#include "jit/autodiff/autodiff.h"
+#include "jit/cpu/cpu_backend.h"
 
 using namespace fj::jit;
 

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "jit/cpu_backend.h"
-#include "jit/cpu_lower.h"  // KernelStatus
+#include "jit/cpu/cpu_backend.h"
+#include "jit/codegen/schedule.h"  // KernelStatus
 #include "jit/log.h"
 
 using namespace fj::jit;

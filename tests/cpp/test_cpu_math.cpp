@@ -1,4 +1,4 @@
-// The CPU kernels' own exp, log, sin, cos, tanh and sigmoid (jit/cpu_math.h):
+// The CPU kernels' own exp, log, sin, cos, tanh and sigmoid (jit/codegen/math.h):
 // max ulp against double-precision libm rounded to float over dense sweeps of all
 // float bit patterns, special values as glibc gives them, and their speed.
 #include <doctest.h>
@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "jit/cpu_backend.h"
+#include "jit/cpu/cpu_backend.h"
 
 using namespace fj::jit;
 
@@ -158,7 +158,7 @@ TEST_CASE("cpu math: within 2 ulp on a dense sweep of all float bit patterns") {
 }
 
 TEST_CASE("cpu math: float32 erf is glibc's double erf rounded to float, bit for bit on a dense sweep") {
-  // Evaluated in double with 3e-13 fits and rounded once (jit/nvptx_math.h,
+  // Evaluated in double with 3e-13 fits and rounded once (jit/codegen/libm.h,
   // erf_via_double): it may differ from the rounded double only where the true
   // value is within ~1e-13 of a rounding boundary.
   UnaryKernel k(Op::Erf);

@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "jit/cpu_backend.h"
+#include "jit/cpu/cpu_backend.h"
 
 using namespace fj::jit;
 

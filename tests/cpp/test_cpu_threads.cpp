@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "jit/cpu_backend.h"
-#include "jit/thread_pool.h"
+#include "jit/cpu/cpu_backend.h"
+#include "jit/cpu/thread_pool.h"
 
 using namespace fj::jit;
 

@@ -2,7 +2,7 @@
 #include <doctest.h>
 #include <cmath>
 
-#include "jit/graph.h"
+#include "jit/ir/graph.h"
 
 using namespace fj::jit;
 

@@ -12,9 +12,9 @@
 #include <limits>
 #include <string>
 
-#include "jit/cpu_backend.h"
-#include "jit/cuda_driver.h"
-#include "jit/nvptx_backend.h"
+#include "jit/cpu/cpu_backend.h"
+#include "jit/cuda/cuda_driver.h"
+#include "jit/cuda/nvptx_backend.h"
 #include "tests/gpu/graphs.h"
 
 using namespace fj::jit;

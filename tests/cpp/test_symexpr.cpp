@@ -10,7 +10,7 @@
 #include <limits>
 #include <random>
 
-#include "jit/symexpr.h"
+#include "jit/sym/symexpr.h"
 
 using namespace fj::jit;
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "jit/cpu_backend.h"
-#include "jit/nvptx_backend.h"
+#include "jit/cpu/cpu_backend.h"
+#include "jit/cuda/nvptx_backend.h"
 #include "tests/gpu/graphs.h"
 
 using namespace fj::jit;

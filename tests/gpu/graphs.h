@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/graph.h"
+#include "jit/ir/graph.h"
 
 namespace fj::gpu_graphs {
 

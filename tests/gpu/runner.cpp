@@ -20,7 +20,7 @@
 //   dims N VALUES...               KernelArgs::dims
 //   kernel ENTRY EXTENT GRID BLOCK one launch, in order
 //   end
-// Kernel parameters (jit/nvptx_backend.h): the device addresses of the buffer
+// Kernel parameters (jit/cuda/nvptx_backend.h): the device addresses of the buffer
 // pointer array, the strides (all buffers' in buffer order), the dims, the scalar
 // inputs (none in these graphs) and an int64 status word, then the extent.
 #include <dlfcn.h>

@@ -348,7 +348,7 @@ def test_explain_shows_the_backward_graph():
 
 
 def test_view_of_an_input_read_by_matmul_and_by_a_kernel():
-    # jit/schedule.cpp: a view that is a matmul operand (read in place when its strides
+    # jit/codegen/schedule.cpp: a view that is a matmul operand (read in place when its strides
     # allow) and a reduction's operand (a kernel reads its buffer) must be written. The
     # backward of linear + bias makes this graph; here it is a forward.
     def f(g, w, b):

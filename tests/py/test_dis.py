@@ -1,4 +1,4 @@
-"""framejit's bytecode decoder (interp/bytecode.cpp) against CPython's own dis."""
+"""framejit's bytecode decoder (interp/trace/bytecode.cpp) against CPython's own dis."""
 import dis as std_dis
 import functools
 import opcode

@@ -137,7 +137,7 @@ def small_ints(*shape, dtype=torch.float32):
     return torch.randint(-3, 4, shape).to(dtype)
 
 
-# Products big enough to be split into tasks on the thread pool (jit/cpu_backend.cpp):
+# Products big enough to be split into tasks on the thread pool (jit/cpu/cpu_backend.cpp):
 # by batch item, by rows, by columns, with broadcast batch dims and strided operands.
 SPLIT = {
     "batches": (lambda a, b: a @ b, small_ints(6, 96, 64), small_ints(64, 80)),

@@ -1,0 +1,228 @@
+// Plans: what a cache hit runs instead of the frame.
+//
+// Design: tracing a frame yields a Plan: a list of steps (plan_steps.cpp runs them)
+// followed by a final graph and the frame's return value, rebuilt from graph
+// outputs, arguments, registers, constants and symbolic scalars (PlanValue, a small
+// tree). Scalars are SymExprs over the symbols that the entry's guards bound for
+// this call. A frame traced in one piece has no steps (the common, fast case).
+// Steps are what a graph break or a data-dependent branch leaves:
+//   RunGraph    a graph segment; its outputs go to registers (PyRefs of this run)
+//   Call        an opaque Python call (print, list.append, ...) on values built from
+//               arguments and registers; its result is checked like a guard
+//   CheckGuards what the trace read after an opaque call, checked at that point
+//   Branch      on a one-element tensor's truth: each outcome continues in a Plan of
+//               its own, traced the first time that outcome occurs
+//   Deopt       the rest of the frame runs in CPython: the frame's locals and stack
+//               are rebuilt from the plan's values and CPython resumes it mid-code
+// A failing Call check or CheckGuards also deopts, at the state saved after the call.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guards/guards.h"
+#include "interp/trace/value.h"
+#include "jit/cpu/cpu_backend.h"
+
+namespace fj::interp {
+
+struct CodeState;
+
+struct PlanValue {
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View } kind = Kind::Const;
+  // View: a view of an input, made from it at run time so that it aliases it as eager's
+  // does: items[0] the input, then one Tuple per step: ("permute", dims),
+  // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).
+  int index = -1;               // GraphOutput, Item (a 0-d output as a Python number): output position;
+                                // Arg: argument slot; PathTensor: its slot;
+                                // Repeat: the memo of a tuple or list built earlier in the same value;
+                                // Reg: the register
+  int memo = -1;                // Tuple, List, Dict: where the built object is remembered for Repeat
+  int reg = -1;                 // List passed to an opaque call: the built list is also kept here;
+                                // Item: the 0-d tensor is in this register (not a graph output)
+  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple
+                                // (torch.return_types.max)
+  std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size), Iter (the items still to come),
+                                // Dict (key, value, key, value, ...)
+  jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
+};
+
+struct OutputSpec {
+  jit::DType dtype = jit::DType::Float32;
+  jit::SymShape sym;               // sizes, evaluated at each call when not static
+  bool is_static = false;          // then shape, strides and empty_args are precomputed:
+  jit::Shape shape;
+  std::vector<int64_t> strides;    // contiguous
+  PyRef empty_args;                // ((sizes...),): the positional arguments of torch.empty
+};
+
+std::vector<int64_t> contiguous_strides(const jit::Shape& shape);
+PyRef empty_args_for(const jit::Shape& shape);
+
+// Where a graph input comes from: an argument slot, a path tensor (CallInputs), or a
+// register of the running plan.
+struct InputRef {
+  enum class Kind : uint8_t { Arg, Path, Reg } kind = Kind::Arg;
+  int index = -1;
+};
+
+// A graph input that the frame updated in place: once the graph has run, its output
+// `output` (the input's new value) is copied into the input tensor itself.
+struct WriteBack {
+  int output = -1;
+  InputRef target;
+};
+
+// A graph run in the middle of a plan (RunGraph): its outputs go to registers.
+struct Segment {
+  std::shared_ptr<jit::CompiledGraph> graph;
+  std::vector<InputRef> args;              // one per placeholder
+  std::vector<jit::SymExpr> scalar_inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<int> out_regs;               // one per output
+};
+
+// A frame state to resume in CPython: the instruction and each local and stack slot.
+struct DeoptState {
+  int offset = 0;                          // byte offset of the next instruction
+  std::vector<PlanValue> locals;           // Null for unbound
+  std::vector<PlanValue> stack;
+  int num_memos = 0;
+  std::string reason;                      // why the rest runs in CPython (logs)
+};
+
+// What an opaque call's result must be for the trace after it to hold.
+struct ResultCheck {
+  enum class Kind : uint8_t { Any, Is, Equals, Tensor } kind = Kind::Any;
+  PyRef obj;                               // Is: this object; Equals: equal to it, same type
+  guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free)
+};
+
+struct Plan;
+struct ResumePoint;  // the tracer's saved state at a branch (tracer.h)
+
+// The two continuations of a branch, filled in as outcomes occur.
+struct BranchTargets {
+  std::shared_ptr<Plan> next[2];           // [false, true]
+  int offset[2] = {0, 0};                  // where each outcome continues (for deopt)
+  std::shared_ptr<const ResumePoint> resume;
+};
+
+struct PlanStep {
+  enum class Kind : uint8_t { RunGraph, Call, CheckGuards, Branch, Deopt } kind = Kind::RunGraph;
+  Segment seg;                             // RunGraph
+  PlanValue callable;                      // Call
+  PlanValue args;                          // Call: a Tuple
+  PyRef kw_names;                          // Call: names of the last arguments, or null
+  int result_reg = -1;                     // Call
+  ResultCheck check;                       // Call
+  std::shared_ptr<guards::GuardSet> guards;  // CheckGuards
+  std::shared_ptr<DeoptState> deopt;       // Call / CheckGuards failing; Deopt; Branch (its state)
+  int num_memos = 0;                       // Call: tuples and lists its arguments repeat
+  PlanValue cond;                          // Branch: a one-element tensor
+  std::shared_ptr<BranchTargets> branch;   // Branch
+};
+
+// The autograd half of a plan whose graph reads tensors that require grad (with grad
+// mode on): the compiled graph is the forward of a joint pair (jit/autodiff/autodiff.h) and
+// runs inside a torch.autograd.Function (py/framejit/autograd.py), whose backward
+// runs `backward` with the forward call's scalars and symbol values
+// (interp/runtime/autograd_runtime.cpp).
+struct JointPlan {
+  std::shared_ptr<jit::CompiledGraph> forward;   // = Plan::graph
+  std::shared_ptr<jit::CompiledGraph> backward;
+  size_t num_outputs = 0;          // the frame's outputs; forward outputs past them are saved values
+  std::vector<OutputSpec> forward_outputs;  // all of the forward's outputs
+  // Each backward placeholder before the output gradients: a forward input, a
+  // forward output (the frame's or a saved one), by index.
+  struct Saved {
+    bool input;
+    int index;
+  };
+  std::vector<Saved> saved;
+  std::vector<bool> differentiable;  // per frame output; else marked non-differentiable
+  size_t num_inputs = 0;             // the forward's inputs (= Plan::graph_args)
+  std::vector<int32_t> grad_inputs;  // the forward input of each backward output
+  std::vector<bool> grad_defined;    // per backward output: else None (eager's autograd never reaches it)
+  std::vector<OutputSpec> grads;     // the backward's outputs
+  bool enable_grad = false;          // grad mode is off at entry (on in a with block)
+};
+
+struct Plan {
+  std::vector<PlanStep> steps;                // run first; a Branch or Deopt step ends the plan
+  std::shared_ptr<jit::CompiledGraph> graph;  // null when there is no graph to run
+  std::vector<InputRef> graph_args;           // source of each placeholder
+  std::vector<jit::SymExpr> scalar_inputs;    // value of each scalar_input node
+  std::vector<jit::SymExpr> must_evaluate;    // other expressions the plan computes (results, sizes)
+  int num_memos = 0;                          // tuples and lists returned more than once
+  std::vector<OutputSpec> outputs;
+  PlanValue ret;
+  std::shared_ptr<DeoptState> tail_deopt;     // the final graph failing after an opaque call
+  std::shared_ptr<const JointPlan> joint;     // set when the graph's results need autograd
+  std::vector<WriteBack> writes;              // inputs updated in place, written after the graph
+};
+
+// Evaluates the plan's scalar inputs for these bindings; false when one of them or
+// of the plan's other expressions has no value (a division by zero, an overflow):
+// the call then runs in CPython, which raises or computes with big ints.
+bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>* out);
+// What a running plan holds: the call's inputs and symbol values, the registers, and
+// the frame (to resume it in CPython or to trace a branch's new outcome).
+struct PlanRun {
+  const guards::CallInputs& in;
+  const jit::Bindings& b;
+  std::vector<PyRef> regs;
+  CodeState* st = nullptr;
+  compat::Frame* frame = nullptr;
+};
+
+// Runs a plan on a call's inputs; a new reference, or nullptr with a Python error,
+// or nullptr without one when the frame must run in CPython instead (a kernel found
+// an index out of range: eager raises the error; only before any opaque call ran).
+// `st` and `frame` serve plans with steps (deopt, tracing a branch's new outcome).
+PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
+                   const std::vector<double>& scalars, CodeState* st = nullptr,
+                   compat::Frame* frame = nullptr);
+// plan_steps.cpp: runs the plan's steps and then its final graph and return value.
+PyObject* run_steps(const Plan& plan, PlanRun& run);
+// Runs one step (not Branch or Deopt); false with a Python error set, or with
+// *deopt set when a check failed and the rest must run in CPython.
+bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt);
+// Runs the final graph and builds the return value (scalars evaluated here).
+PyObject* run_tail(const Plan& plan, PlanRun& run);
+// Rebuilds the frame from `state` and lets CPython run the rest of it.
+PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run);
+// A PlanValue::View: the steps applied to the input (a new reference, or nullptr with an error).
+PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo);
+// Builds a plan value (tensors and objects from arguments and registers).
+PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
+                      std::vector<PyObject*>& memo);
+// Runs a graph on inputs from arguments, path tensors and registers; outputs new tensors.
+// 0, or -1 with a Python error, or 1 when a kernel found an index out of range.
+int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
+               const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
+               std::vector<PyRef>* outs);
+// A tensor's data pointer (tensor.data_ptr()); nullptr with a Python error set when it
+// cannot be read (a real null pointer, of an empty tensor, leaves no error).
+void* data_ptr(PyObject* tensor);
+
+// interp/runtime/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
+// Function so that its outputs carry the compiled backward (same contract as run_plan).
+PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<double>& scalars);
+// Copies the new values of inputs updated in place into them (WriteBack), in order;
+// false with a Python error set.
+bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& outs, PlanRun& run);
+double sym_value_to_double(const jit::SymValue& v);
+// A graph scalar input's slot (jit/codegen/schedule.h): a double for a float, the int64 bit
+// pattern for an int or bool; scalar_kind_of says which kind the node must have.
+double scalar_slot(const jit::SymValue& v);
+jit::ScalarKind scalar_kind_of(const jit::SymValue& v);
+// torch.float32 & co for a DType (borrowed), and back.
+PyObject* torch_dtype(jit::DType d);
+std::optional<jit::DType> dtype_from_torch(PyObject* dtype);
+// A SymValue as a Python int, float or bool (new reference).
+PyObject* sym_value_to_python(const jit::SymValue& v);
+
+}  // namespace fj::interp

@@ -1,0 +1,218 @@
+// Running a plan's steps (plan.h): graph segments, opaque calls with their result
+// checks, guards read after a call, branches, and resuming the frame in CPython.
+#include <cstring>
+
+#include "interp/code_state.h"
+#include "interp/trace/interpreter.h"
+#include "interp/runtime/plan.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+namespace {
+
+bool scalars_of(const std::vector<jit::SymExpr>& exprs, const jit::Bindings& b, std::vector<double>* out) {
+  out->clear();
+  for (const jit::SymExpr& e : exprs) {
+    const auto v = e.eval(b);
+    if (!v) return false;
+    out->push_back(scalar_slot(*v));
+  }
+  return true;
+}
+
+void set_reg(PlanRun& run, int reg, PyRef value) {
+  if (run.regs.size() <= static_cast<size_t>(reg)) run.regs.resize(static_cast<size_t>(reg) + 1);
+  run.regs[static_cast<size_t>(reg)] = std::move(value);
+}
+
+// Does an opaque call's result still look like the one the trace continued with?
+bool result_matches(const ResultCheck& c, PyObject* r) {
+  switch (c.kind) {
+    case ResultCheck::Kind::Any: return true;
+    case ResultCheck::Kind::Is: return r == c.obj.get();
+    case ResultCheck::Kind::Equals: {
+      if (Py_TYPE(r) != Py_TYPE(c.obj.get())) return false;
+      const int eq = PyObject_RichCompareBool(r, c.obj.get(), Py_EQ);  // numbers, str: no user code
+      if (eq < 0) guards::clear_error();
+      return eq == 1;
+    }
+    case ResultCheck::Kind::Tensor: {
+      if (Py_TYPE(r) != reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) return false;
+      guards::TensorMeta m;
+      if (!guards::read_tensor_meta(r, &m, nullptr)) {
+        guards::clear_error();
+        return false;
+      }
+      if (m.dtype != c.meta.dtype || m.is_cpu != c.meta.is_cpu || m.requires_grad != c.meta.requires_grad ||
+          m.rank != c.meta.rank) {
+        return false;
+      }
+      return std::equal(m.sizes.begin(), m.sizes.begin() + m.rank, c.meta.sizes.begin());
+    }
+  }
+  return false;
+}
+
+PyObject* call_step(const PlanStep& step, PlanRun& run) {
+  std::vector<PyObject*> memo(static_cast<size_t>(step.num_memos), nullptr);
+  const std::vector<PyRef> no_outs;
+  PyRef fn = PyRef::steal(build_value(step.callable, run, no_outs, memo));
+  if (!fn) return nullptr;
+  PyRef args = PyRef::steal(build_value(step.args, run, no_outs, memo));
+  if (!args) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(args.get());
+  const Py_ssize_t nkw = step.kw_names ? PyTuple_GET_SIZE(step.kw_names.get()) : 0;
+  return PyObject_Vectorcall(fn.get(), &PyTuple_GET_ITEM(args.get(), 0), static_cast<size_t>(n - nkw),
+                             step.kw_names.get());
+}
+
+}  // namespace
+
+bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
+  switch (step.kind) {
+    case PlanStep::Kind::RunGraph: {
+      std::vector<double> scalars;
+      if (!scalars_of(step.seg.scalar_inputs, run.b, &scalars)) {
+        PyErr_SetString(PyExc_RuntimeError, "framejit: a segment's scalar input has no value (internal error)");
+        return false;
+      }
+      std::vector<PyRef> outs;
+      const int status = run_graph(*step.seg.graph, step.seg.args, step.seg.outputs, scalars, run, &outs);
+      if (status > 0) *deopt = step.deopt.get();  // null before any opaque call: CPython from the start
+      if (status != 0) return false;
+      for (size_t k = 0; k < outs.size(); ++k) set_reg(run, step.seg.out_regs[k], std::move(outs[k]));
+      return true;
+    }
+    case PlanStep::Kind::Call: {
+      PyObject* r = call_step(step, run);
+      if (r == nullptr) return false;  // raised: the frame raises it, as eager's would
+      set_reg(run, step.result_reg, PyRef::steal(r));
+      if (!result_matches(step.check, r)) {
+        if (log::enabled(log::Channel::GraphBreaks)) {
+          log::interp().info("plan: an opaque call's result differs from the traced one; the rest runs in CPython");
+        }
+        *deopt = step.deopt.get();
+        return false;
+      }
+      return true;
+    }
+    case PlanStep::Kind::CheckGuards: {
+      // Block guard sets bind no symbols (see Tracer::guards()): `b` is only read.
+      if (!step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b))) {
+        if (log::enabled(log::Channel::Guards)) {
+          log::guards().info("plan: a value read after a graph break changed ({}); the rest runs in CPython",
+                             step.guards->check_verbose(run.in).value_or("?"));
+        }
+        *deopt = step.deopt.get();
+        return false;
+      }
+      return true;
+    }
+    case PlanStep::Kind::Branch:
+    case PlanStep::Kind::Deopt:
+      break;
+  }
+  PyErr_SetString(PyExc_RuntimeError, "framejit: run_step on a branch or deopt step (internal error)");
+  return false;
+}
+
+PyObject* run_tail(const Plan& plan, PlanRun& run) {
+  std::vector<double> scalars;
+  if (!eval_scalars(plan, run.b, &scalars)) {
+    PyErr_SetString(PyExc_RuntimeError, "framejit: a plan's scalar has no value (internal error)");
+    return nullptr;
+  }
+  std::vector<PyRef> outs;
+  const int status = plan.graph ? run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) : 0;
+  if (status > 0 && plan.tail_deopt) return resume_in_cpython(*plan.tail_deopt, run);
+  if (status != 0) return nullptr;  // > 0 before any opaque call: CPython runs the frame
+  if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;
+  std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
+  return build_value(plan.ret, run, outs, memo);
+}
+
+PyObject* run_steps(const Plan& plan, PlanRun& run) {
+  for (const PlanStep& step : plan.steps) {
+    switch (step.kind) {
+      case PlanStep::Kind::RunGraph:
+      case PlanStep::Kind::Call:
+      case PlanStep::Kind::CheckGuards: {
+        const DeoptState* deopt = nullptr;
+        if (!run_step(step, run, &deopt)) return deopt ? resume_in_cpython(*deopt, run) : nullptr;
+        break;
+      }
+      case PlanStep::Kind::Deopt:
+        return resume_in_cpython(*step.deopt, run);
+      case PlanStep::Kind::Branch: {
+        std::vector<PyObject*> memo;
+        const std::vector<PyRef> no_outs;
+        PyRef cond = PyRef::steal(build_value(step.cond, run, no_outs, memo));
+        if (!cond) return nullptr;
+        const int truth = PyObject_IsTrue(cond.get());
+        if (truth < 0) return nullptr;
+        BranchTargets& targets = *step.branch;
+        const std::shared_ptr<Plan> next = targets.next[truth];
+        if (!next) return trace_branch_outcome(targets, truth, run);
+        std::vector<double> scalars;
+        if (!eval_scalars(*next, run.b, &scalars)) {  // eager raises somewhere in this outcome
+          DeoptState at = *step.deopt;
+          at.offset = targets.offset[truth];
+          return resume_in_cpython(at, run);
+        }
+        return run_steps(*next, run);
+      }
+    }
+  }
+  return run_tail(plan, run);
+}
+
+PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
+  compat::Frame* f = run.frame;
+  if (f == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "framejit: cannot resume a frame in CPython here (internal error)");
+    return nullptr;
+  }
+  PyCodeObject* co = compat::frame_code(f);
+  const int n = co->co_nlocalsplus;
+  if (state.locals.size() > static_cast<size_t>(n) || state.stack.size() > static_cast<size_t>(co->co_stacksize)) {
+    PyErr_SetString(PyExc_RuntimeError, "framejit: a saved frame state does not fit its frame (internal error)");
+    return nullptr;
+  }
+  std::vector<PyObject*> memo(static_cast<size_t>(state.num_memos), nullptr);
+  const std::vector<PyRef> no_outs;
+  std::vector<PyObject*> locals(static_cast<size_t>(n), nullptr);
+  std::vector<PyObject*> stack;
+  auto release = [&] {
+    for (PyObject* o : locals) Py_XDECREF(o);
+    for (PyObject* o : stack) Py_XDECREF(o);
+  };
+  // Everything is built before the frame changes: arguments are read from it.
+  for (size_t i = 0; i < state.locals.size(); ++i) {
+    if (state.locals[i].kind == PlanValue::Kind::Null) continue;
+    locals[i] = build_value(state.locals[i], run, no_outs, memo);
+    if (locals[i] == nullptr) return release(), nullptr;
+  }
+  // Free variables hold the closure's cells (COPY_FREE_VARS has run by now).
+  PyObject* closure = compat::frame_func(f)->func_closure;
+  for (int k = 0; k < co->co_nfreevars; ++k) {
+    PyObject*& slot = locals[static_cast<size_t>(n - co->co_nfreevars + k)];
+    Py_XDECREF(slot);
+    slot = closure ? Py_NewRef(PyTuple_GET_ITEM(closure, k)) : nullptr;
+  }
+  for (const PlanValue& v : state.stack) {
+    stack.push_back(v.kind == PlanValue::Kind::Null ? nullptr : build_value(v, run, no_outs, memo));
+    if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release(), nullptr;
+  }
+  if (log::enabled(log::Channel::GraphBreaks)) {
+    log::interp().info("resuming {} in CPython at offset {}: {}", PyUnicode_AsUTF8(co->co_qualname), state.offset,
+                       state.reason);
+  }
+  for (int i = 0; i < n; ++i) Py_XSETREF(f->localsplus[i], locals[static_cast<size_t>(i)]);
+  for (size_t j = 0; j < stack.size(); ++j) f->localsplus[n + static_cast<int>(j)] = stack[j];
+  f->stacktop = n + static_cast<int>(stack.size());
+  // CPython continues after prev_instr, as when it resumes a generator.
+  f->prev_instr = _PyCode_CODE(co) + state.offset / 2 - 1;
+  return compat::eval_default(PyThreadState_Get(), f, 0);
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,355 @@
+// The tables behind interp/torch/torch_ops.h.
+#include "interp/torch/torch_ops.h"
+
+#include <opcode.h>
+
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace fj::interp {
+namespace {
+
+std::unordered_map<PyObject*, const PyOp*>& torch_functions() {
+  static auto* m = new std::unordered_map<PyObject*, const PyOp*>();
+  return *m;
+}
+
+using Kind = ParamDefault::Kind;
+const ParamDefault kReq{};
+const ParamDefault kNone{Kind::None};
+ParamDefault num(double v) { return ParamDefault{Kind::Float, v}; }
+ParamDefault integer(double v) { return ParamDefault{Kind::Int, v}; }
+ParamDefault str(const char* s) { return ParamDefault{Kind::Str, 0, s}; }
+
+// The non-pointwise ops (Binding::Tensor): every parameter is handed to the builder,
+// which checks the options itself. Names ending in "_fn" are the torch.* functions
+// whose Tensor-method twins take sizes or dims as varargs.
+void add_tensor_ops(std::vector<PyOp>& t) {
+  using T = TensorOp;
+  const ParamDefault kFalse{Kind::Bool, 0};
+  const ParamDefault kTrue{Kind::Bool, 1};
+  auto add = [&](const char* name, T op, std::vector<std::string> params, std::vector<ParamDefault> defaults,
+                 int varargs = -1) {
+    PyOp p{name, jit::Op::Sum, std::move(params), std::move(defaults), 0, Binding::Tensor};
+    p.tensor_op = op;
+    p.varargs = varargs;
+    t.push_back(std::move(p));
+  };
+  for (auto [n, o] : {std::pair{"sum", T::Sum}, {"mean", T::Mean}, {"prod", T::Prod}}) {
+    add(n, o, {"input", "dim", "keepdim", "dtype"}, {kReq, kNone, kFalse, kNone});
+  }
+  for (auto [n, o] : {std::pair{"amax", T::Amax}, {"amin", T::Amin}}) {
+    add(n, o, {"input", "dim", "keepdim"}, {kReq, ParamDefault{Kind::None}, kFalse});
+  }
+  for (auto [n, o] : {std::pair{"max", T::Max}, {"min", T::Min}, {"argmax", T::ArgMax}, {"argmin", T::ArgMin},
+                      {"any", T::Any}, {"all", T::All}}) {
+    add(n, o, {"input", "dim", "keepdim"}, {kReq, kNone, kFalse});
+  }
+  for (auto [n, o] : {std::pair{"var", T::Var}, {"std", T::Std}}) {
+    add(n, o, {"input", "dim", "unbiased", "keepdim", "correction"}, {kReq, kNone, kNone, kFalse, kNone});
+  }
+  add("norm", T::Norm, {"input", "p", "dim", "keepdim", "dtype"}, {kReq, str("fro"), kNone, kFalse, kNone});
+  add("cumsum", T::CumSum, {"input", "dim", "dtype"}, {kReq, kReq, kNone});
+  add("logsumexp", T::LogSumExp, {"input", "dim", "keepdim"}, {kReq, kReq, kFalse});
+  for (auto [n, o] : {std::pair{"softmax", T::Softmax}, {"log_softmax", T::LogSoftmax}}) {
+    add(n, o, {"input", "dim", "dtype"}, {kReq, kReq, kNone});
+  }
+  add("F_softmax", T::Softmax, {"input", "dim", "_stacklevel", "dtype"}, {kReq, kNone, integer(3), kNone});
+  add("F_log_softmax", T::LogSoftmax, {"input", "dim", "_stacklevel", "dtype"}, {kReq, kNone, integer(3), kNone});
+  add("layer_norm", T::LayerNorm, {"input", "normalized_shape", "weight", "bias", "eps"},
+      {kReq, kReq, kNone, kNone, num(1e-5)});
+  // views and movement
+  add("view", T::View, {"input", "size"}, {kReq, kReq}, 1);
+  add("reshape", T::Reshape, {"input", "shape"}, {kReq, kReq}, 1);
+  add("reshape_fn", T::Reshape, {"input", "shape"}, {kReq, kReq});
+  add("permute", T::Permute, {"input", "dims"}, {kReq, kReq}, 1);
+  add("permute_fn", T::Permute, {"input", "dims"}, {kReq, kReq});
+  add("transpose", T::Transpose, {"input", "dim0", "dim1"}, {kReq, kReq, kReq});
+  add("t", T::T, {"input"}, {kReq});
+  add("unsqueeze", T::Unsqueeze, {"input", "dim"}, {kReq, kReq});
+  add("squeeze", T::Squeeze, {"input", "dim"}, {kReq, kNone});
+  add("expand", T::Expand, {"input", "size"}, {kReq, kReq}, 1);
+  add("expand_as", T::ExpandAs, {"input", "other"}, {kReq, kReq});
+  add("broadcast_to", T::BroadcastTo, {"input", "size"}, {kReq, kReq});
+  add("flatten", T::Flatten, {"input", "start_dim", "end_dim"}, {kReq, integer(0), integer(-1)});
+  add("contiguous", T::Contiguous, {"input", "memory_format"}, {kReq, kNone});
+  add("narrow", T::Narrow, {"input", "dim", "start", "length"}, {kReq, kReq, kReq, kReq});
+  add("select", T::Select, {"input", "dim", "index"}, {kReq, kReq, kReq});
+  add("unbind", T::Unbind, {"input", "dim"}, {kReq, integer(0)});
+  add("split", T::Split, {"input", "split_size", "dim"}, {kReq, kReq, integer(0)});
+  add("split_fn", T::Split, {"tensor", "split_size_or_sections", "dim"}, {kReq, kReq, integer(0)});
+  add("chunk", T::Chunk, {"input", "chunks", "dim"}, {kReq, kReq, integer(0)});
+  add("cat", T::Cat, {"tensors", "dim"}, {kReq, integer(0)});
+  add("stack", T::Stack, {"tensors", "dim"}, {kReq, integer(0)});
+  add("flip", T::Flip, {"input", "dims"}, {kReq, kReq}, 1);
+  add("flip_fn", T::Flip, {"input", "dims"}, {kReq, kReq});
+  add("index_select", T::IndexSelect, {"input", "dim", "index"}, {kReq, kReq, kReq});
+  add("gather", T::Gather, {"input", "dim", "index", "sparse_grad"}, {kReq, kReq, kReq, kFalse});
+  add("embedding", T::Embedding,
+      {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"},
+      {kReq, kReq, kNone, kNone, num(2.0), kFalse, kFalse});
+  // creation (keyword options as torch's factories take them)
+  const std::vector<std::string> opts = {"dtype", "layout", "device", "pin_memory", "requires_grad"};
+  const std::vector<ParamDefault> opt_defaults = {kNone, kNone, kNone, kFalse, kFalse};
+  auto factory = [&](const char* name, T op, std::vector<std::string> params, std::vector<ParamDefault> defaults,
+                     int varargs = -1) {
+    params.insert(params.end(), opts.begin(), opts.end());
+    defaults.insert(defaults.end(), opt_defaults.begin(), opt_defaults.end());
+    add(name, op, std::move(params), std::move(defaults), varargs);
+  };
+  factory("zeros", T::Zeros, {"size"}, {kReq}, 0);
+  factory("ones", T::Ones, {"size"}, {kReq}, 0);
+  factory("empty", T::Empty, {"size"}, {kReq}, 0);
+  factory("full", T::Full, {"size", "fill_value"}, {kReq, kReq});
+  factory("arange", T::Arange, {"start", "end", "step"}, {kReq, kNone, integer(1)});
+  factory("linspace", T::Linspace, {"start", "end", "steps"}, {kReq, kReq, kReq});
+  factory("eye", T::Eye, {"n", "m"}, {kReq, kNone});
+  for (auto [n, o] : {std::pair{"zeros_like", T::ZerosLike}, {"ones_like", T::OnesLike},
+                      {"empty_like", T::EmptyLike}}) {
+    factory(n, o, {"input"}, {kReq});
+  }
+  factory("full_like", T::FullLike, {"input", "fill_value"}, {kReq, kReq});
+  add("tril", T::Tril, {"input", "diagonal"}, {kReq, integer(0)});
+  add("triu", T::Triu, {"input", "diagonal"}, {kReq, integer(0)});
+  // matmul family
+  add("matmul", T::Matmul, {"input", "other"}, {kReq, kReq});
+  add("mm", T::Mm, {"input", "mat2"}, {kReq, kReq});
+  add("bmm", T::Bmm, {"input", "mat2"}, {kReq, kReq});
+  add("addmm", T::Addmm, {"input", "mat1", "mat2", "beta", "alpha"}, {kReq, kReq, kReq, integer(1), integer(1)});
+  add("linear", T::Linear, {"input", "weight", "bias"}, {kReq, kReq, kNone});
+  // einsum(equation, *operands) or einsum(equation, [operands]); keywords are rejected
+  // where it is called (interp/trace/ops_call.cpp), as eager's *args signature does.
+  add("einsum", T::Einsum, {"equation", "operands"}, {kReq, kReq}, 1);
+  add("item", T::Item, {"input"}, {kReq});
+  (void)kTrue;
+}
+
+// The table: name, op, parameters with defaults, number of operand parameters.
+std::vector<PyOp> make_table() {
+  using jit::Op;
+  using jit::DType;
+  std::vector<PyOp> t;
+  auto unary = [&](const char* name, Op op) { t.push_back(PyOp{name, op, {"input"}, {kReq}, 1}); };
+  auto binary = [&](const char* name, Op op) {
+    t.push_back(PyOp{name, op, {"input", "other"}, {kReq, kReq}, 2});
+  };
+  for (auto [n, o] : {std::pair{"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div},
+                      {"floor_divide", Op::FloorDiv}, {"remainder", Op::Remainder},
+                      {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"eq", Op::Eq}, {"ne", Op::Ne},
+                      {"lt", Op::Lt}, {"le", Op::Le}, {"gt", Op::Gt}, {"ge", Op::Ge},
+                      {"logical_and", Op::LogicalAnd}, {"logical_or", Op::LogicalOr},
+                      {"logical_xor", Op::LogicalXor}, {"bitwise_and", Op::BitwiseAnd},
+                      {"bitwise_or", Op::BitwiseOr}, {"bitwise_xor", Op::BitwiseXor}}) {
+    binary(n, o);
+  }
+  for (auto [n, o] : {std::pair{"neg", Op::Neg}, {"abs", Op::Abs}, {"sign", Op::Sign}, {"exp", Op::Exp},
+                      {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"sin", Op::Sin}, {"cos", Op::Cos},
+                      {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
+                      {"expm1", Op::Expm1}, {"log1p", Op::Log1p}, {"rsqrt", Op::Rsqrt},
+                      {"reciprocal", Op::Reciprocal}, {"floor", Op::Floor}, {"ceil", Op::Ceil},
+                      {"trunc", Op::Trunc}, {"isnan", Op::IsNan}, {"isinf", Op::IsInf},
+                      {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {
+    unary(n, o);
+  }
+  // F.relu(x, inplace=False) and F.silu: inplace=True ends the trace (in-place ops are not traced yet).
+  t.push_back(PyOp{"relu", Op::Relu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
+  t.push_back(PyOp{"silu", Op::Silu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
+  t.push_back(PyOp{"round", Op::Round, {"input", "decimals"}, {kReq, integer(0)}, 1});
+  t.push_back(PyOp{"where", Op::Where, {"condition", "input", "other"}, {kReq, kReq, kReq}, 3});
+  t.push_back(PyOp{"pow", Op::PowScalar, {"input", "exponent"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"masked_fill", Op::MaskedFill, {"input", "mask", "value"}, {kReq, kReq, kReq}, 3});
+  t.push_back(PyOp{"softplus", Op::Softplus, {"input", "beta", "threshold"},
+                   {kReq, integer(1), integer(20)}, 3});
+  t.push_back(PyOp{"nan_to_num", Op::NanToNum, {"input", "nan", "posinf", "neginf"},
+                   {kReq, num(0.0), kNone, kNone}, 1});
+  t.push_back(PyOp{"clamp", Op::Clamp, {"input", "min", "max"}, {kReq, kNone, kNone}, 3,
+                   Binding::ClampBounds});
+  t.push_back(PyOp{"clamp_min", Op::ClampMin, {"input", "min"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"clamp_max", Op::ClampMax, {"input", "max"}, {kReq, kReq}, 2});
+  t.push_back(PyOp{"gelu", Op::Gelu, {"input", "approximate"}, {kReq, str("none")}, 1,
+                   Binding::GeluApprox});
+  t.push_back(PyOp{"to", Op::Cast, {"input", "dtype"}, {kReq, kReq}, 1, Binding::CastTo});
+  for (auto [n, d] : {std::pair{"float", DType::Float32}, {"double", DType::Float64},
+                      {"long", DType::Int64}, {"int", DType::Int32}, {"bool", DType::Bool}}) {
+    t.push_back(PyOp{n, Op::Cast, {"input"}, {kReq}, 1, Binding::CastFixed, d});
+  }
+  add_tensor_ops(t);
+  return t;
+}
+
+const std::unordered_map<std::string, PyOp>& names() {
+  static const auto* m = [] {
+    auto* out = new std::unordered_map<std::string, PyOp>();
+    for (PyOp& op : make_table()) {
+      FJ_CHECK(op.params.size() == op.defaults.size() && op.operands <= op.params.size(),
+               "op table: bad signature of " + op.name);
+      std::string key = op.name;
+      out->emplace(std::move(key), std::move(op));
+    }
+    return out;
+  }();
+  return *m;
+}
+
+}  // namespace
+
+PyObject* default_object(const ParamDefault& d) {
+  switch (d.kind) {
+    case Kind::Required: return nullptr;
+    case Kind::None: return Py_NewRef(Py_None);
+    case Kind::Int: return PyLong_FromDouble(d.number);
+    case Kind::Float: return PyFloat_FromDouble(d.number);
+    case Kind::Bool: return PyBool_FromLong(d.number != 0);
+    case Kind::Str: return PyUnicode_FromString(d.str);
+  }
+  return nullptr;
+}
+
+const PyOp* op_by_name(const std::string& name) {
+  auto it = names().find(name);
+  if (it == names().end()) return nullptr;
+  return &it->second;
+}
+
+std::unordered_set<PyObject*>& scalar_first_ok() {
+  static auto* s = new std::unordered_set<PyObject*>();
+  return *s;
+}
+
+void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first) {
+  auto [it, fresh] = torch_functions().emplace(fn, op);
+  if (fresh) Py_INCREF(fn);  // kept for the process: the key must not be reused
+  else it->second = op;
+  if (tensor_first) scalar_first_ok().erase(fn);
+  else scalar_first_ok().insert(fn);
+}
+
+std::vector<const char*> binary_dunders(int nb_op) {
+  switch (nb_op) {
+    case NB_ADD: return {"__add__", "__radd__"};
+    case NB_SUBTRACT: return {"__sub__", "__rsub__"};
+    case NB_MULTIPLY: return {"__mul__", "__rmul__"};
+    case NB_TRUE_DIVIDE: return {"__truediv__", "__rtruediv__"};
+    case NB_FLOOR_DIVIDE: return {"__floordiv__", "__rfloordiv__"};
+    case NB_REMAINDER: return {"__mod__", "__rmod__"};
+    case NB_POWER: return {"__pow__", "__rpow__"};
+    case NB_AND: return {"__and__", "__rand__"};
+    case NB_OR: return {"__or__", "__ror__"};
+    case NB_XOR: return {"__xor__", "__rxor__"};
+    default: return {};
+  }
+}
+
+std::vector<PyObject*>& grad_mode_classes() {
+  static auto* v = new std::vector<PyObject*>();
+  return *v;
+}
+
+void register_grad_mode_class(PyObject* cls) { grad_mode_classes().push_back(Py_NewRef(cls)); }
+
+bool is_grad_mode_class(PyObject* obj) {
+  for (PyObject* c : grad_mode_classes()) {
+    if (obj == c) return true;
+  }
+  return false;
+}
+
+bool is_grad_mode_manager(PyObject* obj) {
+  for (PyObject* c : grad_mode_classes()) {
+    if (Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(c)) return true;  // exact: no subclasses
+  }
+  return false;
+}
+
+bool takes_scalar_first(PyObject* fn) { return scalar_first_ok().count(fn) != 0; }
+
+void clear_torch_functions() {
+  for (auto& [fn, op] : torch_functions()) Py_DECREF(fn);
+  torch_functions().clear();
+}
+
+const PyOp* torch_function_op(PyObject* fn) {
+  auto it = torch_functions().find(fn);
+  if (it == torch_functions().end()) return nullptr;
+  return it->second;
+}
+
+const PyOp* tensor_method_op(const std::string& name) {
+  if (name == "where") return nullptr;  // x.where(cond, y) orders its operands differently
+  return op_by_name(name);
+}
+
+std::optional<jit::Op> binary_tensor_op(int nb_op) {
+  switch (nb_op) {
+    case NB_ADD: return jit::Op::Add;
+    case NB_SUBTRACT: return jit::Op::Sub;
+    case NB_MULTIPLY: return jit::Op::Mul;
+    case NB_TRUE_DIVIDE: return jit::Op::Div;
+    case NB_FLOOR_DIVIDE: return jit::Op::FloorDiv;
+    case NB_REMAINDER: return jit::Op::Remainder;
+    case NB_POWER: return jit::Op::PowScalar;
+    case NB_AND: return jit::Op::BitwiseAnd;
+    case NB_OR: return jit::Op::BitwiseOr;
+    case NB_XOR: return jit::Op::BitwiseXor;
+    default: return std::nullopt;
+  }
+}
+
+jit::Op compare_tensor_op(int cmp) {
+  switch (cmp) {
+    case Py_LT: return jit::Op::Lt;
+    case Py_LE: return jit::Op::Le;
+    case Py_EQ: return jit::Op::Eq;
+    case Py_NE: return jit::Op::Ne;
+    case Py_GT: return jit::Op::Gt;
+    default: return jit::Op::Ge;
+  }
+}
+
+std::optional<jit::SymExpr> binary_sym_op(int nb_op, const jit::SymExpr& a, const jit::SymExpr& b) {
+  switch (nb_op) {
+    case NB_ADD: case NB_INPLACE_ADD: return jit::add(a, b);
+    case NB_SUBTRACT: case NB_INPLACE_SUBTRACT: return jit::sub(a, b);
+    case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return jit::mul(a, b);
+    case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return jit::truediv(a, b);
+    case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return jit::floordiv(a, b);
+    case NB_REMAINDER: case NB_INPLACE_REMAINDER: return jit::mod(a, b);
+    case NB_POWER: case NB_INPLACE_POWER: return jit::pow(a, b);
+    default: return std::nullopt;
+  }
+}
+
+jit::SymExpr compare_sym(int cmp, const jit::SymExpr& a, const jit::SymExpr& b) {
+  switch (cmp) {
+    case Py_LT: return jit::lt(a, b);
+    case Py_LE: return jit::le(a, b);
+    case Py_EQ: return jit::eq(a, b);
+    case Py_NE: return jit::ne(a, b);
+    case Py_GT: return jit::gt(a, b);
+    default: return jit::ge(a, b);
+  }
+}
+
+PyObject* binary_number_op(int nb_op, PyObject* a, PyObject* b) {
+  switch (nb_op) {
+    case NB_ADD: case NB_INPLACE_ADD: return PyNumber_Add(a, b);
+    case NB_SUBTRACT: case NB_INPLACE_SUBTRACT: return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY: case NB_INPLACE_MULTIPLY: return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE: case NB_INPLACE_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE: case NB_INPLACE_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER: case NB_INPLACE_REMAINDER: return PyNumber_Remainder(a, b);
+    case NB_POWER: case NB_INPLACE_POWER: return PyNumber_Power(a, b, Py_None);
+    case NB_AND: case NB_INPLACE_AND: return PyNumber_And(a, b);
+    case NB_OR: case NB_INPLACE_OR: return PyNumber_Or(a, b);
+    case NB_XOR: case NB_INPLACE_XOR: return PyNumber_Xor(a, b);
+    case NB_LSHIFT: case NB_INPLACE_LSHIFT: return PyNumber_Lshift(a, b);
+    case NB_RSHIFT: case NB_INPLACE_RSHIFT: return PyNumber_Rshift(a, b);
+    default:
+      PyErr_SetString(PyExc_TypeError, "unsupported constant operator");
+      return nullptr;
+  }
+}
+
+}  // namespace fj::interp

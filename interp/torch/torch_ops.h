@@ -1,0 +1,102 @@
+// How Python-level operations map to graph ops: torch functions (registered from
+// framejit's Python side by object), tensor method names, and operator opcodes.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/ir/graph.h"
+#include "jit/sym/symexpr.h"
+
+namespace fj::interp {
+
+// How a call's bound arguments become a graph node (see PyOp).
+enum class Binding : uint8_t {
+  Plain,        // the operand parameters are the op's operands, in order
+  ClampBounds,  // clamp(input, min=None, max=None): a None bound drops (clamp_min / clamp_max)
+  GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
+  CastFixed,    // x.float() & co: a Cast to PyOp::dtype
+  CastTo,       // x.to(dtype): a Cast to the dtype argument
+  Tensor,       // a reduction, view, creation or matmul op: PyOp::tensor_op, built by
+                // Tracer::call_tensor_op (interp/torch/tensor_ops.cpp, views.cpp)
+};
+
+// The non-pointwise ops that the tracer builds from several graph nodes or with
+// arguments that are not operands (dims, sizes, dtypes).
+enum class TensorOp : uint8_t {
+  // reductions and their decompositions
+  Sum, Mean, Prod, Amax, Amin, Max, Min, ArgMax, ArgMin, Var, Std, Norm, LogSumExp, Any, All,
+  Softmax, LogSoftmax, LayerNorm, CumSum,
+  // views and movement
+  View, Reshape, Permute, Transpose, T, Unsqueeze, Squeeze, Expand, ExpandAs, BroadcastTo, Flatten,
+  Contiguous, Narrow, Select, Unbind, Split, Chunk, Cat, Stack, Flip, IndexSelect, Gather, Embedding,
+  // creation
+  Zeros, Ones, Full, Empty, Arange, Linspace, Eye, ZerosLike, OnesLike, FullLike, EmptyLike, Tril, Triu,
+  // extern
+  Matmul, Mm, Bmm, Addmm, Linear, Einsum,
+  // Python numbers
+  Item,
+};
+
+// A parameter's default: None, a number, or a string.
+struct ParamDefault {
+  enum class Kind : uint8_t { Required, None, Int, Float, Bool, Str } kind = Kind::Required;
+  double number = 0;
+  const char* str = nullptr;
+};
+
+// A Python-level operation (a torch function, a tensor method, an operator): the
+// graph op it records and its Python signature, so that calls with keyword
+// arguments bind by name. The first `operands` parameters are graph operands; the
+// rest are options that the Binding reads (Plain: each must equal its default,
+// e.g. inplace=False, decimals=0). An unknown keyword, a missing argument or an
+// option with another value ends the trace (CPython then runs the call).
+struct PyOp {
+  std::string name;                  // the Python-side table's name: "clamp"
+  jit::Op op;
+  std::vector<std::string> params;   // names in positional order, input/self first
+  std::vector<ParamDefault> defaults;  // one per parameter
+  size_t operands;
+  Binding binding = Binding::Plain;
+  jit::DType dtype = jit::DType::Float32;  // CastFixed: the target
+  TensorOp tensor_op = TensorOp::Sum;      // Tensor: which op
+  // Tensor: the parameter that collects the remaining positional arguments when
+  // they are not one sequence (x.view(2, -1), torch.zeros(2, 3)); -1: none.
+  int varargs = -1;
+};
+
+// A default as a Python object (new reference).
+PyObject* default_object(const ParamDefault& d);
+
+// The op for a name used by the Python-side table ("add", "relu", ...).
+const PyOp* op_by_name(const std::string& name);
+// Registers a torch callable (torch.relu, torch.nn.functional.relu, ...) as `op`.
+// `tensor_first`: the callable rejects a Python number as its first argument (torch.eq(2.0, x)
+// raises; operator.eq(2.0, x) and torch.pow(2, x) do not).
+void register_torch_function(PyObject* fn, const PyOp* op, bool tensor_first);
+bool takes_scalar_first(PyObject* fn);
+// torch.no_grad and torch.enable_grad (registered at import), and their instances.
+void register_grad_mode_class(PyObject* cls);
+bool is_grad_mode_class(PyObject* obj);
+bool is_grad_mode_manager(PyObject* obj);
+void clear_torch_functions();
+const PyOp* torch_function_op(PyObject* fn);
+// Tensor methods with the same signature as the function (self first).
+const PyOp* tensor_method_op(const std::string& name);
+// BINARY_OP's argument (NB_ADD, ...) on tensors (`//`, `%`, `&`, `|`, `^` too).
+std::optional<jit::Op> binary_tensor_op(int nb_op);
+// The torch.Tensor dunders that BINARY_OP's argument reaches ("__add__", "__radd__").
+std::vector<const char*> binary_dunders(int nb_op);
+// COMPARE_OP's argument (Py_LT, ...) on tensors.
+jit::Op compare_tensor_op(int cmp);
+// BINARY_OP on symbolic scalars (nullopt for operators not traced symbolically).
+std::optional<jit::SymExpr> binary_sym_op(int nb_op, const jit::SymExpr& a, const jit::SymExpr& b);
+// COMPARE_OP on symbolic scalars.
+jit::SymExpr compare_sym(int cmp, const jit::SymExpr& a, const jit::SymExpr& b);
+// BINARY_OP on two Python numbers (new reference, or NULL with an error set).
+PyObject* binary_number_op(int nb_op, PyObject* a, PyObject* b);
+
+}  // namespace fj::interp

@@ -1,0 +1,576 @@
+// Graph breaks and branches while tracing: a trace that meets an opaque call or a
+// branch on a tensor's value ends the current graph segment, runs it on this call's
+// inputs, performs the call (once: a cache hit performs it from the plan), and goes
+// on tracing with the results as inputs of the next segment. What it then cannot
+// trace runs in CPython from that point (a Deopt step), never again from the start.
+#include <functional>
+
+#include "interp/trace/interpreter.h"
+#include "interp/trace/tracer.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+namespace {
+
+void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& fn) {
+  std::function<void(Value&)> walk = [&](Value& v) {
+    fn(v);
+    for (Value& item : v.items) walk(item);
+  };
+  for (Value* v : roots) walk(*v);
+}
+
+std::vector<Value*> state_roots(FrameState& fs) {
+  std::vector<Value*> roots;
+  for (Value& v : fs.locals) roots.push_back(&v);
+  for (Value& v : fs.stack) roots.push_back(&v);
+  return roots;
+}
+
+// The dtype of the 0-d tensor that carries a number read from a tensor (as eager's
+// Python float is a double).
+jit::DType item_dtype(jit::ScalarKind k) {
+  const jit::DType d = jit::scalar_kind_dtype(k);
+  return d == jit::DType::Float32 ? jit::DType::Float64 : d;
+}
+
+}  // namespace
+
+// ---- conditions ----
+
+bool Tracer::can_resume(std::string* why) const {
+  if (st_.fullgraph) return *why = "fullgraph=True", false;
+  if (cur_.depth != 0) return *why = "inside an inlined call", false;
+  if (st_.code->co_ncellvars > 0) return *why = "the frame has cell variables", false;
+  if (cur_.fs->kw_names) return *why = "between KW_NAMES and CALL", false;
+  bool grad_block = false, slice = false;
+  std::vector<Value*> roots = state_roots(*cur_.fs);
+  walk_values(roots, [&](Value& v) {
+    grad_block |= v.kind == ValueKind::GradModeExit;
+    slice |= v.kind == ValueKind::Slice;
+  });
+  if (grad_block) return *why = "inside a with block", false;
+  if (slice) return *why = "with a symbolic slice on the stack", false;
+  return true;
+}
+
+bool Tracer::can_cut(const Instruction& ins, std::string* why) const {
+  if (!can_resume(why)) return false;
+  for (const ExceptionEntry& e : cur_.code->exception_table) {
+    if (ins.offset >= e.start && ins.offset < e.end) return *why = "inside a try block", false;
+  }
+  return true;
+}
+
+// ---- values of the plan ----
+
+Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
+  switch (v.kind) {
+    case ValueKind::Tensor: {
+      const jit::Node& n = graph_.node(v.node);
+      if (jit::op_family(n.op) == jit::Family::Item) {
+        // A Python number read from a tensor: a 0-d graph output, converted by the plan.
+        if (ctx.output_index == nullptr) return unsupported("internal error: a number read from a tensor at a break");
+        auto t = graph_.full({}, v.node, item_dtype(n.scalar_kind));
+        if (!t) return unsupported("returning a number read from a tensor: " + t.error());
+        auto [it, fresh] = ctx.output_index->emplace(*t, static_cast<int>(ctx.outputs->size()));
+        if (fresh) ctx.outputs->push_back(*t);
+        out->kind = PlanValue::Kind::Item;
+        out->index = it->second;
+        return ok();
+      }
+      jit::NodeId shown = v.node;
+      if (const jit::NodeId s = storage_of(v.node); ctx.output_index != nullptr && s != v.node &&
+                                                    !view_parent_.count(v.node) &&
+                                                    graph_.node(s).op == jit::Op::Placeholder) {
+        shown = s;  // an input written in place: the final graph's WriteBack gives it this value
+      }
+      if (graph_.node(shown).op == jit::Op::Placeholder) {
+        const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(shown).index)];
+        out->kind = ref.kind == InputRef::Kind::Arg    ? PlanValue::Kind::Arg
+                    : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
+                                                       : PlanValue::Kind::Reg;
+        out->index = ref.index;
+        return ok();
+      }
+      if (ctx.output_index == nullptr) return unsupported("internal error: a tensor that is no graph input at a break");
+      if (input_view(v.node, out)) return ok();
+      auto [it, fresh] = ctx.output_index->emplace(v.node, static_cast<int>(ctx.outputs->size()));
+      if (fresh) ctx.outputs->push_back(v.node);
+      out->kind = PlanValue::Kind::GraphOutput;
+      out->index = it->second;
+      return ok();
+    }
+    case ValueKind::Const:
+      if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
+      if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
+      if (v.reg >= 0 && v.item) {
+        out->kind = PlanValue::Kind::Item;  // the number of a 0-d tensor computed before a break
+        out->reg = v.reg;
+      } else if (v.reg >= 0) {
+        out->kind = PlanValue::Kind::Reg;  // an opaque call's result, this call's own
+        out->index = v.reg;
+      } else if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+        out->kind = PlanValue::Kind::Arg;  // the call's own argument object
+        out->index = v.source.arg;
+      } else {  // a constant, a default value or a bound method's self: fixed by guards
+        out->kind = PlanValue::Kind::Const;
+        out->obj = v.obj;
+      }
+      return ok();
+    case ValueKind::Sym:
+      out->kind = PlanValue::Kind::Sym;
+      out->expr = v.expr;
+      plan_->must_evaluate.push_back(v.expr);
+      return ok();
+    case ValueKind::Tuple:
+    case ValueKind::List:
+    case ValueKind::Dict:
+      if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+        out->kind = PlanValue::Kind::Arg;  // an argument list or tuple: the object itself
+        out->index = v.source.arg;
+        return ok();
+      }
+      if (v.identity >= 0) {  // one object, however often it appears
+        auto [it, fresh] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
+        if (!fresh) {
+          out->kind = PlanValue::Kind::Repeat;
+          out->index = it->second;
+          return ok();
+        }
+        out->memo = ctx.num_memos++;
+      }
+      out->obj = v.obj;  // a torch.return_types type, or null
+      out->kind = v.kind == ValueKind::List   ? PlanValue::Kind::List
+                  : v.kind == ValueKind::Dict ? PlanValue::Kind::Dict
+                  : v.torch_size              ? PlanValue::Kind::Size
+                                              : PlanValue::Kind::Tuple;
+      if (v.kind == ValueKind::Dict && ctx.next_reg != nullptr) {
+        return unsupported("a dict passed to an opaque call (not supported yet)");
+      }
+      if (v.kind == ValueKind::List && ctx.next_reg != nullptr) {  // the callee may change it
+        out->reg = (*ctx.next_reg)++;
+        if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
+      }
+      out->items.resize(v.items.size());
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (Status s = convert(v.items[i], &out->items[i], ctx)) return s;
+      }
+      return ok();
+    case ValueKind::Null:
+      if (!ctx.frame_state) break;
+      out->kind = PlanValue::Kind::Null;
+      return ok();
+    case ValueKind::Iterator:
+      if (!ctx.frame_state) break;
+      out->kind = PlanValue::Kind::Iter;
+      out->items.resize(v.items.size() - v.next);
+      for (size_t i = v.next; i < v.items.size(); ++i) {
+        if (Status s = convert(v.items[i], &out->items[i - v.next], ctx)) return s;
+      }
+      return ok();
+    case ValueKind::TensorMethod: {
+      // CPython's LOAD_METHOD leaves (function, self): the function is torch's (guarded).
+      PyObject* fn = ctx.frame_state ? guards::original_tensor_attr(v.method) : nullptr;
+      if (fn == nullptr) break;
+      out->kind = PlanValue::Kind::Const;
+      out->obj = PyRef::borrow(fn);
+      return ok();
+    }
+    case ValueKind::GradModeExit:
+    case ValueKind::Slice:
+      break;
+  }
+  return unsupported((ctx.frame_state ? "resuming with " : "returning ") + describe(v));
+}
+
+// The root frame's state as CPython will hold it when it resumes at instruction `pc`.
+Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& reason,
+                          std::shared_ptr<DeoptState>* out) {
+  auto d = std::make_shared<DeoptState>();
+  ConvertCtx ctx;
+  ctx.frame_state = true;
+  d->locals.resize(fs.locals.size());
+  for (size_t i = 0; i < fs.locals.size(); ++i) {
+    if (Status s = convert(fs.locals[i], &d->locals[i], ctx)) return s;
+  }
+  d->stack.resize(fs.stack.size());
+  for (size_t i = 0; i < fs.stack.size(); ++i) {
+    if (Status s = convert(fs.stack[i], &d->stack[i], ctx)) return s;
+  }
+  d->num_memos = ctx.num_memos;
+  if (pc >= cur_.code->instructions.size()) return unsupported("resuming past the end of the bytecode");
+  d->offset = cur_.code->instructions[pc].offset;
+  d->reason = reason;
+  *out = std::move(d);
+  return ok();
+}
+
+// ---- segments ----
+
+// Ends the current graph segment: every tensor that the root frame's state (or
+// `extra`) holds becomes a register (computed now, on this call's inputs) and an
+// input of the next segment.
+Status Tracer::cut(std::vector<Value*> extra) {
+  // A segment's outputs would leave autograd: a frame that needs it runs whole or in CPython.
+  if (autograd_) return unsupported("a graph break in a frame that reads tensors requiring grad (not supported yet)");
+  for (const auto& [storage, now] : storage_now_) {
+    if (now != storage && graph_.node(storage).op == jit::Op::Placeholder) {
+      return unsupported("an in-place update of an input before a graph break (not supported yet)");
+    }
+  }
+  std::vector<Value*> roots = state_roots(root_fs_);
+  roots.insert(roots.end(), extra.begin(), extra.end());
+  std::vector<jit::NodeId> live;
+  std::unordered_map<jit::NodeId, int> seen;
+  std::vector<Value*> items;  // Python numbers read from tensors: they become registers too
+  walk_values(roots, [&](Value& v) {
+    if (v.kind != ValueKind::Tensor) return;
+    if (jit::op_family(graph_.node(v.node).op) == jit::Family::Item) items.push_back(&v);
+    else if (seen.emplace(v.node, static_cast<int>(live.size())).second) live.push_back(v.node);
+  });
+  std::vector<jit::NodeId> outputs;
+  for (jit::NodeId n : live) {
+    if (graph_.node(n).op != jit::Op::Placeholder) outputs.push_back(n);
+  }
+  const size_t first_item = outputs.size();
+  for (Value* v : items) {
+    auto t = graph_.full({}, v->node, item_dtype(graph_.node(v->node).scalar_kind));
+    if (!t) return unsupported("a number read from a tensor at a break: " + t.error());
+    outputs.push_back(*t);
+  }
+  if (!continuation_ && !committed_) {
+    jit::Bindings b;  // fills in_.path_tensors for the segments (the guards hold: just read)
+    if (!entry_->guards.check(in_, &b)) return unsupported("internal error: the entry's guards fail at a break");
+  }
+  if (Status s = flush_block_guards()) return s;
+  std::vector<int> out_regs;
+  if (!outputs.empty() || !graph_.checks().empty()) {
+    graph_.set_outputs(outputs);
+    PlanStep step;
+    step.kind = PlanStep::Kind::RunGraph;
+    if (Status s = seal_outputs(outputs, &step.seg.outputs)) return s;
+    if (Status s = compile_graph(&step.seg.graph)) return s;
+    entry_->segment_texts.push_back(graph_.str());
+    step.seg.args = placeholder_slot_;
+    step.seg.scalar_inputs = plan_->scalar_inputs;
+    for (size_t k = 0; k < outputs.size(); ++k) out_regs.push_back(new_reg());
+    step.seg.out_regs = out_regs;
+    step.deopt = after_call_;  // a kernel's index error: CPython redoes this segment's work
+    const DeoptState* deopt = nullptr;
+    if (!run_step(step, *run_, &deopt)) {
+      guards::clear_error();
+      if (deopt != nullptr) resume_at_ = step.deopt;
+      return unsupported("running a graph segment failed (eager raises)");
+    }
+    plan_->steps.push_back(std::move(step));
+  }
+  // Numbers read from tensors: opaque values from now on (their register's .item()).
+  for (size_t k = 0; k < items.size(); ++k) {
+    const int reg = out_regs[first_item + k];
+    PyRef number = PyRef::steal(PyObject_CallMethod(run_->regs[static_cast<size_t>(reg)].get(), "item", nullptr));
+    if (!number) {
+      guards::clear_error();
+      return unsupported("reading a number from a tensor failed");
+    }
+    Value o = Value::constant(std::move(number));
+    o.opaque = true;
+    o.reg = reg;
+    o.item = true;
+    *items[k] = std::move(o);
+  }
+  // The next segment: one placeholder per live tensor.
+  const jit::Graph old = std::move(graph_);
+  const std::vector<InputRef> old_slots = std::move(placeholder_slot_);
+  graph_ = jit::Graph();
+  placeholder_slot_.clear();
+  scalar_nodes_.clear();
+  plan_->scalar_inputs.clear();
+  synced_scalars_ = 0;  // the new graph's nodes are numbered from 0
+  std::unordered_map<jit::NodeId, jit::NodeId> remap;
+  size_t next_out = 0;
+  for (jit::NodeId n : live) {
+    const jit::Node& node = old.node(n);
+    const InputRef ref = node.op == jit::Op::Placeholder ? old_slots[static_cast<size_t>(node.index)]
+                                                         : InputRef{InputRef::Kind::Reg, out_regs[next_out++]};
+    jit::Shape shape;  // this call's sizes
+    for (const jit::SymExpr& e : node.sym) {
+      const auto v = e.eval(hints_);
+      shape.push_back(v && v->index() == 0 ? std::get<int64_t>(*v) : 0);
+    }
+    remap[n] = graph_.placeholder(node.dtype, shape, node.sym);
+    placeholder_slot_.push_back(ref);
+  }
+  if (Status s = cut_storages(live, remap)) return s;
+  walk_values(roots, [&](Value& v) {
+    if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
+  });
+  snapshot_.reset();  // its tensors named nodes of the old segment
+  return ok();
+}
+
+// What the trace read since the last opaque call, checked at this point of the plan.
+Status Tracer::flush_block_guards() {
+  if (!committed_ || !block_guards_ || block_guards_->size() == 0) return ok();
+  PlanStep step;
+  step.kind = PlanStep::Kind::CheckGuards;
+  step.guards = std::move(block_guards_);
+  step.deopt = after_call_;
+  block_guards_ = std::make_shared<guards::GuardSet>();
+  const DeoptState* deopt = nullptr;
+  if (!run_step(step, *run_, &deopt)) return unsupported("internal error: guards just read do not hold");
+  plan_->steps.push_back(std::move(step));
+  return ok();
+}
+
+// ---- breaks ----
+
+Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure,
+                          const std::string& why_not_traced) {
+  const std::string what = "call to " + describe(callable);
+  std::string why;
+  if (!can_cut(*last_ins_, &why)) return unsupported(what + " (not supported yet; no graph break " + why + ")");
+  std::vector<Value*> extra{&callable};
+  for (Value& a : args) extra.push_back(&a);
+  if (Status s = cut(extra)) return s;
+  PlanStep step;
+  step.kind = PlanStep::Kind::Call;
+  ConvertCtx ctx;
+  ctx.next_reg = &num_regs_;
+  if (Status s = convert(callable, &step.callable, ctx)) return s;
+  if (Status s = convert(Value::sequence(ValueKind::Tuple, args), &step.args, ctx)) return s;
+  step.num_memos = ctx.num_memos;
+  step.kw_names = PyRef::borrow(kw_names);
+  step.result_reg = new_reg();
+  const DeoptState* deopt = nullptr;
+  if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here
+    call_raised_ = true;
+    return unsupported(what + " raised");
+  }
+  PyObject* r = run_->regs[static_cast<size_t>(step.result_reg)].get();
+  // The trace goes on with the result as it is now; the plan checks it at each call.
+  Value result;
+  guards::TensorMeta meta;
+  std::optional<jit::DType> dtype;
+  if (r == Py_None) {
+    step.check.kind = ResultCheck::Kind::Is;
+    step.check.obj = PyRef::borrow(r);
+    result = Value::constant(PyRef::borrow(r));
+  } else if (Py_TYPE(r) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type) &&
+             guards::read_tensor_meta(r, &meta, nullptr) && meta.is_cpu && !meta.requires_grad &&
+             (dtype = dtype_from_torch(meta.dtype))) {
+    step.check.kind = ResultCheck::Kind::Tensor;
+    step.check.meta = meta;
+    jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
+    jit::SymShape sym;
+    for (int64_t d : shape) sym.push_back(jit::SymExpr::integer(d));
+    result = Value::tensor(graph_.placeholder(*dtype, shape, std::move(sym)));
+    placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, step.result_reg});
+  } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
+    step.check.kind = ResultCheck::Kind::Equals;
+    step.check.obj = PyRef::borrow(r);
+    result = Value::constant(PyRef::borrow(r));
+  } else {
+    guards::clear_error();
+    result = Value::constant(PyRef::borrow(r));
+    result.opaque = true;  // only passed on, returned, or raised
+    result.reg = step.result_reg;
+  }
+  // Lists the callee received (or could reach: the arguments) may have changed: from
+  // now on they are those objects.
+  {
+    std::vector<Value*> roots = state_roots(root_fs_);
+    walk_values(roots, [&](Value& v) {
+      if (v.kind == ValueKind::List && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+        Value o = Value::constant(PyRef::borrow(in_.args[v.source.arg]), v.source);
+        o.opaque = true;
+        v = std::move(o);
+        return;
+      }
+      if (v.kind != ValueKind::List || v.identity < 0) return;
+      auto it = ctx.list_regs.find(v.identity);
+      if (it == ctx.list_regs.end()) return;
+      Value o = Value::constant(run_->regs[static_cast<size_t>(it->second)]);
+      o.opaque = true;
+      o.reg = it->second;
+      v = std::move(o);
+    });
+  }
+  // However the trace uses it, a resumed frame gets this call's own result.
+  if (result.kind == ValueKind::Const) result.reg = step.result_reg;
+  push(std::move(result));
+  if (!pure) committed_ = true;
+  if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
+  if (Status s = save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt)) return s;
+  after_call_ = step.deopt;
+  plan_->steps.push_back(std::move(step));
+  if (!pure) {
+    st_.counters.graph_breaks++;
+    entry_->breaks.push_back({what + " (graph break: " + why_not_traced + ")", location(*last_ins_)});
+    if (log::enabled(log::Channel::GraphBreaks)) {
+      log::interp().info("graph break in {}: {} ({})", PyUnicode_AsUTF8(st_.code->co_qualname), what,
+                         location(*last_ins_));
+    }
+  }
+  return ok();
+}
+
+// `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
+// other one the first time it occurs.
+Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
+  std::string why;
+  if (!can_cut(ins, &why)) return unsupported("a branch on a tensor's value (no plan branch " + why + ")");
+  const jit::Node& n = graph_.node(cond.node);
+  int64_t numel = 1;
+  for (const jit::SymExpr& e : n.sym) numel = e.is_constant() ? numel * *e.as_int() : -1;
+  if (numel != 1) return unsupported("a branch on a tensor that may hold more than one element");
+  const int target = cur_.code->index_at(ins.target);
+  if (target < 0) return unsupported("jump to an unknown offset " + std::to_string(ins.target));
+  if (Status s = cut({&cond})) return s;
+  PlanStep step;
+  step.kind = PlanStep::Kind::Branch;
+  ConvertCtx ctx;
+  if (Status s = convert(cond, &step.cond, ctx)) return s;
+  std::vector<PyObject*> memo;
+  PyRef obj = PyRef::steal(build_value(step.cond, *run_, {}, memo));
+  const int truth = obj ? PyObject_IsTrue(obj.get()) : -1;
+  if (truth < 0) {
+    guards::clear_error();
+    return unsupported("the truth value of a tensor raised");
+  }
+  auto rp = std::make_shared<ResumePoint>();
+  rp->state = root_fs_;
+  for (size_t i = 0; i < placeholder_slot_.size(); ++i) {
+    const jit::Node& p = graph_.node(static_cast<jit::NodeId>(i));
+    rp->inputs.push_back({placeholder_slot_[i], p.dtype, p.sym});
+  }
+  rp->symbol_sources = symbol_sources_;
+  rp->next_identity = next_identity_;
+  rp->num_regs = num_regs_;
+  auto targets = std::make_shared<BranchTargets>();
+  for (int o = 0; o < 2; ++o) {
+    rp->pc[o] = (o == 1) == jump_if ? static_cast<size_t>(target) : root_fs_.pc + 1;
+    targets->offset[o] = cur_.code->instructions[rp->pc[o]].offset;
+  }
+  targets->resume = rp;
+  if (Status s = save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt)) return s;
+  step.branch = targets;
+  auto next = std::make_shared<Plan>();
+  next->scalar_inputs = plan_->scalar_inputs;  // the graph being built goes on in the outcome's plan
+  targets->next[truth] = next;
+  plan_->steps.push_back(std::move(step));
+  plan_ = next.get();
+  return (truth == 1) == jump_if ? jump_to(ins.target) : ok();
+}
+
+// ---- the end of a trace that has run steps ----
+
+// After an opaque call the frame cannot start over in CPython: it resumes there, at
+// the root instruction that could not be traced, with the state from before it.
+bool Tracer::end_with_deopt(const Status& why) {
+  if (guards::error_kept()) return false;  // an interrupt: the frame stops here, as in eager
+  if (resume_at_ && committed_) {  // a segment failed: CPython redoes it from the last call on
+    ran_ = true;
+    result_ = PyRef::steal(resume_in_cpython(*resume_at_, *run_));
+    return true;
+  }
+  if (!(committed_ || deopt_here_) || call_raised_ || !snapshot_) return false;
+  std::string whynot;
+  if (cur_.depth != 0) return false;
+  root_fs_ = std::move(*snapshot_);
+  snapshot_.reset();
+  // What the graph recorded from there on (a size equality that fails, a check of
+  // int()) belongs to ops that CPython runs now, not to this segment.
+  graph_.roll_back(snapshot_mark_);
+  if (!can_resume(&whynot)) return false;
+  if (cut({})) {
+    // The segment itself failed (an int() of NaN before this instruction): CPython
+    // redoes it from the last opaque call on, and raises as eager does.
+    if (!resume_at_ || !committed_) return false;
+    ran_ = true;
+    result_ = PyRef::steal(resume_in_cpython(*resume_at_, *run_));
+    return true;
+  }
+  std::shared_ptr<DeoptState> d;
+  const std::string reason = why->reason + " (the rest of the frame runs in CPython)";
+  if (save_state(root_fs_, root_fs_.pc, reason, &d)) return false;
+  PlanStep step;
+  step.kind = PlanStep::Kind::Deopt;
+  step.deopt = d;
+  plan_->steps.push_back(std::move(step));
+  st_.counters.graph_breaks++;
+  entry_->breaks.push_back({reason, location(cur_.code->instructions[root_fs_.pc])});
+  ran_ = true;
+  result_ = PyRef::steal(resume_in_cpython(*d, *run_));
+  return true;
+}
+
+void Tracer::run_final() {
+  plan_->tail_deopt = committed_ ? after_call_ : nullptr;
+  ran_ = true;
+  result_ = PyRef::steal(run_tail(*plan_, *run_));
+  // Nothing without an error: a kernel's index error before any opaque call ran. The
+  // caller runs the plan again, which leaves the frame to CPython (eager raises).
+  if (!result_ && !PyErr_Occurred()) ran_ = false;
+}
+
+PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
+  const ResumePoint& rp = *targets.resume;
+  continuation_ = true;
+  committed_ = true;  // whatever happened before the branch, it happened
+  run_ = &run;
+  hints_ = run.b;
+  symbol_sources_ = rp.symbol_sources;
+  next_identity_ = rp.next_identity;
+  num_regs_ = rp.num_regs;
+  root_fs_ = rp.state;
+  root_fs_.pc = rp.pc[outcome];
+  for (const ResumePoint::Input& in : rp.inputs) {
+    jit::Shape shape;
+    for (const jit::SymExpr& e : in.sym) {
+      const auto v = e.eval(hints_);
+      shape.push_back(v && v->index() == 0 ? std::get<int64_t>(*v) : 0);
+    }
+    graph_.placeholder(in.dtype, shape, in.sym);
+    placeholder_slot_.push_back(in.ref);
+  }
+  auto plan = std::make_shared<Plan>();
+  plan_ = plan.get();
+  block_guards_ = std::make_shared<guards::GuardSet>();
+  Status s = save_state(root_fs_, root_fs_.pc, "a new branch outcome", &after_call_);
+  snapshot_ = root_fs_;
+  snapshot_mark_ = graph_.mark();
+  Value ret;
+  if (!s) s = execute(&ret);
+  if (!s) s = finish(ret);
+  if (!s) s = compile();
+  if (!s) s = flush_block_guards();
+  bool complete = !s;
+  if (!s) {
+    run_final();
+  } else if (end_with_deopt(s)) {
+    complete = true;
+  } else if (!call_raised_) {
+    if (!PyErr_Occurred()) {
+      PyErr_Format(PyExc_RuntimeError, "framejit: cannot continue %U after a graph break: %s",
+                   st_.code->co_qualname, s->reason.c_str());
+    }
+    result_ = PyRef();
+  }
+  if (complete && !resume_at_ && !targets.next[outcome]) targets.next[outcome] = plan;
+  st_.counters.graphs += graphs_compiled_;
+  return result_.release();
+}
+
+PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run) {
+  std::string error;
+  const DecodedCode* code = run.st ? decoded_code(run.st->code, &error) : nullptr;
+  if (code == nullptr) {
+    PyErr_Format(PyExc_RuntimeError, "framejit: cannot trace a branch outcome: %s", error.c_str());
+    return nullptr;
+  }
+  Tracer tracer(*run.st, run.frame, run.in, *code);
+  return tracer.resume(targets, outcome, run);
+}
+
+}  // namespace fj::interp

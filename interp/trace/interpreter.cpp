@@ -1,0 +1,564 @@
+// The symbolic bytecode interpreter for CPython 3.11: binding a frame's arguments,
+// the step loop, the opcode dispatch table, and the end of a trace (plan, compile).
+// The handlers live in interp/ops_*.cpp, by opcode family.
+#include "interp/trace/interpreter.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "interp/runtime/resources.h"
+#include "interp/trace/tracer.h"
+#include "interp/trace/trace_dump.h"
+#include "jit/cpu/cpu_backend.h"
+#include "jit/log.h"
+
+namespace fj::interp {
+
+std::string repr_short(PyObject* o) {
+  PyObject* r = PyObject_Repr(o);
+  if (r == nullptr) {
+    guards::clear_error();
+    return "<?>";
+  }
+  std::string s = PyUnicode_AsUTF8(r);
+  Py_DECREF(r);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+bool is_plain_scalar(PyObject* o) {
+  return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o);
+}
+
+// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+bool is_foldable(PyObject* o) {
+  if (is_plain_scalar(o) || o == Py_None || PyUnicode_CheckExact(o)) return true;
+  if (PyTuple_CheckExact(o)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+      if (!is_foldable(PyTuple_GET_ITEM(o, i))) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// ---- setup ----
+
+// A tensor input of the graph: its placeholder, with sizes that are symbols (except
+// 0 and 1) when the code is compiled with dynamic shapes.
+Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
+                            std::array<int, guards::kMaxRank>* dim_symbols) {
+  const std::optional<jit::DType> known = dtype_from_torch(meta.dtype);
+  if (!known) return unsupported("tensor " + source + " has dtype " + repr_short(meta.dtype) + " (not supported yet)");
+  if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
+  if (meta.requires_grad) {
+    // With grad mode on the plan compiles a backward too (compile_joint); the mode at
+    // entry decides which, so it is guarded.
+    if (grad_enabled_ && (committed_ || continuation_)) {
+      return unsupported("tensor " + source + " requires grad after a graph break (not supported yet)");
+    }
+    autograd_ = autograd_ || grad_enabled_;
+    if (!reads_requires_grad_) entry_->guards.add_grad_mode(grad_at_entry_);
+    reads_requires_grad_ = true;
+  }
+  jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
+  dim_symbols->fill(-1);
+  jit::SymShape sym;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (st_.dynamic && shape[d] >= 2) {
+      (*dim_symbols)[d] = new_symbol(jit::SymType::Int, shape[d], source + ".size()[" + std::to_string(d) + "]");
+      sym.push_back(jit::SymExpr::symbol((*dim_symbols)[d], jit::SymType::Int, 2));
+    } else {
+      sym.push_back(jit::SymExpr::integer(shape[d]));
+    }
+  }
+  *node = graph_.placeholder(*known, shape, std::move(sym));
+  const auto index = static_cast<size_t>(graph_.node(*node).index);
+  if (placeholder_requires_grad_.size() <= index) placeholder_requires_grad_.resize(index + 1, false);
+  placeholder_requires_grad_[index] = meta.requires_grad;
+  if (meta.requires_grad) grad_inputs_.insert(*node);
+  input_names_[*node] = source;
+  return ok();
+}
+
+Status Tracer::bind_arguments() {
+  PyCodeObject* code = cur_.co;
+  if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
+  // The graph takes float32 as torch's default dtype (creation ops, int / int, int
+  // tensors with Python floats): another default is not traced, and every entry
+  // checks that it still holds.
+  PyObject* dflt = guards::default_dtype();
+  if (dflt != guards::torch_refs().float32) {
+    return unsupported("torch.get_default_dtype() is " + (dflt ? repr_short(dflt) : std::string("unreadable")) +
+                       " (framejit traces under float32 only)");
+  }
+  entry_->guards.add_default_dtype(dflt);
+  cur_.fs->locals.resize(static_cast<size_t>(code->co_nlocalsplus));
+  // Free variables: the closure's cells, read now (COPY_FREE_VARS has not run yet)
+  // and guarded. Cell variables stay plain locals: no closure is ever created.
+  const int first_free = code->co_nlocalsplus - code->co_nfreevars;
+  for (int k = 0; k < code->co_nfreevars; ++k) {
+    if (in_.closure == nullptr) return unsupported("free variables without a closure");
+    PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in_.closure, k));
+    if (v == nullptr) continue;  // an empty cell: reading it ends the trace
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
+    guards().add_closure(k, name, v);
+    cur_.fs->locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+  }
+  const auto& refs = guards::torch_refs();
+  for (int i = 0; i < in_.num_args; ++i) {
+    PyObject* a = in_.args[i];
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
+    Source src;
+    src.kind = Source::Kind::Arg;
+    src.arg = i;
+    src.name = name;
+    const auto& meta = in_.metas[static_cast<size_t>(i)];
+    if (meta) {
+      std::array<int, guards::kMaxRank> dim_symbols;
+      jit::NodeId n;
+      if (Status s = tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols)) return s;
+      placeholder_slot_.push_back(InputRef{InputRef::Kind::Arg, i});
+      guards().add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
+    } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
+      return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
+    } else if (PyBool_Check(a) || PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {
+      // Python numbers are symbols from the first call, except the ints 0 and 1 and
+      // ints beyond int64 (those are constants, guarded by value).
+      int overflow = 0;
+      const long long iv = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : 0;
+      if (PyLong_CheckExact(a) && (overflow != 0 || iv == 0 || iv == 1)) {
+        guards().add_scalar(i, name, a);
+        cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+        continue;
+      }
+      jit::SymType type = jit::SymType::Int;
+      jit::SymValue hint = static_cast<int64_t>(iv);
+      if (PyBool_Check(a)) {
+        type = jit::SymType::Bool;
+        hint = a == Py_True;
+      } else if (PyFloat_CheckExact(a)) {
+        type = jit::SymType::Float;
+        hint = PyFloat_AS_DOUBLE(a);
+      }
+      const int id = new_symbol(type, hint, "L['" + name + "']");
+      guards().add_symbol_arg(i, name, id, type);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
+    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) > 0 && Py_SIZE(a) <= 16) {
+      // A list or tuple of tensors: each item is a tensor input found by index.
+      std::vector<Value> items;
+      guards::PathRoot root;
+      root.arg = i;
+      for (Py_ssize_t k = 0; k < Py_SIZE(a); ++k) {
+        PyObject* t = PySequence_Fast_GET_ITEM(a, k);
+        guards::TensorMeta meta;
+        if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(refs.tensor_type) || !guards::read_tensor_meta(t, &meta, nullptr)) {
+          guards::clear_error();
+          items.clear();
+          break;
+        }
+        Source item = src;
+        item.attrs.push_back("#" + std::to_string(k));
+        const std::string text = source_text(item);
+        std::array<int, guards::kMaxRank> dims;
+        jit::NodeId n;
+        if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+        if (items.empty()) guards().add_sequence(i, "L['" + name + "']", a);
+        const int slot = guards().add_path_tensor(text, root, item.attrs, meta, dims, !st_.dynamic);
+        placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, slot});
+        items.push_back(Value::tensor(n, item));
+      }
+      Value v = items.empty() ? Value::constant(PyRef::borrow(a), src)
+                              : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
+      v.source = src;
+      v.opaque = v.kind == ValueKind::Const;
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
+    } else if (a == Py_None || PyUnicode_CheckExact(a)) {
+      guards().add_scalar(i, name, a);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+    } else {
+      // Any other object: passed through unguarded; using it ends the trace.
+      Value v = Value::constant(PyRef::borrow(a), src);
+      v.opaque = true;
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
+    }
+  }
+  return ok();
+}
+
+// Why a trace stops when a KeyboardInterrupt (SystemExit, MemoryError) was set aside
+// by guards::clear_error(): the error is given back to the caller, not a fallback.
+constexpr const char* kInterrupted = "interrupted (KeyboardInterrupt, SystemExit or MemoryError while tracing)";
+
+// Runs the current frame until its RETURN_VALUE.
+Status Tracer::execute(Value* result) {
+  while (true) {
+    if (cur_.fs->pc >= cur_.code->instructions.size()) return unsupported("ran past the end of the bytecode");
+    if (++steps_ > kMaxSteps) return unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
+    if (guards::error_kept()) return unsupported(kInterrupted);
+    last_ins_ = &cur_.code->instructions[cur_.fs->pc];
+    last_co_ = cur_.co;
+    // After an opaque call, a root instruction that cannot be traced runs in CPython
+    // from the state before it (not inside KW_NAMES..CALL or after EXTENDED_ARG).
+    if (committed_ && cur_.depth == 0 && !cur_.fs->kw_names &&
+        (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
+      take_snapshot();
+    }
+    if (Status s = step(*last_ins_)) return s;
+    if (cur_.fs->ret) {
+      *result = std::move(*cur_.fs->ret);
+      return ok();
+    }
+  }
+}
+
+std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
+  own_run_ = std::unique_ptr<PlanRun>(new PlanRun{in_, hints_, {}, &st_, frame_});
+  run_ = own_run_.get();
+  Value ret;
+  Status s = bind_arguments();
+  if (!s) s = execute(&ret);
+  if (!s) s = finish(ret);
+  if (!s) s = compile();
+  if (!s && guards::error_kept()) s = unsupported(kInterrupted);
+  const bool has_steps = !entry_->plan.steps.empty();
+  if (!s && has_steps) s = flush_block_guards();
+  if (!s && has_steps) run_final();  // the steps so far ran while tracing: run the rest
+  if (s && end_with_deopt(s)) s = ok();
+  if (!s || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
+  if (s) {
+    why->reason = s->reason;
+    why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
+    if (guards::restore_kept_error()) {  // KeyboardInterrupt, SystemExit, MemoryError: the caller's
+      ran_ = committed_ || call_raised_;
+      return nullptr;
+    }
+    if (committed_ || call_raised_) {  // side effects happened: the call cannot start over
+      ran_ = true;
+      if (!call_raised_ && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_RuntimeError, "framejit: cannot continue %U after a graph break: %s (%s)",
+                     st_.code->co_qualname, why->reason.c_str(), why->location.c_str());
+      }
+      return nullptr;
+    }
+    guards::clear_error();
+    return nullptr;
+  }
+  return std::move(entry_);
+}
+
+Status Tracer::step(const Instruction& ins) {
+  Handler h = handlers()[static_cast<size_t>(ins.opcode)];
+  const size_t pc = cur_.fs->pc;
+  const size_t depth = cur_.fs->stack.size();
+  const size_t nodes_before = graph_.size();
+  const jit::Graph::Mark mark = graph_.mark();
+  Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
+  if (!s) s = check_new_assumptions(mark);
+  if (s) return s;
+  note_grad_mode(nodes_before);
+  const bool jumped = cur_.fs->pc != pc;
+  if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
+  // A handler whose stack effect differs from CPython's would make the trace drift
+  // silently: compare with CPython's own table after every instruction.
+  if (ins.opcode != op(Opcode::RETURN_VALUE)) {
+    const int want = PyCompile_OpcodeStackEffectWithJump(ins.opcode, ins.has_arg() ? ins.arg : 0, jumped ? 1 : 0);
+    const long got = static_cast<long>(cur_.fs->stack.size()) - static_cast<long>(depth);
+    // CPython books a call's effect partly on PRECALL (-argc) and partly on CALL;
+    // framejit does it all on CALL, so the two are compared together.
+    stack_drift_ += got - want;
+    if (stack_drift_ != 0 && ins.opcode != op(Opcode::PRECALL)) {
+      log::interp().error("stack effect of {} is {} in framejit but {} in CPython", opcode_name(ins.opcode),
+                          got, want);
+      FJ_DEBUG_CHECK(false, "stack effect mismatch");
+      return unsupported("internal error: stack effect mismatch at " + std::string(opcode_name(ins.opcode)));
+    }
+  }
+  if (trace_log_ != nullptr) {
+    std::string stack;
+    for (const Value& v : cur_.fs->stack) stack += (stack.empty() ? "" : ", ") + describe(v);
+    *trace_log_ += std::string(static_cast<size_t>(2 * cur_.depth), ' ') + std::to_string(ins.offset) + " " +
+                   std::string(opcode_name(ins.opcode)) + " " + std::to_string(ins.arg) + "  (" +
+                   location(ins) + ")  stack: [" + stack + "]\n";
+  }
+  if (log::enabled(log::Channel::Bytecode)) {
+    std::string stack;
+    for (const Value& v : cur_.fs->stack) stack += (stack.empty() ? "" : ", ") + describe(v);
+    log::interp().info("{:>{}} {:<24} {:<5} line {:<4} stack: [{}]", ins.offset, 4 + 2 * cur_.depth,
+                       opcode_name(ins.opcode), ins.arg, ins.line, stack);
+  }
+  return ok();
+}
+
+std::string Tracer::describe(const Value& v) const {
+  switch (v.kind) {
+    case ValueKind::Null: return "NULL";
+    case ValueKind::Tensor: {
+      const jit::Node& n = graph_.node(v.node);
+      std::string s = "%" + std::to_string(v.node) + ":" + std::string(jit::dtype_name(n.dtype)) + "[";
+      for (size_t i = 0; i < n.rank(); ++i) s += (i ? ", " : "") + n.sym[i].str();
+      return s + "]";
+    }
+    case ValueKind::Const: return repr_short(v.obj.get());
+    case ValueKind::Sym: return v.expr.str();
+    case ValueKind::Tuple:
+    case ValueKind::List: {
+      std::string s = v.kind == ValueKind::Tuple ? "(" : "[";
+      for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe(v.items[i]);
+      return s + (v.kind == ValueKind::Tuple ? ")" : "]");
+    }
+    case ValueKind::Dict: {
+      std::string s = "{";
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        s += (i ? ", " : "") + describe(v.items[i]) + ": " + describe(v.items[i + 1]);
+      }
+      return s + "}";
+    }
+    case ValueKind::TensorMethod: return "Tensor." + v.method;
+    case ValueKind::GradModeExit: return "<grad mode __exit__>";
+    case ValueKind::Slice: return "<slice>";
+    case ValueKind::Iterator: return "<iterator at " + std::to_string(v.next) + " of " + std::to_string(v.items.size()) + ">";
+  }
+  return "?";
+}
+
+std::string Tracer::location(const Instruction& ins) const {
+  PyCodeObject* co = last_co_ ? last_co_ : cur_.co;
+  return std::string(PyUnicode_AsUTF8(co->co_filename)) + ":" +
+         std::to_string(ins.line >= 0 ? ins.line : co->co_firstlineno);
+}
+
+Status Tracer::jump_to(int offset) {
+  const int idx = cur_.code->index_at(offset);
+  if (idx < 0) return unsupported("jump to an unknown offset " + std::to_string(offset));
+  cur_.fs->pc = static_cast<size_t>(idx);
+  return ok();
+}
+
+
+const std::array<Tracer::Handler, 256>& Tracer::handlers() {
+  static const std::array<Handler, 256> table = [] {
+    std::array<Handler, 256> t{};
+    for (int o : {op(Opcode::NOP), op(Opcode::RESUME), op(Opcode::PRECALL), op(Opcode::EXTENDED_ARG), op(Opcode::CACHE),
+                   op(Opcode::MAKE_CELL), op(Opcode::COPY_FREE_VARS)}) t[o] = &Tracer::op_nop;
+    t[op(Opcode::LOAD_FAST)] = &Tracer::op_load_fast;
+    t[op(Opcode::STORE_FAST)] = &Tracer::op_store_fast;
+    t[op(Opcode::LOAD_DEREF)] = &Tracer::op_load_deref;
+    t[op(Opcode::LOAD_CLOSURE)] = &Tracer::op_load_closure;
+    t[op(Opcode::STORE_DEREF)] = &Tracer::op_store_deref;
+    t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
+    t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;
+    t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
+    t[op(Opcode::STORE_ATTR)] = &Tracer::op_store_attr;
+    t[op(Opcode::LOAD_METHOD)] = &Tracer::op_load_method;
+    t[op(Opcode::PUSH_NULL)] = &Tracer::op_push_null;
+    t[op(Opcode::MAKE_FUNCTION)] = &Tracer::op_make_function;
+    t[op(Opcode::KW_NAMES)] = &Tracer::op_kw_names;
+    t[op(Opcode::CALL)] = &Tracer::op_call;
+    t[op(Opcode::BINARY_OP)] = &Tracer::op_binary_op;
+    t[op(Opcode::UNARY_NEGATIVE)] = &Tracer::op_unary_negative;
+    t[op(Opcode::UNARY_NOT)] = &Tracer::op_unary_not;
+    t[op(Opcode::UNARY_INVERT)] = &Tracer::op_unary_invert;
+    t[op(Opcode::COMPARE_OP)] = &Tracer::op_compare_op;
+    t[op(Opcode::IS_OP)] = &Tracer::op_is_op;
+    t[op(Opcode::BUILD_TUPLE)] = &Tracer::op_build_seq;
+    t[op(Opcode::BUILD_LIST)] = &Tracer::op_build_seq;
+    t[op(Opcode::LIST_APPEND)] = &Tracer::op_list_append;
+    t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
+    t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
+    t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
+    t[op(Opcode::STORE_SUBSCR)] = &Tracer::op_store_subscr;
+    t[op(Opcode::COPY)] = &Tracer::op_copy;
+    t[op(Opcode::SWAP)] = &Tracer::op_swap;
+    for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
+    for (int o : {op(Opcode::POP_JUMP_FORWARD_IF_FALSE), op(Opcode::POP_JUMP_FORWARD_IF_TRUE), op(Opcode::POP_JUMP_BACKWARD_IF_FALSE),
+                   op(Opcode::POP_JUMP_BACKWARD_IF_TRUE), op(Opcode::POP_JUMP_FORWARD_IF_NONE), op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE),
+                   op(Opcode::POP_JUMP_BACKWARD_IF_NONE), op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE)}) {
+      t[o] = &Tracer::op_pop_jump_if;
+    }
+    t[op(Opcode::JUMP_IF_FALSE_OR_POP)] = &Tracer::op_jump_if_or_pop;
+    t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
+    t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
+    t[op(Opcode::RAISE_VARARGS)] = &Tracer::op_raise_varargs;
+    t[op(Opcode::BUILD_MAP)] = &Tracer::op_build_map;
+    t[op(Opcode::BUILD_CONST_KEY_MAP)] = &Tracer::op_build_map;
+    t[op(Opcode::GET_ITER)] = &Tracer::op_get_iter;
+    t[op(Opcode::BUILD_SLICE)] = &Tracer::op_build_slice;
+    t[op(Opcode::BEFORE_WITH)] = &Tracer::op_before_with;
+    t[op(Opcode::FOR_ITER)] = &Tracer::op_for_iter;
+    return t;
+  }();
+  return table;
+}
+
+
+// ---- the end of a trace: plan and compile ----
+
+Status Tracer::finish(const Value& ret) {
+  std::unordered_map<jit::NodeId, int> output_index;
+  std::vector<jit::NodeId> outputs;
+  ConvertCtx ctx;
+  ctx.output_index = &output_index;
+  ctx.outputs = &outputs;
+  if (Status s = convert(ret, &plan_->ret, ctx)) return s;
+  plan_->num_memos = ctx.num_memos;
+  if (Status s = seal_writes(ctx)) return s;
+  // A frame without tensor arguments and without tensor results is Python's work.
+  if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
+    return unsupported("no tensor work in this frame");
+  }
+  graph_.set_outputs(outputs);
+  plan_->graph_args = placeholder_slot_;
+  if (Status s = check_assumptions()) return s;  // also for ops whose results are unused
+  return seal_outputs(outputs, &plan_->outputs);
+}
+
+// Size equalities the graph relies on (broadcasting s0 against s1, a view's element
+// count), whether or not the ops that needed them are live: false in this call means
+// eager raises, so the graph must not run; true, they are guarded for the calls that
+// reuse the trace.
+Status Tracer::check_assumptions() {
+  for (const jit::SymExpr& a : graph_.assumptions()) {
+    const auto v = a.eval(hints_);
+    if (!v || !std::holds_alternative<bool>(*v) || !std::get<bool>(*v)) {
+      return unsupported("sizes that do not fit: " + readable(a) + " is false here (eager raises)");
+    }
+    guards().add_expr(a, readable(a));
+  }
+  return ok();
+}
+
+Status Tracer::check_new_assumptions(const jit::Graph::Mark& since) {
+  const std::vector<jit::SymExpr>& all = graph_.assumptions();
+  for (size_t i = since.assumptions; i < all.size(); ++i) {
+    const auto v = all[i].eval(hints_);
+    if (v && std::holds_alternative<bool>(*v) && !std::get<bool>(*v)) {
+      return unsupported("sizes that do not fit: " + readable(all[i]) + " is false here (eager raises)");
+    }
+  }
+  return ok();
+}
+
+// Output specs of the current graph, and the guards its building relied on.
+Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs) {
+  for (jit::NodeId id : outputs) {
+    const jit::Node& n = graph_.node(id);
+    OutputSpec spec;
+    spec.dtype = n.dtype;
+    spec.sym = n.sym;
+    spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
+    for (const jit::SymExpr& e : n.sym) {
+      if (!e.is_constant()) plan_->must_evaluate.push_back(e);
+    }
+    if (spec.is_static) {
+      spec.shape = *jit::concrete(n.sym);
+      spec.strides = contiguous_strides(spec.shape);
+      spec.empty_args = empty_args_for(spec.shape);
+    }
+    specs->push_back(std::move(spec));
+  }
+  // Runtime numbers whose conversion eager checks (clamp bounds, where values):
+  // guarded into the range that converts; outside it eager raises, so fall back.
+  for (const jit::Graph::ScalarRange& r : graph_.scalar_ranges()) {
+    const jit::SymExpr& e = plan_->scalar_inputs[static_cast<size_t>(r.index)];
+    const bool is_int = graph_.node(scalar_nodes_[static_cast<size_t>(r.index)]).scalar_kind == jit::ScalarKind::Int;
+    auto bound = [&](double v) { return is_int ? jit::SymExpr::integer(static_cast<int64_t>(v)) : jit::SymExpr::real(v); };
+    for (const jit::SymExpr& cond : {jit::ge(e, bound(r.lo)), jit::le(e, bound(r.hi))}) {
+      const auto holds = cond.eval(hints_);
+      if (!holds || holds->index() != 2 || !std::get<bool>(*holds)) return unsupported("a scalar operand out of the range eager converts (eager raises)");
+      if (!cond.is_constant()) guards().add_expr(cond, readable(cond));
+    }
+  }
+  return ok();
+}
+
+jit::CpuBackend* cpu_backend(std::string* error) {
+  static std::mutex mu;
+  static std::unique_ptr<jit::CpuBackend> backend;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!backend && failure.empty()) {
+    auto b = jit::CpuBackend::create();
+    if (b) backend = std::move(*b);
+    else failure = b.error();
+  }
+  *error = failure;
+  return backend.get();
+}
+
+// Compiles the current graph (its outputs set); the op list and counters follow.
+Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
+  // The ops that the outputs need, in order (for explain and the op list).
+  std::vector<bool> live(graph_.size(), false);
+  for (jit::NodeId id : graph_.outputs()) live[static_cast<size_t>(id)] = true;
+  for (jit::NodeId id : graph_.checks()) live[static_cast<size_t>(id)] = true;
+  for (size_t i = graph_.size(); i-- > 0;) {
+    if (!live[i]) continue;
+    for (jit::NodeId in : graph_.node(static_cast<jit::NodeId>(i)).inputs) live[static_cast<size_t>(in)] = true;
+  }
+  for (size_t i = 0; i < graph_.size(); ++i) {
+    const jit::Node& n = graph_.node(static_cast<jit::NodeId>(i));
+    const jit::Family f = jit::op_family(n.op);
+    if (live[i] && f != jit::Family::Input && f != jit::Family::Constant) entry_->ops.emplace_back(jit::aten_name(n.op));
+  }
+  if (log::enabled(log::Channel::Graph)) {
+    log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
+  }
+  if (Status s = check_assumptions()) return s;
+  // An opaque call of the plan may have changed torch's default dtype since the entry.
+  if (guards::default_dtype() != guards::torch_refs().float32) {
+    return unsupported("torch.get_default_dtype() changed during the trace (framejit traces under float32 only)");
+  }
+  guards().add_default_dtype(guards::torch_refs().float32);
+  std::string error;
+  jit::CpuBackend* backend = cpu_backend(&error);
+  if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
+  // of this same code waits for this trace; interp/hook.cpp).
+  PyThreadState* saved = PyEval_SaveThread();
+  auto compiled = backend->compile(graph_);
+  PyEval_RestoreThread(saved);
+  if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
+  *out = *compiled;
+  track_graph(*out);
+  graphs_compiled_++;
+  return ok();
+}
+
+Status Tracer::compile() {
+  // Without outputs and checks the plan only rebuilds the return value.
+  if (graph_.outputs().empty() && graph_.checks().empty()) return ok();
+  entry_->graph_text = graph_.str();
+  entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
+  if (autograd_) {
+    bool joint = false;
+    if (Status s = compile_joint(&joint)) return s;
+    if (joint) return ok();
+  }
+  return compile_graph(&plan_->graph);
+}
+
+std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
+                                        Fallback* why, TraceOutcome* out) {
+  std::string error;
+  const DecodedCode* code = decoded_code(state.code, &error);
+  if (code == nullptr) {
+    why->reason = error;
+    why->location = PyUnicode_AsUTF8(state.code->co_filename);
+    return nullptr;
+  }
+  Tracer tracer(state, f, in, *code);
+  std::string trace;
+  if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
+  std::unique_ptr<CacheEntry> entry = tracer.run(why);
+  if (!log::trace_dir().empty()) write_trace_dump(state.code, trace, entry.get(), *why);
+  out->ran = tracer.ran_;
+  out->result = tracer.result_.release();
+  return entry;
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,578 @@
+// CALL: torch ops from the op table, tensor methods and sizes, len(), and calls of
+// Python functions, which are inlined (traced in a frame of their own).
+#include "interp/trace/tracer.h"
+
+#include <algorithm>
+
+#include "interp/hook.h"
+
+namespace fj::interp {
+namespace {
+
+// A function defined in the frame (MAKE_FUNCTION), or a container holding one.
+bool holds_fresh(const Value& v) {
+  if (v.fresh) return true;
+  for (const Value& item : v.items) {
+    if (holds_fresh(item)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Tracer::op_call(const Instruction& ins) {
+  const size_t argc = static_cast<size_t>(ins.arg);
+  const PyRef kw_names = std::move(cur_.fs->kw_names);  // this call's (KW_NAMES), if any
+  cur_.fs->kw_names = PyRef();
+  std::vector<Value> args(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
+  Value second = pop();
+  Value first = pop();
+  Value callable;
+  if (first.kind == ValueKind::Null) {
+    callable = std::move(second);
+  } else {
+    callable = std::move(first);
+    args.insert(args.begin(), std::move(second));
+  }
+  if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
+  const PyOp* torch_op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr;
+  // einsum is handled below, where what it does not lower can become a graph break.
+  const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
+  if (const PyOp* op = einsum ? nullptr : torch_op) {
+    const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
+    if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
+      return unsupported(op->name + "() whose first argument is not a tensor (CPython raises)");
+    }
+    return call_py_op(*op, std::move(args), kw_names.get());
+  }
+  // What cannot be traced at the root frame becomes a graph break: the call runs as
+  // it is, between two graph segments (see interp/trace/breaks.cpp).
+  std::string no_break;
+  const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  const jit::Graph::Mark before_call = graph_.mark();
+  auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
+    if (!can_break || call_raised_) return failed;
+    // A function defined in the frame cannot be an argument of a plan step (a cache
+    // hit would pass the trace's object): the frame resumes in CPython before the call.
+    bool fresh = callable.fresh;
+    for (const Value& a : call_args) fresh |= holds_fresh(a);
+    if (fresh) return failed;
+    if (autograd_) {  // plan steps would cut the autograd graph (interp/trace/autograd_trace.cpp)
+      return unsupported(failed->reason + "; no graph break where tensors require grad (not supported yet)");
+    }
+    // A frame without tensors is Python's work; a call whose result enters a with
+    // block would only resume in CPython right after it.
+    const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();
+    const size_t next = cur_.fs->pc + 1;
+    if (!tensors || (next < cur_.code->instructions.size() &&
+                     cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {
+      return failed;
+    }
+    PyObject* c = callable.obj.get();
+    // Building a builtin exception has no side effect: not a graph break.
+    const bool pure = PyExceptionClass_Check(c) && !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    // What an inlined attempt recorded (a size equality that fails, an int() check)
+    // belongs to a call that now runs in CPython.
+    graph_.roll_back(before_call);
+    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed->reason);
+    return s && !call_raised_ && !committed_ ? failed : s;
+  };
+  const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};
+  if (einsum) {
+    // Equations it does not lower, and those eager rejects, run as eager's einsum: the
+    // same result, the same exception.
+    Status s = kw_names ? unsupported("einsum() with keyword arguments (CPython raises)")
+                        : call_py_op(*torch_op, args, nullptr);
+    return s ? opaque_call(std::move(s), orig_args) : s;
+  }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    // A Python function (or a bound method, or a framejit-compiled function): its
+    // body is traced into the same graph.
+    PyObject* target = callable.obj.get();
+    if (PyObject* fn = compiled_function_target(target)) target = fn;
+    if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
+      Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
+      self.opaque = true;
+      args.insert(args.begin(), std::move(self));
+      target = PyMethod_GET_FUNCTION(target);
+    }
+    if (PyFunction_Check(target)) {
+      const int writes = writes_;
+      Status s = inline_call(target, std::move(args), kw_names.get());
+      // A callee that wrote tensors in place before failing: its writes were traced,
+      // so the call cannot run again as an opaque step.
+      if (s && writes_ != writes) return s;
+      return s ? opaque_call(std::move(s), orig_args) : s;
+    }
+  }
+  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
+    if (PyObject* forward = module_forward(callable)) {  // an nn.Module without hooks
+      args.insert(args.begin(), callable);
+      const int writes = writes_;
+      Status s = inline_call(forward, std::move(args), kw_names.get());
+      if (s && writes_ != writes) return s;
+      return s ? opaque_call(std::move(s), orig_args) : s;
+    }
+  }
+  if (callable.kind == ValueKind::TensorMethod) {
+    if (!args.empty() && is_number(args[0])) return unsupported("method ." + callable.method + "() of a Python number");
+    if (Status s = require_tensor_attr(callable.method)) return s;
+    if (is_inplace_method(callable.method)) return call_inplace_method(callable.method, std::move(args), kw_names.get());
+    if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
+    if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
+    return call_shape_method(callable.method, args);
+  }
+  if (kw_names) return opaque_call(unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)"), std::move(args));
+  if (callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
+    if (!grad_outer_.empty()) {
+      grad_enabled_ = grad_outer_.back();
+      grad_outer_.pop_back();
+    }
+    push(Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.empty() && !kw_names && is_grad_mode_class(callable.obj.get())) {
+    PyObject* mgr = PyObject_CallNoArgs(callable.obj.get());  // torch.no_grad(): no side effect
+    if (mgr == nullptr) {
+      guards::clear_error();
+      return unsupported("creating " + describe(callable) + " raised");
+    }
+    push(Value::constant(PyRef::steal(mgr)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.size() == 1 && !kw_names && args[0].kind == ValueKind::Const &&
+      !is_opaque(args[0]) && (is_plain_scalar(args[0].obj.get()) || PyUnicode_CheckExact(args[0].obj.get())) &&
+      (callable.obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type) ||
+       callable.obj.get() == reinterpret_cast<PyObject*>(&PyBool_Type))) {
+    // float("-inf"), int(2.5): plain conversions of constants, folded.
+    PyObject* r = PyObject_CallOneArg(callable.obj.get(), args[0].obj.get());
+    if (r == nullptr) {
+      guards::clear_error();
+      return unsupported("a constant conversion raised (CPython raises)");
+    }
+    push(Value::constant(PyRef::steal(r)));
+    return ok();
+  }
+  if (callable.kind == ValueKind::Const && args.size() == 1 && (args[0].kind == ValueKind::Sym || is_tensor(args[0]) || is_number(args[0]))) {
+    // int(t), float(t), bool(t): a number read from the tensor (a graph Item node).
+    PyObject* c = callable.obj.get();
+    const std::string method = c == reinterpret_cast<PyObject*>(&PyLong_Type) ? "__int__"
+                               : c == reinterpret_cast<PyObject*>(&PyFloat_Type) ? "__float__"
+                               : c == reinterpret_cast<PyObject*>(&PyBool_Type) ? "__bool__" : "";
+    if (!method.empty()) {
+      if (is_tensor(args[0])) {
+        if (Status s = require_tensor_attr(method)) return s;
+      }
+      return to_number(args[0], method == "__int__" ? jit::ScalarKind::Int
+                                : method == "__float__" ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
+    }
+  }
+  if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
+    return call_range(args);
+  }
+  if (callable.kind == ValueKind::Const && !kw_names && !args.empty() &&
+      (callable.obj.get() == builtin_named("zip") || (callable.obj.get() == builtin_named("enumerate") && args.size() <= 2))) {
+    // zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
+    // iterator of tuples, built now (loops are unrolled).
+    // What cannot be iterated here leaves the call to the paths below (a graph break).
+    const bool is_zip = callable.obj.get() == builtin_named("zip");
+    int64_t start = 0;
+    bool iterable = is_zip || args.size() == 1 || !int_arg(args[1], "enumerate() start", &start);
+    std::vector<std::vector<Value>> columns;
+    for (size_t k = 0; iterable && k < (is_zip ? args.size() : 1); ++k) {
+      push(args[k]);
+      if (op_get_iter(ins)) {  // it popped the value: the stack is as before
+        iterable = false;
+        break;
+      }
+      Value it = pop();
+      columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+    }
+    if (iterable) {
+      size_t n = columns[0].size();
+      for (const auto& c : columns) n = std::min(n, c.size());
+      Value it;
+      it.kind = ValueKind::Iterator;
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<Value> row;
+        if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
+        for (const auto& c : columns) row.push_back(c[i]);
+        Value t = Value::sequence(ValueKind::Tuple, std::move(row));
+        t.identity = next_identity_++;
+        it.items.push_back(std::move(t));
+      }
+      push(std::move(it));
+      return ok();
+    }
+  }
+  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("sum") && !args.empty() && args.size() <= 2) {
+    // sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
+    push(args[0]);
+    if (Status s = op_get_iter(ins)) return s;
+    Value it = pop();
+    Value acc = args.size() == 2 ? args[1] : Value::constant(PyRef::steal(PyLong_FromLong(0)));
+    Instruction add = ins;
+    add.arg = 0;  // NB_ADD
+    for (size_t k = static_cast<size_t>(it.next); k < it.items.size(); ++k) {
+      push(std::move(acc));
+      push(it.items[k]);
+      if (Status s = op_binary_op(add)) return s;
+      acc = pop();
+    }
+    push(std::move(acc));
+    return ok();
+  }
+  PyRef classes;  // isinstance's second argument as a Python object
+  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("isinstance") && args.size() == 2) {
+    if (args[1].kind == ValueKind::Const && !is_opaque(args[1])) classes = args[1].obj;
+    if (args[1].kind == ValueKind::Tuple && !args[1].obj && !args[1].torch_size) {  // (int, float)
+      classes = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args[1].items.size())));
+      for (size_t k = 0; classes && k < args[1].items.size(); ++k) {
+        const Value& c = args[1].items[k];
+        if (c.kind != ValueKind::Const || is_opaque(c) || !PyType_Check(c.obj.get())) {
+          classes = PyRef();
+          break;
+        }
+        PyTuple_SET_ITEM(classes.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
+      }
+    }
+  }
+  if (classes) {
+    // isinstance(v, cls) where v's type is known while tracing.
+    // A tensor other than an argument may be of a subclass (a Parameter): only
+    // classes that are not strict subclasses of Tensor are answered for it.
+    const Value& v = args[0];
+    PyObject* cls = classes.get();
+    PyObject* type = nullptr;
+    PyObject* tensor = guards::torch_refs().tensor_type;
+    if (is_tensor(v) && v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) {
+      type = tensor;  // an argument: subclasses are not traced
+    } else if (is_tensor(v)) {
+      const int sub = PyType_Check(cls) ? PyObject_IsSubclass(cls, tensor) : -1;
+      if (sub == 0 || cls == tensor) type = tensor;
+      if (sub < 0) guards::clear_error();
+    } else if (v.kind == ValueKind::Tuple) {
+      type = v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
+    } else if (v.kind == ValueKind::List) {
+      type = reinterpret_cast<PyObject*>(&PyList_Type);
+    } else if (v.kind == ValueKind::Sym) {
+      type = reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int    ? &PyLong_Type
+                                         : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
+                                                                                : &PyBool_Type);
+    } else if (v.kind == ValueKind::Const && !is_opaque(v)) {
+      type = reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
+    }
+    if (type != nullptr) {
+      const int r = PyObject_IsSubclass(type, cls);
+      if (r < 0) {
+        guards::clear_error();
+        return unsupported("isinstance() with " + describe(args[1]) + " (CPython raises)");
+      }
+      push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+      return ok();
+    }
+  }
+  if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
+    const Value& a = args[0];
+    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).sym.empty()) {
+      push(dim_value(a.node, 0));
+      return ok();
+    }
+    if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+      return ok();
+    }
+    return unsupported("len() of " + describe(a));
+  }
+  if (callable.kind == ValueKind::Const && PyCFunction_Check(callable.obj.get())) {
+    Status s;
+    if (call_math(callable, args, &s)) return s;
+  }
+  return opaque_call(unsupported("call to " + describe(callable) + " (not supported yet)"), std::move(args));
+}
+
+// A function of the math module on numbers: computed with the values of this call.
+// A symbolic argument is specialized to its value here and guarded (math.sqrt of a
+// head size: a new head size recompiles, a new sequence length does not reach it).
+bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, Status* out) {
+  PyObject* fn = callable.obj.get();
+  PyObject* self = PyCFunction_GET_SELF(fn);
+  if (self == nullptr || !PyModule_Check(self)) return false;
+  const char* module = PyModule_GetName(self);
+  if (module == nullptr) {
+    guards::clear_error();
+    return false;
+  }
+  if (std::string_view(module) != "math") return false;
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    PyObject* item = nullptr;
+    if (a.kind == ValueKind::Const && !is_opaque(a) &&
+        (PyLong_CheckExact(a.obj.get()) || PyFloat_CheckExact(a.obj.get()) || PyBool_Check(a.obj.get()))) {
+      item = Py_NewRef(a.obj.get());
+    } else if (a.kind == ValueKind::Sym) {
+      const auto v = a.expr.eval(hints_);
+      if (!v) {
+        *out = unsupported("math function of a value that does not exist");
+        return true;
+      }
+      item = sym_value_to_python(*v);
+      entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +
+                                                                              jit::SymExpr::constant(*v).str());
+    } else {
+      return false;
+    }
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
+  }
+  PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
+  if (r == nullptr) {
+    guards::clear_error();
+    *out = unsupported("math function raised (eager raises it)");
+    return true;
+  }
+  push(Value::constant(PyRef::steal(r)));
+  *out = ok();
+  return true;
+}
+
+
+// range(...) of ints: symbolic bounds are fixed to their traced values (guarded),
+// since a loop over the range is unrolled.
+Status Tracer::call_range(const std::vector<Value>& args) {
+  if (args.empty() || args.size() > 3) return unsupported("range() with these arguments (CPython raises)");
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  PyRef holder = PyRef::steal(tuple);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    PyObject* v = nullptr;
+    if (a.kind == ValueKind::Sym && a.expr.type() == jit::SymType::Int) {
+      const auto hint = a.expr.eval(hints_);
+      if (!hint) return unsupported("range() bound with no value");
+      const int64_t n = std::get<int64_t>(*hint);
+      guards().add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)),
+                              readable(a.expr) + " == " + std::to_string(n));
+      v = PyLong_FromLongLong(n);
+    } else if (a.kind == ValueKind::Const && !is_opaque(a) && PyLong_CheckExact(a.obj.get())) {
+      v = Py_NewRef(a.obj.get());
+    } else {
+      return unsupported("range() of " + describe(a));
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
+  }
+  PyObject* r = PyObject_Call(reinterpret_cast<PyObject*>(&PyRange_Type), tuple, nullptr);
+  if (r == nullptr) {
+    guards::clear_error();
+    return unsupported("range() raised (CPython raises)");
+  }
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// The forward of an nn.Module called as m(...), when the call would reach it
+// directly (no hooks anywhere, forward and __call__ not overridden), with guards
+// that keep it so; nullptr otherwise.
+PyObject* Tracer::module_forward(const Value& m) {
+  const auto& refs = guards::module_call_refs();
+  PyObject* obj = m.obj.get();
+  PyTypeObject* tp = Py_TYPE(obj);
+  PyRef call_name = PyRef::steal(PyUnicode_InternFromString("__call__"));
+  PyRef fwd_name = PyRef::steal(PyUnicode_InternFromString("forward"));
+  if (refs.call == nullptr || _PyType_Lookup(tp, call_name.get()) != refs.call) return nullptr;
+  PyObject* forward = _PyType_Lookup(tp, fwd_name.get());
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  if (forward == nullptr || !PyFunction_Check(forward) || dictptr == nullptr || *dictptr == nullptr) return nullptr;
+  if (PyDict_GetItemWithError(*dictptr, fwd_name.get()) != nullptr) return nullptr;  // forward set on the instance
+  std::vector<PyObject*> hooks = refs.global_hooks;
+  for (const char* name : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+    PyObject* d = PyDict_GetItemString(*dictptr, name);
+    if (d == nullptr || !PyDict_Check(d)) return nullptr;
+    hooks.push_back(d);
+  }
+  guards::clear_error();
+  for (PyObject* d : hooks) {
+    if (!PyDict_Check(d) || PyDict_GET_SIZE(d) != 0) return nullptr;
+  }
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(m, &root, &holder)) return nullptr;
+  const std::string text = source_text(m.source);
+  guards().add_dicts_empty(text, hooks);
+  guards().add_path_method(text, root, m.source.attrs, "__call__", refs.call);
+  guards().add_path_method(text, root, m.source.attrs, "forward", forward);
+  return forward;
+}
+
+// ---- inlining ----
+
+PyObject* builtin_named(const char* name) {
+  PyObject* b = PyEval_GetBuiltins();
+  return b ? PyDict_GetItemString(b, name) : nullptr;
+}
+
+
+
+const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
+  CodeState* cs = code_state(co, true);
+  if (cs == nullptr) {
+    guards::clear_error();
+    *error = "cannot attach framejit state to the code object";
+    return nullptr;
+  }
+  if (!cs->decoded) {
+    auto decoded = decode(co);
+    if (!decoded) {
+      *error = "cannot decode the bytecode: " + decoded.error();
+      return nullptr;
+    }
+    cs->decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
+  }
+  return static_cast<const DecodedCode*>(cs->decoded.get());
+}
+
+// Traces a call of the Python function `fn` in a frame of its own, binding
+// arguments as CPython does (positional, keyword, defaults, *args).
+Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
+  auto* func = reinterpret_cast<PyFunctionObject*>(fn);
+  auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
+  const std::string qualname = PyUnicode_AsUTF8(co->co_qualname);
+  if (cur_.depth >= kMaxInlineDepth) {
+    return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
+  }
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    return unsupported("call of the generator or coroutine " + qualname);
+  }
+  if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
+  guards().add_function(fn);
+  std::string error;
+  const DecodedCode* decoded = decoded_code(co, &error);
+  if (decoded == nullptr) return unsupported(error);
+
+  FrameState fs;
+  fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  const size_t npos = args.size() - nkw;
+  const size_t argcount = static_cast<size_t>(co->co_argcount);
+  const size_t nparams = argcount + static_cast<size_t>(co->co_kwonlyargcount);
+  const bool varargs = co->co_flags & CO_VARARGS;
+  const std::string bad = "arguments that do not match " + qualname + "'s parameters (CPython raises)";
+  if (npos > argcount && !varargs) return unsupported(bad);
+  std::vector<bool> set(nparams, false);
+  for (size_t i = 0; i < std::min(npos, argcount); ++i) {
+    fs.locals[i] = std::move(args[i]);
+    set[i] = true;
+  }
+  if (varargs) {
+    std::vector<Value> rest;
+    for (size_t i = argcount; i < npos; ++i) rest.push_back(std::move(args[i]));
+    fs.locals[nparams] = Value::sequence(ValueKind::Tuple, std::move(rest));
+  }
+  for (size_t k = 0; k < nkw; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k));
+    size_t j = static_cast<size_t>(co->co_posonlyargcount);
+    while (j < nparams && PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, j), name) != 0) ++j;
+    if (j == nparams || set[j]) return unsupported(bad);
+    fs.locals[j] = std::move(args[npos + k]);
+    set[j] = true;
+  }
+  PyObject* defaults = func->func_defaults;
+  const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
+  for (size_t j = 0; j < nparams; ++j) {
+    if (set[j]) continue;
+    PyObject* d = nullptr;
+    if (j < argcount && j + ndef >= argcount) {
+      d = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(j + ndef - argcount));
+    } else if (j >= argcount && func->func_kwdefaults != nullptr) {
+      d = PyDict_GetItemWithError(func->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, j));
+    }
+    if (d == nullptr) return unsupported(bad);
+    Value v = Value::constant(PyRef::borrow(d));
+    v.opaque = !is_foldable(d);  // a mutable default is used as-is, never looked into
+    fs.locals[j] = std::move(v);
+  }
+  // Free variables: each closure cell's content, guarded by the cell itself.
+  const int first_free = co->co_nlocalsplus - co->co_nfreevars;
+  for (int k = 0; k < co->co_nfreevars; ++k) {
+    PyObject* cell = PyTuple_GET_ITEM(func->func_closure, k);
+    if (auto t = traced_cells_.find(cell); t != traced_cells_.end()) {  // a local of a traced frame
+      fs.locals[static_cast<size_t>(first_free + k)] = t->second.first->locals[static_cast<size_t>(t->second.second)];
+      continue;
+    }
+    PyObject* v = PyCell_GET(cell);
+    if (v == nullptr) continue;
+    guards().add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
+    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+  }
+
+  const FrameCtx caller = cur_;
+  const long caller_drift = std::exchange(stack_drift_, 0);  // the caller is between PRECALL and CALL
+  const bool same_globals = func->func_globals == in_.globals;
+  cur_ = FrameCtx{&fs, decoded, co, func->func_globals, func->func_builtins,
+                  same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
+                  caller.depth + 1};
+  Value ret;
+  inlined_frames_.push_back(&fs);
+  Status s = execute(&ret);
+  inlined_frames_.pop_back();
+  // Cells of this frame's locals: a function that outlives the frame finds them empty.
+  for (auto it = traced_cells_.begin(); it != traced_cells_.end();) {
+    it = it->second.first == &fs ? traced_cells_.erase(it) : std::next(it);
+  }
+  cur_ = caller;
+  stack_drift_ = caller_drift;
+  if (s) return s;
+  push(std::move(ret));
+  return ok();
+}
+
+// ---- tensor sizes ----
+
+// Size `d` of a tensor value, as a Python int value.
+Value Tracer::dim_value(jit::NodeId node, size_t d) {
+  const jit::SymExpr& s = graph_.node(node).sym[d];
+  if (s.is_constant()) return Value::constant(PyRef::steal(PyLong_FromLongLong(*s.as_int())));
+  return Value::sym(s);
+}
+
+Value Tracer::shape_tuple(jit::NodeId node) {
+  std::vector<Value> dims;
+  for (size_t d = 0; d < graph_.node(node).rank(); ++d) dims.push_back(dim_value(node, d));
+  Value size = Value::sequence(ValueKind::Tuple, std::move(dims));
+  size.torch_size = true;
+  return size;
+}
+
+// x.size(), x.size(d), x.dim(), x.numel()
+Status Tracer::call_shape_method(const std::string& name, const std::vector<Value>& args) {
+  const jit::NodeId node = args[0].node;
+  const size_t rank = graph_.node(node).rank();
+  if (name == "dim" && args.size() == 1) {
+    push(Value::constant(PyRef::steal(PyLong_FromSize_t(rank))));
+    return ok();
+  }
+  if (name == "numel" && args.size() == 1) {
+    jit::SymExpr n = jit::SymExpr::integer(1);
+    for (size_t d = 0; d < rank; ++d) n = jit::mul(n, *as_sym(dim_value(node, d)));
+    return push_sym(n, "numel()");
+  }
+  if (name == "size" && args.size() == 1) {
+    push(shape_tuple(node));
+    return ok();
+  }
+  if (name == "size" && args.size() == 2) {
+    const Value& i = args[1];
+    if (i.kind != ValueKind::Const || !PyLong_CheckExact(i.obj.get())) {
+      return unsupported("size() with a non-constant dimension");
+    }
+    long d = PyLong_AsLong(i.obj.get());
+    if (d < 0) d += static_cast<long>(rank);
+    if (d < 0 || d >= static_cast<long>(rank)) return unsupported("size() dimension out of range (CPython raises)");
+    push(dim_value(node, static_cast<size_t>(d)));
+    return ok();
+  }
+  return unsupported("tensor ." + name + "() with these arguments");
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,322 @@
+// Handlers for sequences, the value stack, jumps and RETURN_VALUE.
+#include <string_view>
+
+#include "interp/trace/tracer.h"
+
+namespace fj::interp {
+
+// ---- sequences and stack ----
+
+// (items[n] -- seq)
+Status Tracer::op_build_seq(const Instruction& ins) {
+  const size_t n = static_cast<size_t>(ins.arg);
+  std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - n);
+  Value seq = Value::sequence(ins.opcode == op(Opcode::BUILD_TUPLE) ? ValueKind::Tuple : ValueKind::List,
+                              std::move(items));
+  seq.identity = next_identity_++;
+  push(std::move(seq));
+  return ok();
+}
+
+// (list, ...[arg - 1], item -- list, ...): a list comprehension's list (or a
+// display's), which lives only on the value stack, so it is extended in place.
+Status Tracer::op_list_append(const Instruction& ins) {
+  auto& stack = cur_.fs->stack;
+  const auto depth = static_cast<size_t>(ins.arg);
+  if (depth == 0 || depth >= stack.size()) return unsupported("LIST_APPEND below the value stack");
+  Value& list = stack[stack.size() - 1 - depth];
+  if (list.kind != ValueKind::List || list.obj) return unsupported("LIST_APPEND to " + describe(list));
+  list.items.push_back(pop());
+  return ok();
+}
+
+// (seq -- items[n], reversed)
+Status Tracer::op_unpack_sequence(const Instruction& ins) {
+  Value seq = pop();
+  std::vector<Value> items;
+  if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    items = seq.items;
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) && PyTuple_CheckExact(seq.obj.get())) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.obj.get()); ++i) {
+      items.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(seq.obj.get(), i))));
+    }
+  } else {
+    return unsupported("unpacking " + describe(seq));
+  }
+  if (items.size() != static_cast<size_t>(ins.arg)) return unsupported("unpacking a sequence of the wrong length");
+  for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+  return ok();
+}
+
+// (container, index -- item)
+Status Tracer::op_binary_subscr(const Instruction&) {
+  Value index = pop();
+  Value seq = pop();
+  if (is_tensor(seq)) {
+    if (Status s = require_tensor_attr("__getitem__")) return s;
+    return subscript(seq, index);
+  }
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
+      !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
+    Py_ssize_t start, stop, step, n;
+    if (PySlice_GetIndicesEx(index.obj.get(), static_cast<Py_ssize_t>(seq.items.size()), &start, &stop, &step, &n) < 0) {
+      guards::clear_error();
+      return unsupported("a bad slice (CPython raises)");
+    }
+    std::vector<Value> items;
+    for (Py_ssize_t i = 0, j = start; i < n; ++i, j += step) items.push_back(seq.items[static_cast<size_t>(j)]);
+    Value out = Value::sequence(seq.kind, std::move(items));
+    out.torch_size = seq.torch_size;
+    out.identity = next_identity_++;
+    push(std::move(out));
+    return ok();
+  }
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
+      PyLong_CheckExact(index.obj.get())) {
+    long i = PyLong_AsLong(index.obj.get());
+    const long n = static_cast<long>(seq.items.size());
+    if (i < 0) i += n;
+    if (PyErr_Occurred() || i < 0 || i >= n) return unsupported("index out of range (CPython raises)");
+    push(seq.items[static_cast<size_t>(i)]);
+    return ok();
+  }
+  return unsupported("subscript of " + describe(seq) + " (not supported yet)");
+}
+
+// (value -- )
+Status Tracer::op_pop_top(const Instruction&) {
+  pop();
+  return ok();
+}
+
+// (items[n] -- items[n], items[0])
+Status Tracer::op_copy(const Instruction& ins) {
+  push(top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// swaps TOS with the n-th item
+Status Tracer::op_swap(const Instruction& ins) {
+  std::swap(top(1), top(static_cast<size_t>(ins.arg)));
+  return ok();
+}
+
+// ---- control flow ----
+
+// ( -- )
+Status Tracer::op_jump(const Instruction& ins) { return jump_to(ins.target); }
+
+// (cond -- )
+Status Tracer::op_pop_jump_if(const Instruction& ins) {
+  Value v = pop();
+  bool jump = false;
+  switch (ins.opcode) {
+    case op(Opcode::POP_JUMP_FORWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NONE):
+    case op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE):
+    case op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE): {
+      bool is_none;
+      if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
+      else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Sym || v.kind == ValueKind::Tuple ||
+               v.kind == ValueKind::List) is_none = false;
+      else return unsupported("'is None' test of " + describe(v));
+      const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);
+      jump = is_none == want_none;
+      break;
+    }
+    default: {
+      bool t = false;
+      const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
+      if (v.kind == ValueKind::Tensor && cur_.depth == 0) return branch_on(std::move(v), ins, want);
+      if (Status s = truth(v, &t)) return s;
+      jump = t == want;
+      break;
+    }
+  }
+  return jump ? jump_to(ins.target) : ok();
+}
+
+// (cond -- cond if jumping)
+Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
+  bool t = false;
+  if (Status s = truth(top(), &t)) return s;
+  if (t == (ins.opcode == op(Opcode::JUMP_IF_TRUE_OR_POP))) return jump_to(ins.target);
+  pop();
+  return ok();
+}
+
+// ---- loops: unrolled over sequences known while tracing ----
+
+constexpr size_t kMaxUnroll = 1024;  // longer loops end the trace
+
+// (iterable -- iterator)
+Status Tracer::op_get_iter(const Instruction&) {
+  Value seq = pop();
+  Value it;
+  it.kind = ValueKind::Iterator;
+  if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
+    push(std::move(seq));
+    return ok();
+  }
+  if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    it.items = std::move(seq.items);
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
+             (PyTuple_CheckExact(seq.obj.get()) || PyRange_Check(seq.obj.get()))) {
+    PyObject* o = seq.obj.get();
+    const Py_ssize_t n = PyObject_Length(o);
+    if (n < 0 || static_cast<size_t>(n) > kMaxUnroll) {
+      guards::clear_error();
+      return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_GetItem(o, i);
+      if (item == nullptr) return unsupported("cannot read the loop's items");
+      it.items.push_back(Value::constant(PyRef::steal(item)));
+    }
+  } else if (is_tensor(seq)) {
+    // for row in x: the views x[0], x[1], ... (Tensor.__iter__ unbinds dim 0)
+    if (Status s = require_tensor_attr("__iter__")) return s;
+    const jit::SymShape xs = graph_.node(seq.node).sym;
+    if (xs.empty()) return unsupported("iterating over a 0-d tensor (eager raises)");
+    int64_t n;
+    if (Status s = specialize(xs[0], "a loop over a tensor's rows", &n)) return s;
+    if (static_cast<size_t>(n) > kMaxUnroll) return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
+    for (int64_t i = 0; i < n; ++i) {
+      auto r = graph_.select(seq.node, 0, jit::SymExpr::integer(i));
+      if (!r) return unsupported("a loop over a tensor's rows: " + r.error());
+      if (may_be_noncontig(seq.node)) mark_noncontig(*r);
+      mark_view(*r, seq.node);
+      it.items.push_back(Value::tensor(*r));
+    }
+  } else if (Status s = container_items(seq, &it.items); !s) {
+    // an nn.Sequential or nn.ModuleList: its submodules
+  } else {
+    return unsupported("iterating over " + describe(seq) + " (not supported yet)");
+  }
+  push(std::move(it));
+  return ok();
+}
+
+// The submodules of an nn.Sequential or nn.ModuleList (exactly those types, so their
+// __iter__ is torch's), each read as an attribute; the set of submodules is guarded.
+Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
+  if (seq.kind != ValueKind::Const || seq.fresh) return unsupported("not a container module");
+  PyObject* obj = seq.obj.get();
+  bool container = false;
+  for (PyObject* t : guards::module_call_refs().containers) container |= Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(t);
+  if (!container) return unsupported("not a container module");
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  PyObject* modules = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
+  if (modules == nullptr || !PyDict_CheckExact(modules)) return unsupported("a container module without _modules");
+  if (static_cast<size_t>(PyDict_GET_SIZE(modules)) > kMaxUnroll) return unsupported("a loop over too many submodules");
+  guards().add_dict_keys(source_text(seq.source) + "._modules", modules);
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  while (PyDict_Next(modules, &pos, &key, nullptr)) {
+    if (!PyUnicode_Check(key)) return unsupported("a submodule name that is not a string");
+    Value item;
+    if (Status s = attr_of(seq, PyUnicode_AsUTF8(key), &item)) return s;
+    items->push_back(std::move(item));
+  }
+  return ok();
+}
+
+// (iterator -- iterator, item) or, when exhausted, (iterator -- ) and jump
+Status Tracer::op_for_iter(const Instruction& ins) {
+  Value& it = top();
+  if (it.kind != ValueKind::Iterator) return unsupported("FOR_ITER over " + describe(it));
+  if (it.next < it.items.size()) {
+    Value item = it.items[it.next++];
+    push(std::move(item));
+    return ok();
+  }
+  pop();
+  return jump_to(ins.target);
+}
+
+// (manager -- exit, entered): `with torch.no_grad():` and `with torch.enable_grad():`.
+// The block is traced as it stands; the mode is tracked per recorded node (a node
+// recorded where it is off carries no gradient, see compile_joint). The
+// exception path of the block is never traced (a raise ends the trace).
+Status Tracer::op_before_with(const Instruction&) {
+  // After an opaque call a failure inside the block could not resume in CPython (the
+  // grad mode change is not real while tracing): the block runs there from its start.
+  if (committed_ && cur_.depth == 0) return unsupported("a with block after a graph break");
+  Value mgr = pop();
+  if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
+    return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
+  }
+  const bool enables = std::string_view(Py_TYPE(mgr.obj.get())->tp_name).find("enable_grad") !=
+                       std::string_view::npos;
+  grad_outer_.push_back(grad_enabled_);
+  grad_enabled_ = enables;
+  autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
+  Value exit;
+  exit.kind = ValueKind::GradModeExit;
+  push(std::move(exit));
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
+}
+
+// (value -- )
+Status Tracer::op_return_value(const Instruction&) {
+  cur_.fs->ret = pop();
+  return ok();
+}
+
+// (args[n] -- ): raising is CPython's: the frame resumes there (a Deopt step), so the
+// exception, its traceback and context are eager's own.
+Status Tracer::op_raise_varargs(const Instruction&) {
+  std::string why;
+  if (cur_.depth == 0 && can_resume(&why)) {
+    deopt_here_ = true;
+    take_snapshot();
+  }
+  return unsupported("raise");
+}
+
+// BUILD_MAP (key, value, ... -- dict); BUILD_CONST_KEY_MAP (values..., keys -- dict).
+// Keys are constants whose hashing runs no user code (str, numbers, None).
+Status Tracer::op_build_map(const Instruction& ins) {
+  const size_t n = static_cast<size_t>(ins.arg);
+  std::vector<Value> keys, values;
+  if (ins.opcode == op(Opcode::BUILD_CONST_KEY_MAP)) {
+    Value k = pop();
+    if (k.kind != ValueKind::Const || !PyTuple_CheckExact(k.obj.get()) || PyTuple_GET_SIZE(k.obj.get()) != static_cast<Py_ssize_t>(n)) {
+      return unsupported("BUILD_CONST_KEY_MAP without a tuple of keys");
+    }
+    for (size_t i = 0; i < n; ++i) keys.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(k.obj.get(), static_cast<Py_ssize_t>(i)))));
+    values.assign(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(n), cur_.fs->stack.end());
+    cur_.fs->stack.resize(cur_.fs->stack.size() - n);
+  } else {
+    std::vector<Value> items(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(2 * n), cur_.fs->stack.end());
+    cur_.fs->stack.resize(cur_.fs->stack.size() - 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      keys.push_back(std::move(items[2 * i]));
+      values.push_back(std::move(items[2 * i + 1]));
+    }
+  }
+  Value dict;
+  dict.kind = ValueKind::Dict;
+  for (size_t i = 0; i < n; ++i) {
+    const Value& k = keys[i];
+    if (k.kind != ValueKind::Const || is_opaque(k) || !is_foldable(k.obj.get()) || PyTuple_Check(k.obj.get())) {
+      return unsupported("a dict key " + describe(k) + " (not supported yet)");
+    }
+    size_t j = 0;  // a repeated key keeps its first position and takes the last value
+    while (j < dict.items.size() && PyObject_RichCompareBool(dict.items[j].obj.get(), k.obj.get(), Py_EQ) != 1) j += 2;
+    guards::clear_error();
+    if (j < dict.items.size()) {
+      dict.items[j + 1] = std::move(values[i]);
+    } else {
+      dict.items.push_back(k);
+      dict.items.push_back(std::move(values[i]));
+    }
+  }
+  dict.identity = next_identity_++;
+  push(std::move(dict));
+  return ok();
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,363 @@
+// Handlers for loads and stores: locals, cells, constants, globals, attributes of
+// modules and tensors, methods, nested functions.
+#include "interp/trace/tracer.h"
+
+#include "jit/log.h"
+
+namespace fj::interp {
+
+// ---- loads and stores ----
+
+// ( -- )
+Status Tracer::op_nop(const Instruction&) { return ok(); }
+
+// ( -- value)
+Status Tracer::op_load_fast(const Instruction& ins) {
+  const Value& v = cur_.fs->locals[static_cast<size_t>(ins.arg)];
+  if (v.kind == ValueKind::Null) return unsupported("read of an unbound local variable");
+  push(v);
+  return ok();
+}
+
+// ( -- value): a cell or free variable, kept as a plain local while tracing
+Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins); }
+
+// ( -- cell): the cell of local `arg`, for the closure of a function defined here.
+// A new, empty cell object stands for it (traced_cells_); a call of the function
+// reads the local itself.
+Status Tracer::op_load_closure(const Instruction& ins) {
+  PyObject* cell = PyCell_New(nullptr);
+  if (cell == nullptr) {
+    guards::clear_error();
+    return unsupported("cannot make a closure cell");
+  }
+  cell_objects_.push_back(PyRef::steal(cell));
+  traced_cells_[cell] = {cur_.fs, ins.arg};
+  Value v = Value::constant(PyRef::borrow(cell));
+  v.fresh = true;
+  push(std::move(v));
+  return ok();
+}
+
+bool Tracer::has_traced_cells(PyObject* obj) const {
+  if (PyCell_Check(obj)) {
+    return std::any_of(cell_objects_.begin(), cell_objects_.end(), [&](const PyRef& c) { return c.get() == obj; });
+  }
+  if (!PyFunction_Check(obj)) return false;
+  PyObject* closure = reinterpret_cast<PyFunctionObject*>(obj)->func_closure;
+  for (Py_ssize_t k = 0; closure != nullptr && k < PyTuple_GET_SIZE(closure); ++k) {
+    if (has_traced_cells(PyTuple_GET_ITEM(closure, k))) return true;
+  }
+  return false;
+}
+
+// (value -- )
+Status Tracer::op_store_deref(const Instruction& ins) {
+  PyCodeObject* code = cur_.co;
+  if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
+    return unsupported("assignment to a variable of an enclosing function");
+  }
+  return op_store_fast(ins);
+}
+
+// (value -- )
+Status Tracer::op_store_fast(const Instruction& ins) {
+  cur_.fs->locals[static_cast<size_t>(ins.arg)] = pop();
+  return ok();
+}
+
+// ( -- value)
+Status Tracer::op_load_const(const Instruction& ins) {
+  push(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg))));
+  return ok();
+}
+
+// ( -- [NULL], value)
+Status Tracer::op_load_global(const Instruction& ins) {
+  PyObject* name = PyTuple_GET_ITEM(cur_.co->co_names, ins.arg >> 1);
+  bool from_builtins = false;
+  PyObject* v = PyDict_GetItemWithError(cur_.globals, name);
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(cur_.builtins)) {
+    v = PyDict_GetItemWithError(cur_.builtins, name);
+    from_builtins = true;
+  }
+  if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
+  const std::string n = PyUnicode_AsUTF8(name);
+  guards().add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
+  if (ins.arg & 1) push(Value::null());
+  Source src;
+  src.kind = Source::Kind::Global;
+  src.name = n;
+  src.from_builtins = from_builtins;
+  src.globals = cur_.guard_globals;
+  Value value = Value::constant(PyRef::borrow(v), src);
+  if (!from_builtins && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type))) {
+    // A global tensor: a graph input read from the globals at every call.
+    guards::PathRoot root;
+    PyRef holder;
+    Status s;
+    if (path_root(value, &root, &holder) && path_tensor(v, root, src, &value, &s) && s) return s;
+  }
+  push(std::move(value));
+  return ok();
+}
+
+// Reads `name` of a module value read from a global (guarded by its attribute path).
+static Status module_attr(Value& base, const std::string& name, Value* out,
+                          guards::GuardSet& guards) {
+  if (base.kind != ValueKind::Const || !PyModule_Check(base.obj.get()) ||
+      base.source.kind != Source::Kind::Global || base.source.from_builtins) {
+    return unsupported("attribute '" + name + "' of a value other than a global module");
+  }
+  PyObject* v = PyDict_GetItemString(PyModule_GetDict(base.obj.get()), name.c_str());
+  if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
+  Source src = base.source;
+  src.attrs.push_back(name);
+  guards.add_module_attr(src.name, src.attrs, v, base.source.globals);
+  *out = Value::constant(PyRef::borrow(v), src);
+  return ok();
+}
+
+// A module read from a global: its attributes are guarded as module attributes.
+static bool is_global_module(const Value& v) {
+  return v.kind == ValueKind::Const && PyModule_Check(v.obj.get()) && v.source.kind == Source::Kind::Global &&
+         !v.source.from_builtins;
+}
+
+
+std::string source_text(const Source& s) {
+  std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
+  for (const std::string& a : s.attrs) out += a[0] == '#' ? "[" + a.substr(1) + "]" : "." + a;
+  return out;
+}
+
+// Where `base` is found again at each call; `holder` keeps the global's name alive.
+bool Tracer::path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const {
+  if (base.kind != ValueKind::Const || base.fresh) return false;
+  if (base.source.kind == Source::Kind::Arg && base.source.arg >= 0) {
+    root->arg = base.source.arg;
+    return true;
+  }
+  if (base.source.kind == Source::Kind::Global && !base.source.from_builtins) {
+    *holder = PyRef::steal(PyUnicode_InternFromString(base.source.name.c_str()));
+    root->global_name = holder->get();
+    root->globals = base.source.globals;
+    return true;
+  }
+  return false;
+}
+
+Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(base, &root, &holder)) return unsupported("attribute '" + name + "' of " + describe(base) + " (not supported yet)");
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* v = guards::plain_attr(base.obj.get(), key.get());
+  if (v == nullptr) {
+    return unsupported("attribute '" + name + "' of " + std::string(Py_TYPE(base.obj.get())->tp_name) +
+                       " is not a plain attribute (a property, __getattr__, or missing)");
+  }
+  Source child = base.source;
+  child.attrs.push_back(name);
+  const std::string text = source_text(child);
+  if (Status s; path_tensor(v, root, child, out, &s)) return s;
+  guards().add_path(text, root, child.attrs, v);
+  *out = Value::constant(PyRef::borrow(v), child);
+  return ok();
+}
+
+// A tensor reached by a guarded path (an attribute, a global): a graph input read
+// from that path at every call. False when v is no tensor.
+bool Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status) {
+  const std::string text = source_text(child);
+  Status& s = *status;
+  auto& refs = guards::torch_refs();
+  if (refs.parameter_type == nullptr) {
+    PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
+    refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
+    Py_XDECREF(mod);
+    guards::clear_error();
+  }
+
+  // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
+  if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
+      (refs.parameter_type != nullptr && Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
+    guards::TensorMeta meta;
+    std::string why;
+    if (!guards::read_tensor_meta(v, &meta, &why)) return s = unsupported("tensor " + text + ": " + why), true;
+    // After an opaque call the plan's checks bind no new symbols and find no tensors.
+    if (committed_) return s = unsupported("tensor " + text + " read after a graph break (not supported yet)"), true;
+    if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
+      // Read before (the guards of that read hold): the same tensor, as it is now.
+      auto now = storage_now_.find(seen->second);
+      *out = Value::tensor(now == storage_now_.end() ? seen->second : now->second, child);
+      return s = ok(), true;
+    }
+    std::array<int, guards::kMaxRank> dims;
+    jit::NodeId n;
+    if ((s = tensor_input(meta, text, &n, &dims))) return true;
+    const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
+    placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
+    path_inputs_[text] = n;
+    *out = Value::tensor(n, child);
+    return s = ok(), true;
+  }
+  if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
+    return s = unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet"), true;
+  }
+  return false;
+}
+
+// (owner -- value)
+Status Tracer::op_load_attr(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  Value owner = pop();
+  if (Status s; autograd_attr(owner, name, /*method=*/false, &s)) return s;
+  if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
+  if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
+    push(owner.items[name == "values" ? 0 : 1]);  // torch.return_types.max & co
+    return ok();
+  }
+  if (owner.kind == ValueKind::Tensor) {
+    if (name == "T" || name == "mT") {
+      if (Status s = require_tensor_attr(name)) return s;
+      const size_t r = graph_.node(owner.node).rank();
+      if (name == "mT" && r < 2) return unsupported("tensor.mT of a tensor with fewer than 2 dims (eager raises)");
+      if (r < 2) {
+        push(std::move(owner));
+        return ok();
+      }
+      std::vector<int64_t> order;
+      for (size_t d = 0; d < r; ++d) order.push_back(static_cast<int64_t>(d));
+      if (name == "mT" || r == 2) std::swap(order[r - 1], order[r - 2]);
+      else return unsupported("tensor.T of a tensor with more than 2 dims (deprecated)");
+      auto p = graph_.permute(owner.node, order);
+      if (!p) return unsupported("tensor." + name + ": " + p.error());
+      mark_noncontig(*p);
+      mark_view(*p, owner.node);
+      push(Value::tensor(*p));
+      return ok();
+    }
+    if (name == "shape") {
+      push(shape_tuple(owner.node));
+      return ok();
+    }
+    if (name == "ndim") {
+      push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).rank()))));
+      return ok();
+    }
+    return unsupported("tensor attribute '." + name + "' (not supported yet)");
+  }
+  Value out;
+  if (Status s = is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out)) {
+    return s;
+  }
+  push(std::move(out));
+  return ok();
+}
+
+// (owner -- method_or_NULL, self_or_value)
+Status Tracer::op_load_method(const Instruction& ins) {
+  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  Value owner = pop();
+  if (Status s; autograd_attr(owner, name, /*method=*/true, &s)) return s;
+  if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
+  if (owner.kind == ValueKind::Tensor) {
+    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name)) {
+      return unsupported("tensor method '." + name + "()' (not supported yet)");
+    }
+    push(Value::tensor_method(name));
+    push(std::move(owner));
+    return ok();
+  }
+  Value out;
+  if (is_global_module(owner)) {
+    if (Status s = module_attr(owner, name, &out, guards())) return s;
+    push(Value::null());
+    push(std::move(out));
+    return ok();
+  }
+  // A method of the object's class: (function, self), traced by inlining the function.
+  if (owner.kind == ValueKind::Const && !owner.fresh) {
+    PyObject* obj = owner.obj.get();
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
+    PyObject** dictptr = _PyObject_GetDictPtr(obj);
+    const bool shadowed = dictptr && *dictptr && PyDict_GetItemWithError(*dictptr, key.get()) != nullptr;
+    guards::clear_error();
+    guards::PathRoot root;
+    PyRef holder;
+    if (fn != nullptr && PyFunction_Check(fn) && !shadowed && guards::generic_getattribute(Py_TYPE(obj)) &&
+        path_root(owner, &root, &holder)) {
+      guards().add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
+      push(Value::constant(PyRef::borrow(fn)));
+      push(std::move(owner));
+      return ok();
+    }
+  }
+  // A method of a builtin type (log.append): (method descriptor, self), for a call
+  // that becomes a graph break. The type's method is guarded.
+  if (owner.kind == ValueKind::Const && !owner.fresh && cur_.depth == 0 && !st_.fullgraph) {
+    PyObject* obj = owner.obj.get();
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());
+    guards::PathRoot root;
+    PyRef holder;
+    if (fn != nullptr && Py_IS_TYPE(fn, &PyMethodDescr_Type) && !(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        _PyObject_GetDictPtr(obj) == nullptr && path_root(owner, &root, &holder)) {
+      guards().add_path_method(source_text(owner.source), root, owner.source.attrs, name, fn);
+      push(Value::constant(PyRef::borrow(fn)));
+      push(std::move(owner));
+      return ok();
+    }
+  }
+  if (Status s = attr_of(owner, name, &out)) return s;
+  push(Value::null());
+  push(std::move(out));
+  return ok();
+}
+
+// (code -- function): a nested function without defaults or closure. Its calls are
+// inlined; it must not escape, since eager makes a new one on every call.
+Status Tracer::op_make_function(const Instruction& ins) {
+  Value code = pop();
+  if (ins.arg & ~0x08) return unsupported("a nested function with defaults or annotations");
+  if (code.kind != ValueKind::Const || !PyCode_Check(code.obj.get())) return unsupported("MAKE_FUNCTION of a non-code value");
+  PyRef closure;
+  if (ins.arg & 0x08) {  // a tuple of cells from LOAD_CLOSURE
+    Value cells = pop();
+    if (cells.kind != ValueKind::Tuple) return unsupported("a closure that is not a tuple of cells");
+    closure = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(cells.items.size())));
+    for (size_t k = 0; k < cells.items.size(); ++k) {
+      const Value& c = cells.items[k];
+      if (c.kind != ValueKind::Const || !traced_cells_.count(c.obj.get())) return unsupported("a closure over cells of another frame");
+      PyTuple_SET_ITEM(closure.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
+    }
+  }
+  PyObject* fn = PyFunction_New(code.obj.get(), cur_.globals);
+  if (fn == nullptr || (closure && PyFunction_SetClosure(fn, closure.get()) < 0)) {
+    Py_XDECREF(fn);
+    guards::clear_error();
+    return unsupported("cannot create the nested function");
+  }
+  Value v = Value::constant(PyRef::steal(fn));
+  v.fresh = true;
+  push(std::move(v));
+  return ok();
+}
+
+// ( -- NULL)
+Status Tracer::op_push_null(const Instruction&) {
+  push(Value::null());
+  return ok();
+}
+
+// ( -- )
+Status Tracer::op_kw_names(const Instruction& ins) {
+  cur_.fs->kw_names = PyRef::borrow(PyTuple_GET_ITEM(cur_.co->co_consts, ins.arg));
+  return ok();
+}
+
+// (method_or_NULL, callable_or_self, args[argc] -- result)
+
+}  // namespace fj::interp

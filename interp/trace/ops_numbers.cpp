@@ -1,0 +1,143 @@
+// Python numbers read from tensors (int(t), float(t), t.item()) and arithmetic and
+// comparisons on them, computed in the graph as Python computes them.
+#include "interp/trace/tracer.h"
+
+#include <opcode.h>
+
+#include "interp/runtime/plan.h"
+
+namespace fj::interp {
+
+using jit::DType;
+using jit::NodeId;
+using jit::SymExpr;
+
+// ---- Python numbers read from tensors ----
+
+namespace {
+
+DType python_dtype(jit::ScalarKind k) {
+  switch (k) {
+    case jit::ScalarKind::Bool: return DType::Bool;
+    case jit::ScalarKind::Int: return DType::Int64;
+    case jit::ScalarKind::Float: return DType::Float64;
+  }
+  return DType::Float64;
+}
+
+}  // namespace
+
+Status Tracer::to_number(const Value& v, jit::ScalarKind kind) {
+  const char* names[] = {"bool()", "int()", "float()"};
+  const std::string what = names[static_cast<int>(kind)];
+  if (v.kind == ValueKind::Sym) {
+    const SymExpr e = kind == jit::ScalarKind::Int ? jit::to_int(v.expr)
+                      : kind == jit::ScalarKind::Float ? jit::to_float(v.expr)
+                                                       : jit::to_bool(v.expr);
+    return push_sym(e, what.c_str());
+  }
+  if (!is_tensor(v) && !is_number(v)) return unsupported(what + " of " + describe(v));
+  NodeId x = v.node;
+  if (is_number(v)) {
+    if (graph_.node(x).scalar_kind == kind) {
+      push(v);
+      return ok();
+    }
+    auto t = graph_.full({}, x, python_dtype(graph_.node(x).scalar_kind));
+    if (!t) return unsupported(what + ": " + t.error());
+    x = *t;
+  }
+  auto n = graph_.item(x, kind);
+  if (!n) return unsupported(what + ": " + n.error());
+  push(Value::tensor(*n));
+  return ok();
+}
+
+Status Tracer::number_binary(int nb_op, const Value& lhs, const Value& rhs) {
+  auto kind_of = [&](const Value& v) -> std::optional<jit::ScalarKind> {
+    if (is_number(v)) return graph_.node(v.node).scalar_kind;
+    if (v.kind == ValueKind::Sym) {
+      return v.expr.type() == jit::SymType::Float ? jit::ScalarKind::Float
+             : v.expr.type() == jit::SymType::Bool ? jit::ScalarKind::Bool : jit::ScalarKind::Int;
+    }
+    if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
+      PyObject* o = v.obj.get();
+      return PyBool_Check(o) ? jit::ScalarKind::Bool : PyFloat_CheckExact(o) ? jit::ScalarKind::Float : jit::ScalarKind::Int;
+    }
+    return std::nullopt;
+  };
+  const auto kl = kind_of(lhs), kr = kind_of(rhs);
+  if (!kl || !kr) return unsupported("arithmetic on " + describe(lhs) + " and " + describe(rhs));
+  const int base = nb_op >= kNbInplaceAdd ? nb_op - kNbInplaceAdd : nb_op;
+  const bool any_float = *kl == jit::ScalarKind::Float || *kr == jit::ScalarKind::Float;
+  jit::Op op;
+  switch (base) {
+    case NB_ADD: op = jit::Op::Add; break;
+    case NB_SUBTRACT: op = jit::Op::Sub; break;
+    case NB_MULTIPLY: op = jit::Op::Mul; break;
+    case NB_TRUE_DIVIDE: op = jit::Op::Div; break;
+    case NB_FLOOR_DIVIDE: op = jit::Op::FloorDiv; break;
+    case NB_REMAINDER: op = jit::Op::Remainder; break;
+    default: return unsupported("operator " + std::to_string(nb_op) + " on a number read from a tensor");
+  }
+  if (any_float && (op == jit::Op::FloorDiv || op == jit::Op::Remainder)) {
+    return unsupported("float // or % on a number read from a tensor (not supported)");
+  }
+  const jit::ScalarKind result = any_float || op == jit::Op::Div ? jit::ScalarKind::Float : jit::ScalarKind::Int;
+  auto l = operand(lhs);
+  auto r = operand(rhs);
+  if (!l || !r) return unsupported("arithmetic on numbers: bad operands");
+  auto lt = graph_.full({}, *l, python_dtype(result));
+  if (!lt) return unsupported("arithmetic on numbers: " + lt.error());
+  NodeId rn = *r;
+  if (result == jit::ScalarKind::Float) {  // Python divides ints exactly: both in double
+    auto rt = graph_.full({}, *r, DType::Float64);
+    if (!rt) return unsupported("arithmetic on numbers: " + rt.error());
+    rn = *rt;
+  }
+  auto n = graph_.pointwise(op, {*lt, rn});
+  if (!n) return unsupported("arithmetic on numbers: " + n.error());
+  auto it = graph_.item(*n, result);
+  if (!it) return unsupported("arithmetic on numbers: " + it.error());
+  push(Value::tensor(*it));
+  return ok();
+}
+
+Status Tracer::number_compare(int cmp, const Value& lhs, const Value& rhs) {
+  auto l = operand(lhs);
+  auto r = operand(rhs);
+  if (!l || !r) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+  auto lt = graph_.full({}, *l, DType::Float64);
+  auto rt = graph_.full({}, *r, DType::Float64);
+  if (!lt || !rt) return unsupported("comparison of numbers");
+  const jit::ScalarKind kl = graph_.node(*l).scalar_kind, kr = graph_.node(*r).scalar_kind;
+  if (kl != jit::ScalarKind::Float || kr != jit::ScalarKind::Float) {
+    // ints compare exactly in int64
+    if (kl != jit::ScalarKind::Float && kr != jit::ScalarKind::Float) {
+      lt = graph_.full({}, *l, DType::Int64);
+      rt = graph_.full({}, *r, DType::Int64);
+      if (!lt || !rt) return unsupported("comparison of numbers");
+    }
+  }
+  auto n = graph_.pointwise(compare_tensor_op(cmp), {*lt, *rt});
+  if (!n) return unsupported("comparison of numbers: " + n.error());
+  auto it = graph_.item(*n, jit::ScalarKind::Bool);
+  if (!it) return unsupported("comparison of numbers: " + it.error());
+  push(Value::tensor(*it));
+  return ok();
+}
+
+Status Tracer::number_negative(const Value& v) {
+  const jit::ScalarKind k = graph_.node(v.node).scalar_kind;
+  const jit::ScalarKind rk = k == jit::ScalarKind::Bool ? jit::ScalarKind::Int : k;
+  auto t = graph_.full({}, v.node, python_dtype(rk));
+  if (!t) return unsupported("negation: " + t.error());
+  auto n = graph_.pointwise(jit::Op::Neg, {*t});
+  if (!n) return unsupported("negation: " + n.error());
+  auto it = graph_.item(*n, rk);
+  if (!it) return unsupported("negation: " + it.error());
+  push(Value::tensor(*it));
+  return ok();
+}
+
+}  // namespace fj::interp

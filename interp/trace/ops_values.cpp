@@ -1,0 +1,431 @@
+// Symbolic values: scalars as SymExprs and graph operands, truth values, tensor
+// sizes, and the operator opcodes (BINARY_OP, COMPARE_OP, unary ops, IS_OP).
+#include "interp/trace/tracer.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <opcode.h>
+
+namespace fj::interp {
+
+// ---- values ----
+
+bool is_shape_method(const std::string& name) { return name == "size" || name == "dim" || name == "numel"; }
+
+PyObject* len_builtin() {
+  static PyObject* len = PyDict_GetItemString(PyEval_GetBuiltins(), "len");
+  return len;
+}
+
+
+// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+std::optional<jit::SymExpr> as_sym(const Value& v) {
+  if (v.kind == ValueKind::Sym) return v.expr;
+  if (v.kind != ValueKind::Const || v.opaque) return std::nullopt;
+  PyObject* o = v.obj.get();
+  if (PyBool_Check(o)) return jit::SymExpr::boolean(o == Py_True);
+  if (PyFloat_CheckExact(o)) return jit::SymExpr::real(PyFloat_AS_DOUBLE(o));
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0) return jit::SymExpr::integer(x);
+  }
+  return std::nullopt;
+}
+
+int Tracer::new_symbol(jit::SymType type, jit::SymValue hint, std::string source) {
+  const int id = static_cast<int>(hints_.values.size());
+  hints_.values.push_back(hint);
+  symbol_sources_.push_back(std::move(source));
+  return id;
+}
+
+// Pushes a symbolic result; one that has no value in the traced call (1 // 0) ends
+// the trace, so that CPython raises the error.
+Status Tracer::push_sym(jit::SymExpr e, const char* what) {
+  const auto value = e.eval(hints_);
+  if (!value) return unsupported(std::string(what) + " has no value here (CPython raises)");
+  if (e.is_constant()) {
+    push(Value::constant(PyRef::steal(sym_value_to_python(*value))));
+  } else {
+    // Checked at every cache hit even if nothing uses it: eager raises when it has
+    // no value (10 // (n - 5) with n == 5), so such a call must not hit.
+    plan_->must_evaluate.push_back(e);
+    push(Value::sym(std::move(e)));
+  }
+  return ok();
+}
+
+// Decides a condition on symbols with the traced call's values and guards the answer.
+Status Tracer::guard_truth(const jit::SymExpr& cond, bool* out) {
+  const jit::SymExpr as_bool = jit::to_bool(cond);
+  const auto value = as_bool.eval(hints_);
+  if (!value) return unsupported("a condition with no value here (CPython raises)");
+  *out = std::get<bool>(*value);
+  const jit::SymExpr holds = *out ? as_bool : jit::logical_not(as_bool);
+  if (!holds.is_constant()) guards().add_expr(holds, readable(holds));
+  return ok();
+}
+
+// An expression with each symbol replaced by its source: "L['y'] == 2".
+std::string Tracer::readable(const jit::SymExpr& e) const {
+  const std::string s = e.str();
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const bool starts = (s[i] == 's' || s[i] == 'f' || s[i] == 'b') && i + 1 < s.size() &&
+                        std::isdigit(static_cast<unsigned char>(s[i + 1])) &&
+                        (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1])));
+    if (!starts) {
+      out += s[i++];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+    const size_t id = static_cast<size_t>(std::stoi(s.substr(i + 1, j - i - 1)));
+    out += id < symbol_sources_.size() ? symbol_sources_[id] : s.substr(i, j - i);
+    i = j;
+  }
+  return out;
+}
+
+// A Python number operand keeps its Python type (bool / int / float): it decides
+// type promotion. Runtime values (SymExprs) take the kind of their traced value,
+// which their guarded symbol types fix for every call of the entry.
+Expected<jit::NodeId> Tracer::operand(const Value& v) {
+  if (v.kind == ValueKind::Tensor) return v.node;
+  if (v.kind == ValueKind::Sym) {
+    sync_scalar_inputs();  // graph builders' own scalar inputs first: indices must agree
+    const auto hint = v.expr.eval(hints_);
+    if (!hint) return Error{"a scalar operand with no value here (CPython raises)"};
+    if (v.expr.is_constant()) {
+      switch (scalar_kind_of(*hint)) {
+        case jit::ScalarKind::Int: return graph_.scalar_int(std::get<int64_t>(*hint));
+        case jit::ScalarKind::Bool: return graph_.scalar(std::get<bool>(*hint) ? 1 : 0, jit::ScalarKind::Bool);
+        case jit::ScalarKind::Float: return graph_.scalar(std::get<double>(*hint));
+      }
+    }
+    for (size_t k = 0; k < plan_->scalar_inputs.size(); ++k) {
+      if (plan_->scalar_inputs[k].same(v.expr)) return scalar_nodes_[k];
+    }
+    plan_->scalar_inputs.push_back(v.expr);
+    scalar_nodes_.push_back(graph_.scalar_input(scalar_kind_of(*hint)));
+    return scalar_nodes_.back();
+  }
+  if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
+    PyObject* o = v.obj.get();
+    if (PyBool_Check(o)) return graph_.scalar(o == Py_True ? 1 : 0, jit::ScalarKind::Bool);
+    if (PyLong_CheckExact(o)) {
+      int overflow = 0;
+      const long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
+        guards::clear_error();
+        return Error{"a Python int beyond int64 as a tensor operand"};
+      }
+      return graph_.scalar_int(i);
+    }
+    return graph_.scalar(PyFloat_AS_DOUBLE(o));
+  }
+  return Error{"operand " + describe(v) + " is not a tensor or a Python number"};
+}
+
+Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
+  std::vector<jit::NodeId> ids;
+  for (const Value& a : args) {
+    auto id = operand(a);
+    if (!id) return unsupported(std::string(jit::aten_name(op)) + ": " + id.error());
+    ids.push_back(*id);
+  }
+  auto n = graph_.pointwise(op, ids);
+  if (!n) return unsupported(std::string(jit::aten_name(op)) + ": " + n.error());
+  for (const Value& a : args) {  // eager's result follows a strided operand's layout
+    if (a.kind == ValueKind::Tensor && may_be_noncontig(a.node)) mark_noncontig(*n);
+  }
+  push(Value::tensor(*n));
+  return ok();
+}
+
+// A call of a table op: binds positional and keyword arguments to the op's
+// parameters (defaults filled in), then records the node its Binding says.
+Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
+  const std::string what = op.name + "()";
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  size_t npos = args.size() - nkw;
+  if (op.varargs >= 0 && npos > static_cast<size_t>(op.varargs)) {
+    // x.view(2, -1) binds as x.view((2, -1)); x.view((2, -1)) and x.view(shape) stay.
+    const size_t first = static_cast<size_t>(op.varargs);
+    const Value& a = args[first];
+    const bool one_sequence = npos == first + 1 &&
+        (a.kind == ValueKind::Tuple || a.kind == ValueKind::List ||
+         (a.kind == ValueKind::Const && !is_opaque(a) && (PyTuple_Check(a.obj.get()) || PyList_Check(a.obj.get()))));
+    if (!one_sequence) {
+      std::vector<Value> rest(args.begin() + static_cast<std::ptrdiff_t>(first),
+                              args.begin() + static_cast<std::ptrdiff_t>(npos));
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(first), args.begin() + static_cast<std::ptrdiff_t>(npos));
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(first), Value::sequence(ValueKind::Tuple, std::move(rest)));
+      npos = first + 1;
+    }
+  }
+  if (npos > op.params.size()) return unsupported(what + " with too many arguments (CPython raises)");
+  std::vector<std::optional<Value>> bound(op.params.size());
+  for (size_t i = 0; i < npos; ++i) bound[i] = std::move(args[i]);
+  for (size_t k = 0; k < nkw; ++k) {
+    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k)));
+    const auto it = std::find(op.params.begin(), op.params.end(), name);
+    if (it == op.params.end()) return unsupported(what + " with keyword '" + name + "' (not supported)");
+    const size_t slot = static_cast<size_t>(it - op.params.begin());
+    if (bound[slot]) return unsupported(what + " got '" + name + "' twice (CPython raises)");
+    bound[slot] = std::move(args[npos + k]);
+  }
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i]) continue;
+    PyObject* d = default_object(op.defaults[i]);
+    if (d == nullptr) return unsupported(what + " without '" + op.params[i] + "' (CPython raises)");
+    bound[i] = Value::constant(PyRef::steal(d));
+  }
+  auto is_const = [](const Value& v, PyObject** out) {
+    if (v.kind != ValueKind::Const || is_opaque(v)) return false;
+    *out = v.obj.get();
+    return true;
+  };
+  // F.relu(x, inplace=True) & co: the op, then written into x as x.relu_() would be.
+  bool inplace = false;
+  for (size_t i = op.operands; i < bound.size(); ++i) {
+    PyObject* o = nullptr;
+    if (op.params[i] == "inplace" && is_const(*bound[i], &o) && o == Py_True) {
+      inplace = true;
+      bound[i] = Value::constant(PyRef::borrow(Py_False));
+    }
+  }
+  // Options (parameters past the operands) must equal their defaults under Plain.
+  if (op.binding == Binding::Plain) {
+    for (size_t i = op.operands; i < bound.size(); ++i) {
+      PyObject* o = nullptr;
+      PyRef d = PyRef::steal(default_object(op.defaults[i]));
+      if (!is_const(*bound[i], &o) || !is_foldable(o) || PyObject_RichCompareBool(o, d.get(), Py_EQ) != 1) {
+        guards::clear_error();
+        return unsupported(what + " with " + op.params[i] + "=" + describe(*bound[i]) + " (not supported)");
+      }
+    }
+  }
+  if (op.binding == Binding::Tensor) {
+    std::vector<Value> all;
+    for (auto& b : bound) all.push_back(std::move(*b));
+    return call_tensor_op(op, all);
+  }
+  std::vector<Value> operands;
+  for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
+  switch (op.binding) {
+    case Binding::Plain: {
+      const size_t first_new = graph_.size();
+      if (Status s = call_op(op.op, operands); s || !inplace) return s;
+      const Value result = pop();
+      return finish_inplace(operands[0], result.node, first_new, std::vector<Value>(operands.begin() + 1, operands.end()), what);
+    }
+    case Binding::ClampBounds: {
+      PyObject* o = nullptr;
+      const bool no_min = is_const(operands[1], &o) && o == Py_None;
+      const bool no_max = is_const(operands[2], &o) && o == Py_None;
+      if (no_min && no_max) return unsupported("clamp() without bounds (eager raises)");
+      if (no_min) return call_op(jit::Op::ClampMax, {operands[0], operands[2]});
+      if (no_max) return call_op(jit::Op::ClampMin, {operands[0], operands[1]});
+      return call_op(jit::Op::Clamp, operands);
+    }
+    case Binding::GeluApprox: {
+      PyObject* o = nullptr;
+      if (!is_const(*bound[1], &o) || !PyUnicode_CheckExact(o)) return unsupported("gelu() with a non-constant approximate");
+      const std::string mode = PyUnicode_AsUTF8(o);
+      if (mode == "none") return call_op(jit::Op::Gelu, operands);
+      if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
+      return unsupported("gelu(approximate='" + mode + "') (eager raises)");
+    }
+    case Binding::Tensor:
+      break;  // handled above
+    case Binding::CastFixed:
+    case Binding::CastTo: {
+      jit::DType to = op.dtype;
+      if (op.binding == Binding::CastTo) {
+        PyObject* o = nullptr;
+        const auto d = is_const(*bound[1], &o) ? dtype_from_torch(o) : std::nullopt;
+        if (!d) return unsupported(what + " to " + describe(*bound[1]) + " (not supported yet)");
+        to = *d;
+      }
+      if (operands[0].kind != ValueKind::Tensor) return unsupported(what + " of " + describe(operands[0]));
+      auto n = graph_.cast(operands[0].node, to);
+      if (!n) return unsupported(what + ": " + n.error());
+      push(*n == operands[0].node ? operands[0] : Value::tensor(*n));
+      return ok();
+    }
+  }
+  return unsupported(what + ": unknown binding");
+}
+
+Status Tracer::truth(const Value& v, bool* out) {
+  if (v.kind == ValueKind::Tensor) return unsupported("a branch on a tensor's value (data-dependent control flow)");
+  if (v.kind == ValueKind::Sym) return guard_truth(v.expr, out);
+  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Dict) {
+    *out = !v.items.empty();
+    return ok();
+  }
+  if (v.kind != ValueKind::Const || is_opaque(v) || !is_foldable(v.obj.get())) {
+    return unsupported("truth value of " + describe(v));
+  }
+  const int r = PyObject_IsTrue(v.obj.get());
+  if (r < 0) return unsupported("truth value raised");
+  *out = r == 1;
+  return ok();
+}
+
+
+// ---- operators ----
+
+Status Tracer::fold_binary(int nb_op, const Value& lhs, const Value& rhs) {
+  if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
+      !is_plain_scalar(lhs.obj.get()) || !is_plain_scalar(rhs.obj.get())) {
+    return unsupported("binary operator " + std::to_string(nb_op) + " on " + describe(lhs) + " and " +
+                       describe(rhs));
+  }
+  PyObject* r = binary_number_op(nb_op, lhs.obj.get(), rhs.obj.get());
+  if (r == nullptr) {
+    guards::clear_error();
+    return unsupported("constant operator raised (CPython will raise it)");
+  }
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// (lhs, rhs -- result)
+Status Tracer::require_tensor_attr(const std::string& name) {
+  PyObject* original = guards::original_tensor_attr(name);
+  PyObject* key = PyUnicode_InternFromString(name.c_str());
+  PyObject* now = guards::current_tensor_attr(key);
+  Py_DECREF(key);
+  if (original == nullptr || now != original) return unsupported("torch.Tensor." + name + " is not torch's own");
+  guards().add_tensor_attr(name, original);
+  return ok();
+}
+
+Status Tracer::op_binary_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
+  if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
+    int nb = ins.arg;
+    if (nb >= kNbInplaceAdd) {
+      if (is_tensor(lhs)) return inplace_binary(nb, lhs, rhs);
+      nb -= kNbInplaceAdd;  // a number has no in-place operator: Python computes lhs op rhs
+    }
+    if (nb == NB_MATRIX_MULTIPLY) {
+      if (Status s = require_tensor_attr("__matmul__")) return s;
+      if (Status s = require_tensor_attr("__rmatmul__")) return s;
+      return matmul_values(lhs, rhs);
+    }
+    for (const char* dunder : binary_dunders(nb)) {
+      if (Status s = require_tensor_attr(dunder)) return s;
+    }
+    if (auto op = binary_tensor_op(nb)) return call_op(*op, {lhs, rhs});
+    return unsupported("binary operator " + std::to_string(nb) + " on tensors (not supported yet)");
+  }
+  if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
+    const auto a = as_sym(lhs), b = as_sym(rhs);
+    if (!a || !b) return unsupported("binary operator on " + describe(lhs) + " and " + describe(rhs));
+    const auto e = binary_sym_op(ins.arg, *a, *b);
+    if (!e) return unsupported("binary operator " + std::to_string(ins.arg) + " on symbolic scalars (not supported yet)");
+    return push_sym(*e, "a scalar expression");
+  }
+  return fold_binary(ins.arg, lhs, rhs);
+}
+
+// (value -- result)
+Status Tracer::op_unary_negative(const Instruction&) {
+  Value v = pop();
+  if (is_number(v)) return number_negative(v);
+  if (v.kind == ValueKind::Tensor) {
+    if (Status s = require_tensor_attr("__neg__")) return s;
+    return call_op(jit::Op::Neg, {v});
+  }
+  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
+  if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
+    push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
+    return ok();
+  }
+  return unsupported("unary minus of " + describe(v));
+}
+
+// (value -- result)
+Status Tracer::op_unary_not(const Instruction&) {
+  Value v = pop();
+  if (v.kind == ValueKind::Sym) return push_sym(jit::logical_not(jit::to_bool(v.expr)), "a negation");
+  bool t = false;
+  if (Status s = truth(v, &t)) return s;
+  push(Value::constant(PyRef::borrow(t ? Py_False : Py_True)));
+  return ok();
+}
+
+// (value -- result)
+Status Tracer::op_unary_invert(const Instruction&) {
+  Value v = pop();
+  if (v.kind == ValueKind::Tensor) {
+    if (Status s = require_tensor_attr("__invert__")) return s;
+    return call_op(jit::Op::BitwiseNot, {v});
+  }
+  return unsupported("~ of " + describe(v) + " (not supported yet)");
+}
+
+// (lhs, rhs -- result)
+Status Tracer::op_compare_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_compare(ins.arg, lhs, rhs);
+  if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
+    static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    static const char* const kReflected[] = {"__gt__", "__ge__", "__eq__", "__ne__", "__lt__", "__le__"};
+    if (Status s = require_tensor_attr(kCompare[ins.arg])) return s;
+    if (Status s = require_tensor_attr(kReflected[ins.arg])) return s;
+    return call_op(compare_tensor_op(ins.arg), {lhs, rhs});
+  }
+  if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
+    const auto a = as_sym(lhs), b = as_sym(rhs);
+    if (!a || !b) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+    return push_sym(compare_sym(ins.arg, *a, *b), "a comparison");
+  }
+  if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
+      !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
+    return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+  }
+  PyObject* r = PyObject_RichCompare(lhs.obj.get(), rhs.obj.get(), ins.arg);
+  if (r == nullptr) return unsupported("constant comparison raised (CPython will raise it)");
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// (lhs, rhs -- bool)
+Status Tracer::op_is_op(const Instruction& ins) {
+  Value rhs = pop();
+  Value lhs = pop();
+  bool same;
+  // Constants from arguments are guarded by value, not identity (an equal string or a
+  // big int may be another object next time): `is` on them ends the trace, except
+  // for the singletons None, True and False.
+  const auto singleton = [](PyObject* o) { return o == Py_None || o == Py_True || o == Py_False; };
+  const auto known = [&](const Value& v) {
+    return v.kind == ValueKind::Const && !is_opaque(v) &&
+           (v.source.kind != Source::Kind::Arg || singleton(v.obj.get()));
+  };
+  if (known(lhs) && known(rhs)) {
+    same = lhs.obj.get() == rhs.obj.get();
+  } else if ((lhs.kind == ValueKind::Tensor && known(rhs)) || (rhs.kind == ValueKind::Tensor && known(lhs))) {
+    same = false;  // a tensor is never a constant object
+  } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
+             (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
+    same = false;  // a number is never None
+  } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
+    same = true;  // two tensors of different nodes may still be one object (f(a, a))
+  } else {
+    return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));
+  }
+  push(Value::constant(PyRef::borrow((same != (ins.arg == 1)) ? Py_True : Py_False)));
+  return ok();
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,445 @@
+// The tracer: the state of one symbolic execution of a frame (and of the calls it
+// inlines), shared by the opcode handlers in interp/ops_*.cpp.
+//
+// Design: a Tracer runs the bytecode of one frame on symbolic Values (value.h),
+// recording tensor work into a jit::Graph, symbolic scalars into SymExprs, and every
+// assumption into the entry's GuardSet. Each handler implements one opcode family and
+// returns a Status: nullopt to go on, or Unsupported with a reason, which ends the
+// trace (the frame then runs in CPython and the reason is recorded with file:line).
+// An inlined call switches `cur_` to a FrameCtx of its own and back.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <array>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "interp/trace/bytecode.h"
+#include "interp/code_state.h"
+#include "interp/torch/torch_ops.h"
+#include "interp/trace/value.h"
+#include "jit/autodiff/autodiff.h"
+
+namespace fj::interp {
+
+constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
+constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
+constexpr int kMaxInlineDepth = 8;     // deeper calls end the trace
+
+constexpr int op(Opcode o) { return static_cast<int>(o); }
+
+// A reason to stop tracing; the frame runs in CPython.
+struct Unsupported {
+  std::string reason;
+};
+
+using Status = std::optional<Unsupported>;
+inline Status ok() { return std::nullopt; }
+inline Status unsupported(std::string why) { return Unsupported{std::move(why)}; }
+
+std::string repr_short(PyObject* o);
+bool is_plain_scalar(PyObject* o);
+// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+bool is_foldable(PyObject* o);
+inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+bool is_shape_method(const std::string& name);
+PyObject* len_builtin();
+// builtins.<name> (borrowed), or nullptr.
+PyObject* builtin_named(const char* name);
+// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+std::optional<jit::SymExpr> as_sym(const Value& v);
+// "L['self'].fc.weight": how a person finds a value again.
+std::string source_text(const Source& s);
+// The decoded bytecode of a code object, decoded once and kept in its CodeState.
+const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
+
+// The tracer's state at a plan branch, for tracing the other outcome later.
+struct ResumePoint {
+  FrameState state;  // the root frame after the branch popped its condition
+  struct Input {
+    InputRef ref;
+    jit::DType dtype;
+    jit::SymShape sym;
+  };
+  std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
+  std::vector<std::string> symbol_sources;
+  int next_identity = 0;
+  int num_regs = 0;
+  size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues
+};
+
+// How a Value becomes a PlanValue (return values, call arguments, saved frame states).
+struct ConvertCtx {
+  std::unordered_map<jit::NodeId, int>* output_index = nullptr;  // final graph: tensors may be outputs
+  std::vector<jit::NodeId>* outputs = nullptr;
+  std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
+  int num_memos = 0;
+  bool frame_state = false;              // a frame state: NULLs, iterators and fresh functions allowed
+  int* next_reg = nullptr;               // call arguments: lists built here are also kept in registers
+  std::unordered_map<int, int> list_regs;  // identity -> register
+};
+
+class Tracer {
+ public:
+  Tracer(CodeState& st, compat::Frame* f, const guards::CallInputs& in, const DecodedCode& code)
+      : st_(st), frame_(f), in_(in), entry_(std::make_unique<CacheEntry>()),
+        grad_at_entry_(guards::grad_enabled()), grad_enabled_(grad_at_entry_) {
+    cur_ = FrameCtx{&root_fs_, &code, st.code, in.globals, in.builtins, nullptr, nullptr, 0};
+    plan_ = &entry_->plan;
+  }
+
+  std::unique_ptr<CacheEntry> run(Fallback* why);
+  // Traces a branch's outcome from its saved state, runs it on `run`, attaches it.
+  PyObject* resume(BranchTargets& targets, int outcome, PlanRun& run);
+  bool ran_ = false;     // the trace ran the call itself (plans with steps)
+  PyRef result_;         // its result when ran_ (null: a Python error is set)
+  Status execute(Value* result);
+  Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
+  // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
+  bool call_math(const Value& callable, const std::vector<Value>& args, Status* out);
+  Status check_assumptions();
+
+ private:
+  using Handler = Status (Tracer::*)(const Instruction&);
+  static const std::array<Handler, 256>& handlers();
+
+  Status bind_arguments();
+  Status tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
+                      std::array<int, guards::kMaxRank>* dim_symbols);
+  // obj.name of a value the frame can find again (an argument, a global, or an
+  // attribute path from one), read the plain way and guarded.
+  Status attr_of(const Value& base, const std::string& name, Value* out);
+  bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
+  PyObject* module_forward(const Value& m);
+  Status step(const Instruction& ins);
+  Status finish(const Value& ret);
+  Status compile();
+  Status compile_graph(std::shared_ptr<jit::CompiledGraph>* out);
+  Status seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs);
+
+  // ---- plan steps: graph breaks, branches, deopt (interp/trace/breaks.cpp) ----
+  // The guards of what is read now: the entry's, or after an opaque call the set that
+  // the plan checks at that point.
+  guards::GuardSet& guards() { return committed_ ? *block_guards_ : entry_->guards; }
+  bool can_resume(std::string* why) const;  // the root state could be handed to CPython
+  bool can_cut(const Instruction& ins, std::string* why) const;
+  Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
+  Status cut(std::vector<Value*> extra);
+  Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
+  Status branch_on(Value cond, const Instruction& ins, bool jump_if);
+  Status flush_block_guards();
+  Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
+  bool end_with_deopt(const Status& why);
+  // The root state before the current instruction, kept to resume CPython there.
+  void take_snapshot() {
+    snapshot_ = *cur_.fs;
+    snapshot_mark_ = graph_.mark();
+  }
+  // Size equalities recorded since `since` that are false for this call: eager raises
+  // at the op that needed them, so the trace stops there (not at its end, where after
+  // a graph break the frame could no longer resume at that op).
+  Status check_new_assumptions(const jit::Graph::Mark& since);
+  void run_final();
+  int new_reg() { return num_regs_++; }
+
+  Value pop() {
+    Value v = std::move(cur_.fs->stack.back());
+    cur_.fs->stack.pop_back();
+    return v;
+  }
+  void push(Value v) { cur_.fs->stack.push_back(std::move(v)); }
+  Value& top(size_t i = 1) { return cur_.fs->stack[cur_.fs->stack.size() - i]; }
+  Status jump_to(int offset);
+  Expected<jit::NodeId> operand(const Value& v);
+  // Symbolic scalars
+  int new_symbol(jit::SymType type, jit::SymValue hint, std::string source);
+  Status push_sym(jit::SymExpr e, const char* what);
+  Status guard_truth(const jit::SymExpr& cond, bool* out);
+  std::string readable(const jit::SymExpr& e) const;
+  Status call_op(jit::Op op, const std::vector<Value>& args);
+  // The trace records torch.Tensor's `name` by meaning: it must be torch's own (not
+  // monkeypatched), now and at every cache hit.
+  Status require_tensor_attr(const std::string& name);
+  Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
+  Value dim_value(jit::NodeId node, size_t d);
+  Value shape_tuple(jit::NodeId node);
+  Status call_shape_method(const std::string& name, const std::vector<Value>& args);
+  Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status truth(const Value& v, bool* out);
+  std::string describe(const Value& v) const;
+  std::string location(const Instruction& ins) const;
+
+  // ---- handlers, one per opcode family; each starts with its stack effect ----
+  Status op_nop(const Instruction&);
+  Status op_load_fast(const Instruction&);
+  Status op_store_fast(const Instruction&);
+  Status op_load_deref(const Instruction&);
+  Status op_load_closure(const Instruction&);
+  Status op_store_deref(const Instruction&);
+  Status op_load_const(const Instruction&);
+  Status op_load_global(const Instruction&);
+  Status op_load_attr(const Instruction&);
+  Status op_load_method(const Instruction&);
+  Status op_push_null(const Instruction&);
+  Status op_make_function(const Instruction&);
+  Status op_kw_names(const Instruction&);
+  Status op_call(const Instruction&);
+  Status op_binary_op(const Instruction&);
+  Status op_unary_negative(const Instruction&);
+  Status op_unary_not(const Instruction&);
+  Status op_unary_invert(const Instruction&);
+  Status op_compare_op(const Instruction&);
+  Status op_is_op(const Instruction&);
+  Status op_build_seq(const Instruction&);
+  Status op_list_append(const Instruction&);
+  Status op_unpack_sequence(const Instruction&);
+  Status op_binary_subscr(const Instruction&);
+  Status op_pop_top(const Instruction&);
+  Status op_copy(const Instruction&);
+  Status op_swap(const Instruction&);
+  Status op_jump(const Instruction&);
+  Status op_pop_jump_if(const Instruction&);
+  Status op_jump_if_or_pop(const Instruction&);
+  Status op_return_value(const Instruction&);
+  Status op_raise_varargs(const Instruction&);
+  Status op_build_map(const Instruction&);
+  Status op_get_iter(const Instruction&);
+  Status container_items(const Value& seq, std::vector<Value>* items);
+  Status op_before_with(const Instruction&);
+  Status op_for_iter(const Instruction&);
+
+  // ---- autograd (interp/trace/autograd_trace.cpp) ----
+  // Records the grad mode of the nodes a step recorded (those its inner steps have
+  // not already recorded).
+  void note_grad_mode(size_t first_node);
+  // Whether eager's result for this node would require grad (placeholders' flags,
+  // grad mode per node, custom Functions).
+  bool node_needs_grad(jit::NodeId n) const;
+  // The graph reads tensors that require grad with grad mode on: differentiate it and
+  // compile forward and backward; *joint is false when no output needs a gradient.
+  Status compile_joint(bool* joint);
+  // Attribute and method reads that autograd handles (a custom Function's ctx,
+  // Function.apply); false when `owner` is none of those.
+  bool autograd_attr(const Value& owner, const std::string& name, bool method, Status* out);
+  // MyFunction.apply(...) and ctx.<method>(...); false when `callable` is neither.
+  bool autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out);
+  Status store_ctx_attr(const std::string& name, const Value& owner, Value value);
+  Status apply_function(PyObject* cls, std::vector<Value> args);
+  Status trace_custom_backward(const Value& ctx_value, PyObject* backward, const std::vector<jit::NodeId>& markers,
+                               const Value& result, const std::vector<Value>& args);
+  Status ctx_method(size_t ctx, const std::string& name, std::vector<Value>& args);
+  Status to_fragment(size_t ctx, const Value& v, Value* out);
+
+  // What belongs to the graph being recorded; a custom Function's backward is traced
+  // into a fragment of its own by swapping this out and back.
+  struct GraphState {
+    jit::Graph graph;
+    std::vector<bool> noncontig;
+    size_t synced_scalars = 0;
+    std::vector<InputRef> slots;
+    std::vector<jit::NodeId> scalar_nodes;
+    std::vector<jit::SymExpr> scalar_inputs;
+    std::vector<bool> requires_grad;
+    std::vector<int8_t> node_grad;
+  };
+  void swap_graph_state(GraphState& other);
+
+  // A custom autograd.Function's ctx while its forward and backward are traced.
+  struct AutogradCtx {
+    std::vector<std::pair<std::string, Value>> attrs;  // set on ctx, in order
+    std::vector<Value> saved;                          // save_for_backward's arguments
+    std::vector<jit::NodeId> non_differentiable;       // mark_non_differentiable's
+    std::vector<bool> needs_input_grad;
+    bool in_backward = false;
+    const jit::Graph* forward = nullptr;               // in backward: the forward graph
+    std::vector<std::pair<jit::NodeId, jit::NodeId>> captured;  // forward node -> fragment placeholder
+  };
+  std::deque<AutogradCtx> ctxs_;  // a deque: references stay valid while nested Functions add theirs
+  std::vector<jit::CustomGrad> customs_;
+  std::vector<bool> placeholder_requires_grad_;  // per placeholder of graph_
+  std::vector<int8_t> node_grad_;                // per node of graph_: grad mode when recorded (-1 unknown)
+  std::vector<std::pair<jit::NodeId, size_t>> markers_;  // custom Function results -> customs_ index
+  bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
+  Status call_range(const std::vector<Value>& args);
+
+  // ---- non-pointwise ops (interp/torch/tensor_ops.cpp, interp/torch/views.cpp) ----
+  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);
+  Status reduction_op(const PyOp& op, const std::vector<Value>& a);
+  Status view_op(const PyOp& op, const std::vector<Value>& a);
+  Status creation_op(const PyOp& op, const std::vector<Value>& a);
+  Status matmul_op(TensorOp op, const std::vector<Value>& a);
+  Status matmul_values(const Value& a, const Value& b);  // a @ b with torch.matmul's 1-d rules
+  Status einsum_op(const std::vector<Value>& a);  // (equation, operands): interp/torch/einsum.cpp
+  Status subscript(const Value& x, const Value& index);  // x[index] of a tensor
+  Status op_build_slice(const Instruction&);
+  // int(v), float(v), bool(v) of a tensor or a number read from one (a graph Item).
+  Status to_number(const Value& v, jit::ScalarKind kind);
+  // Arithmetic and comparisons where an operand is a number read from a tensor and
+  // none is a tensor: computed in the graph as Python computes it.
+  Status number_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status number_compare(int cmp, const Value& lhs, const Value& rhs);
+  Status number_negative(const Value& v);
+  bool is_number(const Value& v) const {
+    return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
+  }
+  bool is_tensor(const Value& v) const { return v.kind == ValueKind::Tensor && !is_number(v); }
+  // Pushes the node a builder made (or ends the trace with its error); `layout_of`:
+  // a node whose eager layout the result keeps (see noncontig_), -1: contiguous.
+  Status push_built(Expected<jit::NodeId> n, const std::string& what, jit::NodeId layout_of = -1);
+  // Scalar inputs that graph builders added (size_scalar) join the plan's, in order.
+  void sync_scalar_inputs();
+  // Argument readers for the ops above; each ends the trace on a value it cannot use.
+  Status int_arg(const Value& v, const std::string& what, int64_t* out);
+  Status dims_arg(const Value& v, const std::string& what, std::vector<int64_t>* out, bool* none);
+  Status dtype_arg(const Value& v, const std::string& what, std::optional<jit::DType>* out);
+  Status sizes_arg(const Value& v, const std::string& what, jit::SymShape* out, bool allow_minus_one);
+  // A size that the trace fixes as sizes are (0 and 1 specialized, else >= 2), guarded.
+  Status size_expr(const jit::SymExpr& e, const std::string& what, jit::SymExpr* out, bool allow_minus_one);
+  Status bool_arg(const Value& v, const std::string& what, bool* out);
+  bool is_none(const Value& v) const {
+    return v.kind == ValueKind::Const && !is_opaque(v) && v.obj.get() == Py_None;
+  }
+  // The value of an int expression at this call, with the guard that keeps it so.
+  Status specialize(const jit::SymExpr& e, const std::string& what, int64_t* out);
+  Status tensor_list(const Value& v, const std::string& what, std::vector<jit::NodeId>* out);
+
+  // ---- in-place ops, functionalized (interp/torch/inplace.cpp) ----
+  // An in-place op records its out-of-place op; the storage it writes then holds a
+  // new value (a new base node), and every live value that aliases that storage (its
+  // base and each view of it) is rebound to a node derived again from the new base. A
+  // write through a view reaches the base through the inverse of each view step
+  // (slice_scatter for slices and selects, permute back, reshape back). Inputs
+  // written to become extra graph outputs that the plan copies into them (WriteBack).
+ public:
+  // x.add_(y) & co: true when `name` is an in-place method the tracer records.
+  static bool is_inplace_method(const std::string& name);
+  Status call_inplace_method(const std::string& name, std::vector<Value> args, PyObject* kw_names);
+  // `lhs op= rhs` (BINARY_OP with an in-place argument) where lhs is a tensor.
+  Status inplace_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status op_store_subscr(const Instruction&);
+  Status op_store_attr(const Instruction&);
+  // x[index] = value of a tensor x.
+  Status setitem(const Value& x, const Value& index, const Value& value);
+  // Records that `view` is an eager view of `of` (nothing when they are one node).
+  void mark_view(jit::NodeId view, jit::NodeId of) {
+    if (view != of) view_parent_[view] = of;
+  }
+  // push_built for a view op's result (marked as a view of `of`).
+  Status push_view(Expected<jit::NodeId> n, const std::string& what, jit::NodeId of);
+  // The storage a tensor node belongs to: the first base node of that storage.
+  jit::NodeId storage_of(jit::NodeId n) const;
+  bool disjoint_views(jit::NodeId a, jit::NodeId b) const;
+  int writes_ = 0;  // in-place writes so far: a failed inlined call that wrote cannot become a break
+
+ private:
+  // dst's elements become `value` (dst's shape and dtype, a node no other value holds);
+  // *now: dst's node afterwards.
+  Status write_to(const Value& dst, jit::NodeId value, const std::string& what, jit::NodeId* now);
+  // An in-place op's out-of-place `result` checked and cast as eager's in-place op does,
+  // then written to dst; pushes dst (eager returns self).
+  Status finish_inplace(const Value& dst, jit::NodeId result, size_t first_new, const std::vector<Value>& operands,
+                        const std::string& what);
+  Expected<jit::NodeId> replay_view(jit::NodeId view, jit::NodeId parent);
+  Expected<jit::NodeId> fresh_copy(jit::NodeId x);
+  // Finish: the inputs the frame wrote become outputs and the plan's WriteBacks.
+  Status seal_writes(ConvertCtx& ctx);
+  // A returned tensor that is a view of an input: built from the input at run time
+  // (PlanValue::View), so that it aliases it as eager's does. False: not such a view.
+  bool input_view(jit::NodeId n, PlanValue* out);
+  // Cut: what in-place ops need to know of the old segment, for the new one.
+  Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
+  std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views
+  std::unordered_map<jit::NodeId, jit::NodeId> storage_key_;  // a new base version -> its storage
+  std::unordered_map<jit::NodeId, jit::NodeId> storage_now_;  // storage -> its base node now
+  std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
+  std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
+  std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
+  // Cells made by LOAD_CLOSURE for a function defined in the frame (a comprehension,
+  // a lambda): each stands for a local of a traced frame, read when the function's
+  // inlined call binds its free variables. Entries go when that frame returns.
+  std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
+  std::vector<PyRef> cell_objects_;
+  bool has_traced_cells(PyObject* obj) const;
+  bool path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status);
+  std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
+  // Tensor attributes read in this segment, by source: a second read of `self.w` is
+  // the same tensor (and sees what the frame wrote to it).
+  std::unordered_map<std::string, jit::NodeId> path_inputs_;
+
+  // Nodes whose eager result may be non-contiguous (transposed, expanded, sliced with
+  // a step, or computed from such): .view() that merges their dims raises in eager,
+  // so it ends the trace. Inputs are taken as contiguous (their strides are not
+  // guarded under dynamic shapes).
+  std::vector<bool> noncontig_;
+  size_t synced_scalars_ = 0;
+  bool may_be_noncontig(jit::NodeId n) const {
+    return static_cast<size_t>(n) < noncontig_.size() && noncontig_[static_cast<size_t>(n)];
+  }
+  void mark_noncontig(jit::NodeId n) {
+    if (noncontig_.size() <= static_cast<size_t>(n)) noncontig_.resize(static_cast<size_t>(n) + 1, false);
+    noncontig_[static_cast<size_t>(n)] = true;
+  }
+
+  // The frame being traced: the root frame or an inlined callee.
+  struct FrameCtx {
+    FrameState* fs;
+    const DecodedCode* code;
+    PyCodeObject* co;
+    PyObject* globals;         // borrowed
+    PyObject* builtins;        // borrowed
+    PyObject* guard_globals;   // for guards: nullptr = the call's own globals
+    PyObject* guard_builtins;  // for guards: nullptr = the call's own builtins
+    int depth;                 // 0 for the root frame
+  };
+
+  CodeState& st_;
+  compat::Frame* frame_;
+  const guards::CallInputs& in_;
+  std::unique_ptr<CacheEntry> entry_;
+  jit::Graph graph_;
+  FrameState root_fs_;
+  FrameCtx cur_;
+  const Instruction* last_ins_ = nullptr;  // for the location of a failure
+  PyCodeObject* last_co_ = nullptr;
+  int steps_ = 0;
+  int next_identity_ = 0;  // for tuples and lists the frame builds
+  // Grad mode as traced: torch's at entry, changed by `with torch.no_grad()` /
+  // `torch.enable_grad()` blocks. Without autograd, a tensor that requires grad is
+  // read only where grad mode is off (its results then require no grad); the entry's
+  // mode is then guarded.
+  const bool grad_at_entry_;
+  bool grad_enabled_;
+  std::vector<bool> grad_outer_;  // the mode outside each open with block
+  bool reads_requires_grad_ = false;
+  Plan* plan_ = nullptr;   // the plan being built: the entry's, or a branch outcome's
+  std::unique_ptr<PlanRun> own_run_;
+  PlanRun* run_ = nullptr;  // runs each step as it is traced
+  bool committed_ = false;  // an opaque call ran: from here the trace can only end by deopt
+  bool continuation_ = false;  // tracing a branch outcome on a cache hit
+  bool deopt_here_ = false;    // the failing instruction is meant to run in CPython (raise)
+  bool call_raised_ = false;   // an opaque call raised while tracing: the frame raises it
+  std::shared_ptr<guards::GuardSet> block_guards_;
+  std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
+  std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
+  std::optional<FrameState> snapshot_;      // the root state before the current root instruction
+  jit::Graph::Mark snapshot_mark_;          // the graph's assumptions and checks then
+  int num_regs_ = 0;
+  int graphs_compiled_ = 0;  // segments and branch outcomes' graphs, for stats
+
+ public:
+  std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
+  std::vector<InputRef> placeholder_slot_;  // source of each placeholder of the current graph
+  std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
+  jit::Bindings hints_;                    // each symbol's value in the traced call
+  std::vector<std::string> symbol_sources_;  // each symbol's source, "L['n']"
+  long stack_drift_ = 0;  // framejit's stack depth minus CPython's, see step()
+};
+
+
+}  // namespace fj::interp

@@ -1,0 +1,107 @@
+// Symbolic values of the interpreter and the frame state that holds them.
+//
+// Design: a Value is a small copyable variant: a tensor (a node of the graph being
+// recorded), a constant Python object (strong reference), a symbolic Python int,
+// float or bool (a SymExpr over the frame's symbols), a tuple or list of values, an
+// iterator over such a sequence (a for loop is unrolled), the __exit__ of a
+// `with torch.no_grad()` block, a tuple or list of
+// values, the NULL that CPython pushes before a call, or a tensor method waiting
+// for its CALL. Each value carries its source when it came from the frame (an
+// argument slot, a global, a module attribute path) so that guards can be written
+// against it. FrameState is a plain value (locals, stack, pc): branching and
+// inlining copy it.
+#pragma once
+
+#include "interp/compat.h"
+
+#include <string>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "jit/ir/graph.h"
+#include "jit/sym/symexpr.h"
+
+namespace fj::interp {
+
+// An owning PyObject reference with value semantics.
+class PyRef {
+ public:
+  PyRef() = default;
+  static PyRef borrow(PyObject* o) { Py_XINCREF(o); return PyRef(o); }
+  static PyRef steal(PyObject* o) { return PyRef(o); }
+  PyRef(const PyRef& o) : p_(o.p_) { Py_XINCREF(p_); }
+  PyRef(PyRef&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  PyRef& operator=(PyRef o) noexcept { std::swap(p_, o.p_); return *this; }
+  ~PyRef() { Py_XDECREF(p_); }
+  PyObject* get() const { return p_; }
+  PyObject* release() { return std::exchange(p_, nullptr); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  explicit PyRef(PyObject* o) : p_(o) {}
+  PyObject* p_ = nullptr;
+};
+
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict };
+
+// Where a value came from in the frame, for guards and messages.
+struct Source {
+  enum class Kind : uint8_t { None, Arg, Global } kind = Kind::None;
+  int arg = -1;                    // Arg: slot
+  std::string name;                // Arg: parameter name; Global: global name
+  std::vector<std::string> attrs;  // attribute path below a global module
+  bool from_builtins = false;
+  PyObject* globals = nullptr;     // Global: the globals dict of an inlined callee (borrowed)
+};
+
+struct Value {
+  ValueKind kind = ValueKind::Null;
+  jit::NodeId node = -1;       // Tensor (a Python number when the node is an Item node:
+                               // int(t), float(t), t.item())
+  PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as
+  // Slice: items are start, stop, step (a slice with a symbolic bound; constant
+  // slices are Const slice objects)
+  jit::SymExpr expr;           // Sym
+  std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`),
+                               // Dict (key, value, key, value, ...; keys are constants)
+  size_t next = 0;             // Iterator: position of the next item
+  std::string method;          // TensorMethod: name (self is the next stack item)
+  bool opaque = false;         // Const: an unguarded argument; any use ends the trace
+  bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())
+  int identity = -1;           // Tuple, List built by the frame: which object (copies share it)
+  bool fresh = false;          // Const: an object made while tracing (a nested function):
+                               // calls of it are traced, but it must not escape the frame
+  int reg = -1;                // Const: an opaque call's result (or a list given to one), in this register
+  bool item = false;           // Const with reg: the Python number of the 0-d tensor in that register
+  int ctx = -1;                // Const (opaque): the ctx of a custom autograd.Function being traced
+                               // (the tracer's table); with `method`: that ctx method, to be called
+  Source source;
+
+  static Value null() { return Value{}; }
+  static Value tensor(jit::NodeId n, Source s = {}) {
+    Value v; v.kind = ValueKind::Tensor; v.node = n; v.source = std::move(s); return v;
+  }
+  static Value constant(PyRef o, Source s = {}) {
+    Value v; v.kind = ValueKind::Const; v.obj = std::move(o); v.source = std::move(s); return v;
+  }
+  static Value sym(jit::SymExpr e, Source s = {}) {
+    Value v; v.kind = ValueKind::Sym; v.expr = std::move(e); v.source = std::move(s); return v;
+  }
+  static Value sequence(ValueKind k, std::vector<Value> items) {
+    Value v; v.kind = k; v.items = std::move(items); return v;
+  }
+  static Value tensor_method(std::string name) {
+    Value v; v.kind = ValueKind::TensorMethod; v.method = std::move(name); return v;
+  }
+};
+
+struct FrameState {
+  std::vector<Value> locals;
+  std::vector<Value> stack;
+  size_t pc = 0;           // index into the decoded instructions
+  PyRef kw_names;          // set by KW_NAMES for the next CALL
+  std::optional<Value> ret;  // set by RETURN_VALUE
+};
+
+}  // namespace fj::interp

@@ -1,0 +1,77 @@
+// The differentiator behind differentiate() (jit/autodiff/autodiff.h), shared by its two
+// files: jit/autodiff/autodiff.cpp (values, accumulation, custom Functions, the joint pair)
+// and jit/autodiff/rules.cpp (each op's gradient rule).
+#pragma once
+
+#include <set>
+#include <vector>
+
+#include "jit/autodiff/autodiff.h"
+
+namespace fj::jit::autodiff_detail {
+
+// Assigns the value of an Expected<NodeId> expression to `lhs`, or returns its Error.
+#define FJ_AD_TRY(lhs, expr)                          \
+  NodeId lhs;                                         \
+  do {                                                \
+    auto lhs##_or = (expr);                           \
+    if (!lhs##_or) return lhs##_or.take_error();      \
+    lhs = *lhs##_or;                                  \
+  } while (0)
+
+// dst's scalar inputs as the same kinds (and size expressions) as src's, in index
+// order; returns them by index.
+std::vector<NodeId> copy_scalar_inputs(const Graph& src, Graph& dst);
+// A placeholder of dst shaped as `like`.
+NodeId add_placeholder(Graph& dst, const Node& like);
+
+struct DraftInput {
+  bool saved;  // a saved forward value, else the grad of forward output `index`
+  NodeId forward;  // saved: the forward node
+  size_t index;    // grad: the output position
+};
+
+class Differentiator {
+ public:
+  Differentiator(const Graph& g, const std::vector<bool>& requires_grad, const DiffOptions& options)
+      : g_(g), requires_grad_(requires_grad), opts_(options) {}
+
+  Expected<Joint> run();
+
+ private:
+  // --- forward values in the backward graph ---
+  Expected<NodeId> value(NodeId id);
+  NodeId save(NodeId id);
+
+  // --- gradient accumulation ---
+  Expected<bool> backprop(NodeId id);  // the op's rule (jit/autodiff/rules.cpp)
+  // The fragment of custom Function `k`, instantiated with its outputs' gradients.
+  Expected<bool> backprop_custom(size_t k);
+  Expected<bool> accumulate(NodeId x, NodeId contribution);
+  Expected<NodeId> unbroadcast(NodeId c, const SymShape& target);
+  // A reduction's gradient (or value) with its reduced dims restored as size 1.
+  Expected<NodeId> keep_dims(NodeId v, const Node& reduction);
+  Expected<NodeId> zeros(const SymShape& sym, DType dtype);
+  // The transpose (last two dims) of gradient `g` when g is a matmul product (or a
+  // renaming of one): the product of the transposed operands in reverse order; -1
+  // when g is not a product.
+  Expected<NodeId> transposed_product(NodeId g);
+
+  Expected<NodeId> pw(Op op, const std::vector<NodeId>& in) { return b_.pointwise(op, in); }
+  NodeId num(double v) { return b_.scalar(v); }
+  bool needs(NodeId id) const { return needs_[static_cast<size_t>(id)]; }
+
+  const Graph& g_;
+  const std::vector<bool>& requires_grad_;
+  const DiffOptions& opts_;
+  std::vector<int> custom_of_;     // per forward node: the custom Function it is a result of, or -1
+  Graph b_;                        // the draft backward graph
+  std::vector<bool> needs_;        // per forward node: a gradient may flow into it
+  std::vector<NodeId> value_;      // per forward node: its value in b_, or -1
+  std::vector<NodeId> grad_;       // per forward node: its gradient in b_, or -1
+  std::vector<NodeId> scalar_in_;  // b_'s scalar inputs by index
+  std::set<NodeId> renames_;       // b_ reshapes that only rename sizes equal by assumption
+  std::vector<DraftInput> draft_inputs_;  // by b_ placeholder index
+};
+
+}  // namespace fj::jit::autodiff_detail
