@@ -476,13 +476,27 @@ Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector
   return ok();
 }
 
+// torch's CPU kernels are AVX-512 ones ("AVX512"; "AVX2", "DEFAULT" otherwise):
+// eager's float32 gelu(+inf) then gives NaN (see jit::CpuOptions).
+bool torch_runs_avx512() {
+  PyObject* mod = PyImport_ImportModule("torch.backends.cpu");
+  PyObject* cap = mod ? PyObject_CallMethod(mod, "get_cpu_capability", nullptr) : nullptr;
+  bool avx512 = cap && PyUnicode_Check(cap) && PyUnicode_CompareWithASCIIString(cap, "AVX512") == 0;
+  if (!cap) PyErr_Clear();  // no such torch function: not AVX-512
+  Py_XDECREF(cap);
+  Py_XDECREF(mod);
+  return avx512;
+}
+
 jit::CpuBackend* cpu_backend(std::string* error) {
   static std::mutex mu;
   static std::unique_ptr<jit::CpuBackend> backend;
   static std::string failure;
   std::lock_guard<std::mutex> lock(mu);
   if (!backend && failure.empty()) {
-    auto b = jit::CpuBackend::create();
+    jit::CpuOptions options;
+    options.gelu_inf_is_nan = torch_runs_avx512();
+    auto b = jit::CpuBackend::create(options);
     if (b) backend = std::move(*b);
     else failure = b.error();
   }

@@ -296,9 +296,9 @@ class ElementEmitter {
       case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
         Value* e = erf_of(b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
         Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
-        if (c == DType::Float64) return g;
-        // Eager's float32 gelu(+inf): NaN (its vectorized erf) except in a tensor of
-        // one element (inf). Sizes 1 are static, so the node's shape says which.
+        if (c == DType::Float64 || !options_.gelu_inf_is_nan) return g;
+        // Eager's float32 gelu(+inf) on AVX-512: NaN (its vectorized erf) except in a
+        // tensor of one element (inf). Sizes 1 are static, so the node's shape says which.
         bool one = true;
         for (const SymExpr& d : n.sym) one = one && is_const(d, 1);
         if (one) return g;

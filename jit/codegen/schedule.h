@@ -99,6 +99,9 @@ struct LowerOptions {
   // loop inside theirs, per tile of lanes (jit/codegen/lower_lanes.cpp); false: one
   // loop per result element.
   bool lane_loops = true;
+  // Eager's float32 gelu(+inf) is NaN in a tensor of more than one element when
+  // torch runs its AVX-512 kernels (their vectorized erf), inf otherwise.
+  bool gelu_inf_is_nan = false;
 };
 
 // The schedule of a graph; `materialize` forces more nodes into buffers.

@@ -699,6 +699,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuOptions& optio
   jtmb->getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   LowerOptions lower;
+  lower.gelu_inf_is_nan = options.gelu_inf_is_nan;
   for (const std::string& feature : jtmb->getFeatures().getFeatures()) {
     if (feature == "+fma") lower.vector_math = options.vector_math;
   }

@@ -60,6 +60,9 @@ struct CpuOptions {
   // Tests only: the CUDA target's libm-free float32 erf/expm1/log1p/pow/sin/cos
   // (jit/codegen/libm.h) instead of libm, to measure their accuracy on the host.
   bool gpu_math = false;
+  // Eager's float32 gelu(+inf) is NaN (torch's AVX-512 kernels) rather than inf:
+  // set from torch's CPU capability by interp/, which knows torch.
+  bool gelu_inf_is_nan = false;
 };
 
 class CpuBackend {
