@@ -1,5 +1,5 @@
-// differentiate(): the gradient rules of each op and the save-or-recompute policy
-// that builds the joint forward / backward pair (see jit/autodiff/autodiff.h).
+// differentiate(): the save-or-recompute policy that builds the joint forward /
+// backward pair (see jit/autodiff/autodiff.h).
 #include "jit/autodiff/differentiator.h"
 
 #include <algorithm>
@@ -8,60 +8,6 @@
 #include <optional>
 
 namespace fj::jit {
-
-
-Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>& in) {
-  switch (n.op) {
-    case Op::Placeholder:
-    case Op::ScalarInput:
-      FJ_CHECK(false, "clone_node of an input (the caller maps inputs)");
-      return Error{"clone_node of an input"};
-    case Op::Scalar:
-      if (n.scalar_kind == ScalarKind::Int) return dst.scalar_int(n.int_value);
-      return dst.scalar(n.scalar_kind == ScalarKind::Bool ? static_cast<double>(n.int_value) : n.scalar,
-                        n.scalar_kind);
-    case Op::Cast:
-      return dst.cast(in[0], n.dtype);
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::FloorDiv:
-    case Op::Remainder: case Op::Neg: case Op::Abs: case Op::Sign: case Op::Maximum:
-    case Op::Minimum: case Op::PowScalar: case Op::Pow: case Op::Exp: case Op::Log:
-    case Op::Sqrt: case Op::Sin: case Op::Cos: case Op::Tanh: case Op::Sigmoid: case Op::Erf:
-    case Op::Expm1: case Op::Log1p: case Op::Rsqrt: case Op::Reciprocal: case Op::Relu:
-    case Op::Gelu: case Op::GeluTanh: case Op::Silu: case Op::Softplus: case Op::Floor:
-    case Op::Ceil: case Op::Round: case Op::Trunc: case Op::Clamp: case Op::ClampMin:
-    case Op::ClampMax: case Op::Where: case Op::MaskedFill: case Op::NanToNum: case Op::Eq:
-    case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::IsNan:
-    case Op::IsInf: case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalXor:
-    case Op::LogicalNot: case Op::BitwiseAnd: case Op::BitwiseOr: case Op::BitwiseXor:
-    case Op::BitwiseNot:
-      return dst.pointwise(n.op, in);
-    case Op::CumSum: return dst.cumsum(in[0], n.dims[0], n.dtype);
-    case Op::Sum: case Op::Prod:
-      // The result dtype is the accumulation type asked for (or its default).
-      return dst.reduce(n.op, in[0], n.dims, n.keepdim, n.dtype);
-    case Op::Amax: case Op::Amin: case Op::ArgMax: case Op::ArgMin: case Op::Any: case Op::All:
-      return dst.reduce(n.op, in[0], n.dims, n.keepdim);
-    case Op::Permute: return dst.permute(in[0], n.dims);
-    case Op::Reshape: return dst.reshape(in[0], n.sym);
-    case Op::Expand: return dst.expand(in[0], n.sym);
-    case Op::Slice: {
-      const size_t k = static_cast<size_t>(n.dims[0]);
-      return dst.slice(in[0], n.dims[0], n.args[0], n.sym[k], *n.args[1].as_int());
-    }
-    case Op::Select: return dst.select(in[0], n.dims[0], n.args[0]);
-    case Op::Flip: return dst.flip(in[0], n.dims);
-    case Op::Cat: return dst.cat(in, n.dims[0]);
-    case Op::SliceScatter: return dst.slice_scatter(in[0], in[1], n.dims[0], n.args[0], *n.args[1].as_int());
-    case Op::IndexSelect: return dst.index_select(in[0], n.dims[0], in[1], n.int_value != 0);
-    case Op::Gather: return dst.gather(in[0], n.dims[0], in[1]);
-    case Op::Full: return dst.full(n.sym, in[0], n.dtype);
-    case Op::Iota: return dst.iota(n.sym, n.dims[0]);
-    case Op::ItemInt: case Op::ItemFloat: case Op::ItemBool: return dst.item(in[0], n.scalar_kind);
-    case Op::Matmul: return dst.matmul(in[0], in[1]);
-  }
-  return Error{"clone_node: unknown op"};
-}
-
 namespace autodiff_detail {
 
 

@@ -1,5 +1,5 @@
 // The differentiator behind differentiate() (jit/autodiff/autodiff.h), shared by its two
-// files: jit/autodiff/autodiff.cpp (values, accumulation, custom Functions, the joint pair)
+// files: jit/autodiff/clone.cpp (clone_node), jit/autodiff/autodiff.cpp (values, accumulation, custom Functions, the joint pair)
 // and jit/autodiff/rules.cpp (each op's gradient rule).
 #pragma once
 
@@ -18,6 +18,24 @@ namespace fj::jit::autodiff_detail {
     if (!lhs##_or) return lhs##_or.take_error();      \
     lhs = *lhs##_or;                                  \
   } while (0)
+
+// The number of ops in jit/ir/ops.def.
+inline constexpr size_t kNumOps = 0
+#define FJ_OP(name, aten, family, operands, rule) +1
+#include "jit/ir/ops.def"
+#undef FJ_OP
+    ;
+
+// A per-op table (entries with an `op` field) lists every op of jit/ir/ops.def once,
+// in its order, so that it can be indexed by op and a new op cannot be forgotten.
+template <class Entry, size_t N>
+constexpr bool covers_ops_in_order(const Entry (&table)[N]) {
+  if (N != kNumOps) return false;
+  for (size_t i = 0; i < N; ++i) {
+    if (table[i].op != static_cast<Op>(i)) return false;
+  }
+  return true;
+}
 
 // dst's scalar inputs as the same kinds (and size expressions) as src's, in index
 // order; returns them by index.
