@@ -1,23 +1,34 @@
-// The differentiator behind differentiate() (jit/autodiff/autodiff.h), shared by its two
-// files: jit/autodiff/autodiff.cpp (values, accumulation, custom Functions, the joint pair)
-// and jit/autodiff/rules.cpp (each op's gradient rule).
+// The differentiator behind differentiate() (jit/autodiff/autodiff.h), shared by its
+// files: jit/autodiff/autodiff.cpp (values, accumulation, custom Functions, the steps
+// that build the joint pair), jit/autodiff/rules.cpp (each op's gradient rule, and the
+// table of them) and jit/autodiff/clone.cpp (clone_node, a table as well).
 #pragma once
 
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "jit/autodiff/autodiff.h"
 
 namespace fj::jit::autodiff_detail {
 
-// Assigns the value of an Expected<NodeId> expression to `lhs`, or returns its Error.
-#define FJ_AD_TRY(lhs, expr)                          \
-  NodeId lhs;                                         \
-  do {                                                \
-    auto lhs##_or = (expr);                           \
-    if (!lhs##_or) return lhs##_or.take_error();      \
-    lhs = *lhs##_or;                                  \
-  } while (0)
+// The number of ops in jit/ir/ops.def.
+inline constexpr size_t kNumOps = 0
+#define FJ_OP(name, aten, family, operands, rule) +1
+#include "jit/ir/ops.def"
+#undef FJ_OP
+    ;
+
+// A per-op table (entries with an `op` field) lists every op of jit/ir/ops.def once,
+// in its order, so that it can be indexed by op and a new op cannot be forgotten.
+template <class Entry, size_t N>
+constexpr bool covers_ops_in_order(const Entry (&table)[N]) {
+  if (N != kNumOps) return false;
+  for (size_t i = 0; i < N; ++i) {
+    if (table[i].op != static_cast<Op>(i)) return false;
+  }
+  return true;
+}
 
 // dst's scalar inputs as the same kinds (and size expressions) as src's, in index
 // order; returns them by index.
@@ -31,6 +42,14 @@ struct DraftInput {
   size_t index;    // grad: the output position
 };
 
+// The draft backward graph's outputs: one gradient per forward input that needs one.
+struct DraftOutputs {
+  std::vector<NodeId> ids;
+  // (position in ids, forward placeholder): outputs taken from before a reshape that
+  // only renamed sizes, whose equality with the input's sizes the backward assumes.
+  std::vector<std::pair<size_t, NodeId>> renamed;
+};
+
 class Differentiator {
  public:
   Differentiator(const Graph& g, const std::vector<bool>& requires_grad, const DiffOptions& options)
@@ -39,15 +58,27 @@ class Differentiator {
   Expected<Joint> run();
 
  private:
+  friend class Backprop;  // a rule's view of this (jit/autodiff/rules.cpp)
+
+  // --- the steps of run() ---
+  void mark_needs();
+  Status seed_output_grads();
+  Status backprop_all();
+  std::vector<bool> reached_from_outputs() const;
+  Expected<DraftOutputs> draft_outputs(Joint& joint);
+  std::vector<std::pair<NodeId, NodeId>> live_saved(const std::vector<bool>& live) const;
+  Status build_backward(Joint& joint, const DraftOutputs& outs);
+
   // --- forward values in the backward graph ---
   Expected<NodeId> value(NodeId id);
   NodeId save(NodeId id);
 
   // --- gradient accumulation ---
-  Expected<bool> backprop(NodeId id);  // the op's rule (jit/autodiff/rules.cpp)
+  Status apply_rule(NodeId id);  // the op's rule (jit/autodiff/rules.cpp)
   // The fragment of custom Function `k`, instantiated with its outputs' gradients.
-  Expected<bool> backprop_custom(size_t k);
-  Expected<bool> accumulate(NodeId x, NodeId contribution);
+  Status backprop_custom(size_t k);
+  Expected<NodeId> fragment_placeholder(const CustomGrad& c, size_t p);
+  Status accumulate(NodeId x, NodeId contribution);
   Expected<NodeId> unbroadcast(NodeId c, const SymShape& target);
   // A reduction's gradient (or value) with its reduced dims restored as size 1.
   Expected<NodeId> keep_dims(NodeId v, const Node& reduction);

@@ -1,591 +1,717 @@
-// Each op's gradient rule: Differentiator::backprop (see jit/autodiff/autodiff.h).
+// Each op's gradient rule, and the table that gives every op of jit/ir/ops.def one
+// (tinygrad's gradient table is the model). A rule maps its node's gradient `gy`
+// through the op's derivative and adds the result to its operands' gradients; ops
+// that eager gives no gradient (piecewise constant, non-floating results) say so in
+// the table, and an op that has no rule here makes differentiate() an Error.
 #include <numbers>
 
 #include "jit/autodiff/differentiator.h"
 
 namespace fj::jit::autodiff_detail {
+
+// What one op's gradient rule works with: forward node `n`, the gradient `gy` that
+// flows into it, and the draft backward `graph` to build in. Operands are named by
+// their position k in n.inputs.
+class Backprop {
+ public:
+  Backprop(Differentiator& d, NodeId id)
+      : id(id), n(d.g_.node(id)), gy(d.grad_[static_cast<size_t>(id)]), graph(d.b_), d_(d) {}
+
+  const NodeId id;  // the forward node
+  const Node& n;    // its forward graph's, which does not change while rules run
+  const NodeId gy;  // its gradient, a node of `graph`
+  Graph& graph;
+
+  const Node& operand(size_t k) const { return d_.g_.node(n.inputs[k]); }
+  // A gradient flows into operand k.
+  bool needs(size_t k) const { return d_.needs(n.inputs[k]); }
+  // Operand k's value in `graph` (recomputed or saved).
+  Expected<NodeId> x(size_t k) { return d_.value(n.inputs[k]); }
+  // The node's own value in `graph`.
+  Expected<NodeId> y() { return d_.value(id); }
+  // Adds contribution `c` (an Error passes through) to operand k's gradient.
+  Status acc(size_t k, Expected<NodeId> c) {
+    const NodeId v = FJ_TRY(c);
+    return d_.accumulate(n.inputs[k], v);
+  }
+  Expected<NodeId> pw(Op op, const std::vector<NodeId>& in) { return d_.pw(op, in); }
+  NodeId num(double v) { return d_.num(v); }
+  Expected<NodeId> keep_dims(NodeId v) { return d_.keep_dims(v, n); }
+  Expected<NodeId> zeros(const SymShape& sym, DType dtype) { return d_.zeros(sym, dtype); }
+  Expected<NodeId> transposed_product(NodeId g) { return d_.transposed_product(g); }
+  Status no_rule() const { return Error{"autodiff: no gradient rule for " + std::string(aten_name(n.op))}; }
+
+ private:
+  Differentiator& d_;
+};
+
 namespace {
 
 constexpr double kInvSqrtPi = std::numbers::inv_sqrtpi;
 constexpr double kSqrtHalf = std::numbers::sqrt2 / 2;
 
-}  // namespace
+// The chain rule of a unary op: gy * dy/dx into its operand.
+Status chain(Backprop& r, Expected<NodeId> dydx) {
+  const NodeId d = FJ_TRY(dydx);
+  return r.acc(0, r.pw(Op::Mul, {r.gy, d}));
+}
 
-Expected<bool> Differentiator::backprop(NodeId id) {
-  const Node n = g_.node(id);  // a copy: rules build nodes
-  const NodeId gy = grad_[static_cast<size_t>(id)];
-  const std::vector<NodeId>& in = n.inputs;
-  auto operand = [&](size_t k) { return value(in[k]); };
-  auto no_rule = [&]() -> Expected<bool> {
-    return Error{"autodiff: no gradient rule for " + std::string(aten_name(n.op))};
-  };
-#define FJ_AD_VAL(lhs, k) FJ_AD_TRY(lhs, operand(k))
-#define FJ_AD_ACC(k, expr)                        \
-  do {                                            \
-    FJ_AD_TRY(contribution_, expr);               \
-    auto r_ = accumulate(in[k], contribution_);   \
-    if (!r_) return r_;                           \
-  } while (0)
+// --- no gradient ---
 
-  switch (n.op) {
-    case Op::Placeholder: case Op::ScalarInput: case Op::Scalar:
-      return true;
-    // --- arithmetic ---
-    case Op::Add:
-      if (needs(in[0])) FJ_AD_ACC(0, Expected<NodeId>(gy));
-      if (needs(in[1])) FJ_AD_ACC(1, Expected<NodeId>(gy));
-      return true;
-    case Op::Sub:
-      if (needs(in[0])) FJ_AD_ACC(0, Expected<NodeId>(gy));
-      if (needs(in[1])) FJ_AD_ACC(1, pw(Op::Neg, {gy}));
-      return true;
-    case Op::Mul: {
-      if (needs(in[0])) {
-        FJ_AD_VAL(b, 1);
-        FJ_AD_ACC(0, pw(Op::Mul, {gy, b}));
-      }
-      if (needs(in[1])) {
-        FJ_AD_VAL(a, 0);
-        FJ_AD_ACC(1, pw(Op::Mul, {gy, a}));
-      }
-      return true;
-    }
-    case Op::Div: {
-      FJ_AD_VAL(b, 1);
-      if (needs(in[0])) FJ_AD_ACC(0, pw(Op::Div, {gy, b}));
-      if (needs(in[1])) {
-        // As eager: -grad * a / (b * b).
-        FJ_AD_VAL(a, 0);
-        FJ_AD_TRY(bb, pw(Op::Mul, {b, b}));
-        FJ_AD_TRY(ng, pw(Op::Neg, {gy}));
-        FJ_AD_TRY(nga, pw(Op::Mul, {ng, a}));
-        FJ_AD_ACC(1, pw(Op::Div, {nga, bb}));
-      }
-      return true;
-    }
-    case Op::Remainder: {
-      if (needs(in[0])) FJ_AD_ACC(0, Expected<NodeId>(gy));
-      if (needs(in[1])) {
-        // d/db (a - floor(a / b) * b) = -floor(a / b)
-        FJ_AD_VAL(a, 0);
-        FJ_AD_VAL(b, 1);
-        FJ_AD_TRY(q, pw(Op::Div, {a, b}));
-        FJ_AD_TRY(fq, pw(Op::Floor, {q}));
-        FJ_AD_TRY(ng, pw(Op::Neg, {gy}));
-        FJ_AD_ACC(1, pw(Op::Mul, {ng, fq}));
-      }
-      return true;
-    }
-    case Op::Neg:
-      FJ_AD_ACC(0, pw(Op::Neg, {gy}));
-      return true;
-    case Op::Abs: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(s, pw(Op::Sign, {x}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, s}));
-      return true;
-    }
-    case Op::Maximum:
-    case Op::Minimum: {
-      // As eager: ties split the gradient in halves; a NaN passes it to both.
-      FJ_AD_VAL(a, 0);
-      FJ_AD_VAL(b, 1);
-      FJ_AD_TRY(tie, pw(Op::Eq, {a, b}));
-      FJ_AD_TRY(half, pw(Op::Div, {gy, num(2.0)}));
-      FJ_AD_TRY(h, pw(Op::Where, {tie, half, gy}));
-      const bool max = n.op == Op::Maximum;
-      if (needs(in[0])) {
-        FJ_AD_TRY(lose, pw(max ? Op::Lt : Op::Gt, {a, b}));
-        FJ_AD_ACC(0, pw(Op::Where, {lose, num(0.0), h}));
-      }
-      if (needs(in[1])) {
-        FJ_AD_TRY(lose, pw(max ? Op::Gt : Op::Lt, {a, b}));
-        FJ_AD_ACC(1, pw(Op::Where, {lose, num(0.0), h}));
-      }
-      return true;
-    }
-    case Op::PowScalar: {
-      const Node& e = g_.node(in[1]);
-      FJ_AD_VAL(x, 0);
-      if (e.op == Op::Scalar) {
-        const double c = e.scalar_kind == ScalarKind::Float ? e.scalar : static_cast<double>(e.int_value);
-        if (c == 0) return true;  // eager: zeros
-        NodeId dydx = -1;
-        if (c == 1) {
-          dydx = -1;
-        } else {
-          const NodeId em1 = e.scalar_kind == ScalarKind::Float ? b_.scalar(c - 1) : b_.scalar_int(e.int_value - 1);
-          FJ_AD_TRY(p, pw(Op::PowScalar, {x, em1}));
-          FJ_AD_TRY(cp, pw(Op::Mul, {p, num(c)}));
-          dydx = cp;
-        }
-        FJ_AD_ACC(0, dydx < 0 ? Expected<NodeId>(gy) : pw(Op::Mul, {gy, dydx}));
-        return true;
-      }
-      // A runtime exponent c: grad * c * x^(c - 1), zeros where c == 0 (as eager).
-      FJ_AD_VAL(cs, 1);
-      FJ_AD_TRY(ct, b_.full({}, cs, n.dtype));
-      FJ_AD_TRY(cm1, pw(Op::Sub, {ct, num(1.0)}));
-      FJ_AD_TRY(p, pw(Op::Pow, {x, cm1}));
-      FJ_AD_TRY(cp, pw(Op::Mul, {p, ct}));
-      FJ_AD_TRY(gp, pw(Op::Mul, {gy, cp}));
-      FJ_AD_TRY(zero, pw(Op::Eq, {ct, num(0.0)}));
-      FJ_AD_ACC(0, pw(Op::Where, {zero, num(0.0), gp}));
-      return true;
-    }
-    case Op::Pow: {
-      FJ_AD_VAL(a, 0);
-      FJ_AD_VAL(b, 1);
-      if (needs(in[0])) {
-        FJ_AD_TRY(bm1, pw(Op::Sub, {b, num(1.0)}));
-        FJ_AD_TRY(p, pw(Op::Pow, {a, bm1}));
-        FJ_AD_TRY(bp, pw(Op::Mul, {p, b}));
-        FJ_AD_TRY(gp, pw(Op::Mul, {gy, bp}));
-        FJ_AD_TRY(zero, pw(Op::Eq, {b, num(0.0)}));
-        FJ_AD_ACC(0, pw(Op::Where, {zero, num(0.0), gp}));
-      }
-      if (needs(in[1])) {
-        // grad * y * log(a), zeros where a == 0 and b >= 0 (as eager).
-        NodeId base = a;
-        if (is_python_scalar(b_.node(a))) {
-          FJ_AD_TRY(t, b_.full({}, a, n.dtype));
-          base = t;
-        }
-        FJ_AD_TRY(yv, value(id));
-        FJ_AD_TRY(la, pw(Op::Log, {base}));
-        FJ_AD_TRY(yl, pw(Op::Mul, {yv, la}));
-        FJ_AD_TRY(gyl, pw(Op::Mul, {gy, yl}));
-        FJ_AD_TRY(az, pw(Op::Eq, {base, num(0.0)}));
-        FJ_AD_TRY(bn, pw(Op::Ge, {b, num(0.0)}));
-        FJ_AD_TRY(cond, pw(Op::LogicalAnd, {az, bn}));
-        FJ_AD_ACC(1, pw(Op::Where, {cond, num(0.0), gyl}));
-      }
-      return true;
-    }
-    // --- math ---
-    case Op::Exp: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, y}));
-      return true;
-    }
-    case Op::Expm1: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(y1, pw(Op::Add, {y, num(1.0)}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, y1}));
-      return true;
-    }
-    case Op::Log: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_ACC(0, pw(Op::Div, {gy, x}));
-      return true;
-    }
-    case Op::Log1p: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(x1, pw(Op::Add, {x, num(1.0)}));
-      FJ_AD_ACC(0, pw(Op::Div, {gy, x1}));
-      return true;
-    }
-    case Op::Sqrt: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(y2, pw(Op::Mul, {y, num(2.0)}));
-      FJ_AD_ACC(0, pw(Op::Div, {gy, y2}));
-      return true;
-    }
-    case Op::Rsqrt: {
-      // -0.5 * grad * y^3
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(y2, pw(Op::Mul, {y, y}));
-      FJ_AD_TRY(y3, pw(Op::Mul, {y2, y}));
-      FJ_AD_TRY(g2, pw(Op::Mul, {gy, num(-0.5)}));
-      FJ_AD_ACC(0, pw(Op::Mul, {g2, y3}));
-      return true;
-    }
-    case Op::Reciprocal: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(y2, pw(Op::Mul, {y, y}));
-      FJ_AD_TRY(ng, pw(Op::Neg, {gy}));
-      FJ_AD_ACC(0, pw(Op::Mul, {ng, y2}));
-      return true;
-    }
-    case Op::Sin: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(c, pw(Op::Cos, {x}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, c}));
-      return true;
-    }
-    case Op::Cos: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(s, pw(Op::Sin, {x}));
-      FJ_AD_TRY(ns, pw(Op::Neg, {s}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, ns}));
-      return true;
-    }
-    case Op::Tanh: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(y2, pw(Op::Mul, {y, y}));
-      FJ_AD_TRY(d, pw(Op::Sub, {num(1.0), y2}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    case Op::Sigmoid: {
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(om, pw(Op::Sub, {num(1.0), y}));
-      FJ_AD_TRY(d, pw(Op::Mul, {y, om}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    case Op::Erf: {
-      // 2/sqrt(pi) * exp(-x^2)
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(x2, pw(Op::Mul, {x, x}));
-      FJ_AD_TRY(nx2, pw(Op::Neg, {x2}));
-      FJ_AD_TRY(e, pw(Op::Exp, {nx2}));
-      FJ_AD_TRY(d, pw(Op::Mul, {e, num(2.0 * kInvSqrtPi)}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    // --- activations ---
-    case Op::Relu: {
-      // Eager's threshold_backward: the gradient where the result is > 0.
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(pos, pw(Op::Gt, {x, num(0.0)}));
-      FJ_AD_ACC(0, pw(Op::Where, {pos, gy, num(0.0)}));
-      return true;
-    }
-    case Op::Gelu: {
-      // cdf(x) + x * pdf(x)
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(xs, pw(Op::Mul, {x, num(kSqrtHalf)}));
-      FJ_AD_TRY(erf, pw(Op::Erf, {xs}));
-      FJ_AD_TRY(e1, pw(Op::Add, {erf, num(1.0)}));
-      FJ_AD_TRY(cdf, pw(Op::Mul, {e1, num(0.5)}));
-      FJ_AD_TRY(x2, pw(Op::Mul, {x, x}));
-      FJ_AD_TRY(h, pw(Op::Mul, {x2, num(-0.5)}));
-      FJ_AD_TRY(ex, pw(Op::Exp, {h}));
-      FJ_AD_TRY(pdf, pw(Op::Mul, {ex, num(kInvSqrtPi * kSqrtHalf)}));
-      FJ_AD_TRY(xp, pw(Op::Mul, {x, pdf}));
-      FJ_AD_TRY(d, pw(Op::Add, {cdf, xp}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    case Op::GeluTanh: {
-      // y = 0.5 x (1 + t), t = tanh(k (x + c x^3)):
-      // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
-      const double k = std::numbers::sqrt2 * kInvSqrtPi, c = 0.044715;
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(x2, pw(Op::Mul, {x, x}));
-      FJ_AD_TRY(x3, pw(Op::Mul, {x2, x}));
-      FJ_AD_TRY(cx3, pw(Op::Mul, {x3, num(c)}));
-      FJ_AD_TRY(u0, pw(Op::Add, {x, cx3}));
-      FJ_AD_TRY(u, pw(Op::Mul, {u0, num(k)}));
-      FJ_AD_TRY(t, pw(Op::Tanh, {u}));
-      FJ_AD_TRY(t1, pw(Op::Add, {t, num(1.0)}));
-      FJ_AD_TRY(left, pw(Op::Mul, {t1, num(0.5)}));
-      FJ_AD_TRY(t2, pw(Op::Mul, {t, t}));
-      FJ_AD_TRY(sech2, pw(Op::Sub, {num(1.0), t2}));
-      FJ_AD_TRY(q0, pw(Op::Mul, {x2, num(3.0 * c)}));
-      FJ_AD_TRY(q1, pw(Op::Add, {q0, num(1.0)}));
-      FJ_AD_TRY(du, pw(Op::Mul, {q1, num(k)}));
-      FJ_AD_TRY(r0, pw(Op::Mul, {sech2, du}));
-      FJ_AD_TRY(hx, pw(Op::Mul, {x, num(0.5)}));
-      FJ_AD_TRY(right, pw(Op::Mul, {hx, r0}));
-      FJ_AD_TRY(d, pw(Op::Add, {left, right}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    case Op::Silu: {
-      // s (1 + x (1 - s)), s = sigmoid(x)
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(s, pw(Op::Sigmoid, {x}));
-      FJ_AD_TRY(om, pw(Op::Sub, {num(1.0), s}));
-      FJ_AD_TRY(xom, pw(Op::Mul, {x, om}));
-      FJ_AD_TRY(p1, pw(Op::Add, {xom, num(1.0)}));
-      FJ_AD_TRY(d, pw(Op::Mul, {s, p1}));
-      FJ_AD_ACC(0, pw(Op::Mul, {gy, d}));
-      return true;
-    }
-    case Op::Softplus: {
-      // The gradient itself above the threshold, else sigmoid(beta x).
-      FJ_AD_VAL(x, 0);
-      FJ_AD_VAL(beta, 1);
-      FJ_AD_VAL(threshold, 2);
-      FJ_AD_TRY(z, pw(Op::Mul, {x, beta}));
-      FJ_AD_TRY(s, pw(Op::Sigmoid, {z}));
-      FJ_AD_TRY(gs, pw(Op::Mul, {gy, s}));
-      FJ_AD_TRY(linear, pw(Op::Gt, {z, threshold}));
-      FJ_AD_ACC(0, pw(Op::Where, {linear, gy, gs}));
-      return true;
-    }
-    // --- clamping and selection ---
-    case Op::Clamp:
-    case Op::ClampMin:
-    case Op::ClampMax: {
-      // As eager: the gradient where lo <= x <= hi (NaN: none).
-      FJ_AD_VAL(x, 0);
-      NodeId mask = -1;
-      if (n.op != Op::ClampMax) {
-        FJ_AD_VAL(lo, 1);
-        FJ_AD_TRY(ge, pw(Op::Ge, {x, lo}));
-        mask = ge;
-      }
-      if (n.op != Op::ClampMin) {
-        FJ_AD_VAL(hi, n.op == Op::Clamp ? 2 : 1);
-        FJ_AD_TRY(le, pw(Op::Le, {x, hi}));
-        if (mask < 0) {
-          mask = le;
-        } else {
-          FJ_AD_TRY(both, pw(Op::LogicalAnd, {mask, le}));
-          mask = both;
-        }
-      }
-      FJ_AD_ACC(0, pw(Op::Where, {mask, gy, num(0.0)}));
-      return true;
-    }
-    case Op::Where: {
-      FJ_AD_VAL(cond, 0);
-      if (needs(in[1])) FJ_AD_ACC(1, pw(Op::Where, {cond, gy, num(0.0)}));
-      if (needs(in[2])) FJ_AD_ACC(2, pw(Op::Where, {cond, num(0.0), gy}));
-      return true;
-    }
-    case Op::MaskedFill: {
-      FJ_AD_VAL(mask, 1);
-      FJ_AD_ACC(0, pw(Op::Where, {mask, num(0.0), gy}));
-      return true;
-    }
-    case Op::NanToNum: {
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(nan, pw(Op::IsNan, {x}));
-      FJ_AD_TRY(inf, pw(Op::IsInf, {x}));
-      FJ_AD_TRY(bad, pw(Op::LogicalOr, {nan, inf}));
-      FJ_AD_ACC(0, pw(Op::Where, {bad, num(0.0), gy}));
-      return true;
-    }
-    case Op::Cast:
-      // accumulate() casts the gradient back to the operand's type.
-      FJ_AD_ACC(0, Expected<NodeId>(gy));
-      return true;
-    // Piecewise constant (zero gradient, as eager) or non-floating results.
-    case Op::FloorDiv: case Op::Sign: case Op::Floor: case Op::Ceil: case Op::Round:
-    case Op::Trunc: case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt:
-    case Op::Ge: case Op::IsNan: case Op::IsInf: case Op::LogicalAnd: case Op::LogicalOr:
-    case Op::LogicalXor: case Op::LogicalNot: case Op::BitwiseAnd: case Op::BitwiseOr:
-    case Op::BitwiseXor: case Op::BitwiseNot:
-      return true;
-    // --- reductions ---
-    case Op::CumSum: {
-      // Each input element reaches every later output: the reversed cumsum of gy.
-      FJ_AD_TRY(rev, b_.flip(gy, n.dims));
-      FJ_AD_TRY(acc, b_.cumsum(rev, n.dims[0]));
-      FJ_AD_ACC(0, b_.flip(acc, n.dims));
-      return true;
-    }
-    case Op::Sum: {
-      FJ_AD_TRY(gk, keep_dims(gy, n));
-      FJ_AD_ACC(0, b_.expand(gk, g_.node(in[0]).sym));
-      return true;
-    }
-    case Op::Amax:
-    case Op::Amin: {
-      // As eager: the gradient split evenly among the elements equal to the result.
-      const Node& xn = g_.node(in[0]);
-      FJ_AD_VAL(x, 0);
-      FJ_AD_TRY(y, value(id));
-      FJ_AD_TRY(yk, keep_dims(y, n));
-      FJ_AD_TRY(gk, keep_dims(gy, n));
-      FJ_AD_TRY(hit, pw(Op::Eq, {x, yk}));
-      FJ_AD_TRY(hitf, b_.cast(hit, xn.dtype));
-      FJ_AD_TRY(count, b_.reduce(Op::Sum, hitf, n.dims, true, xn.dtype));
-      FJ_AD_TRY(share, pw(Op::Div, {gk, count}));
-      FJ_AD_ACC(0, pw(Op::Mul, {share, hitf}));
-      return true;
-    }
-    case Op::ArgMax: case Op::ArgMin: case Op::Any: case Op::All:
-      return true;
-    case Op::Prod:
-      return no_rule();
-    // --- views ---
-    case Op::Permute: {
-      std::vector<int64_t> inverse(n.dims.size());
-      for (size_t i = 0; i < n.dims.size(); ++i) inverse[static_cast<size_t>(n.dims[i])] = static_cast<int64_t>(i);
-      // A transposed product is computed as the product of the transposed operands:
-      // the gradient of a transposed weight (x @ w.t()) then comes out of the matmul
-      // in w's own layout, with no transposing copy after it.
-      const size_t r = inverse.size();
-      bool swaps_last_two = r >= 2 && inverse[r - 2] == static_cast<int64_t>(r - 1) &&
-                            inverse[r - 1] == static_cast<int64_t>(r - 2);
-      for (size_t i = 0; swaps_last_two && i + 2 < r; ++i) swaps_last_two = inverse[i] == static_cast<int64_t>(i);
-      if (swaps_last_two) {
-        FJ_AD_TRY(product, transposed_product(gy));
-        if (product >= 0) {
-          FJ_AD_ACC(0, Expected<NodeId>(product));
-          return true;
-        }
-      }
-      FJ_AD_ACC(0, b_.permute(gy, inverse));
-      return true;
-    }
-    case Op::Reshape:
-      FJ_AD_ACC(0, b_.reshape(gy, g_.node(in[0]).sym));
-      return true;
-    case Op::Expand:
-      // accumulate() sums over the expanded dims.
-      FJ_AD_ACC(0, Expected<NodeId>(gy));
-      return true;
-    case Op::Slice:
-    case Op::Select: {
-      // The gradient with zeros around it along the dim.
-      if (n.op == Op::Slice && !is_const(n.args[1], 1)) return no_rule();
-      const SymShape xs = g_.node(in[0]).sym;
-      const int64_t dim = n.dims[0];
-      const size_t k = static_cast<size_t>(dim);
-      NodeId middle = gy;
-      SymExpr len = SymExpr::integer(1);
-      if (n.op == Op::Select) {
-        FJ_AD_TRY(u, b_.unsqueeze(gy, dim));
-        middle = u;
-      } else {
-        len = n.sym[k];
-      }
-      const SymExpr& start = n.args[0];
-      const SymExpr after = sub(sub(xs[k], start), len);
-      std::vector<NodeId> parts;
-      for (const SymExpr* size : {&start, static_cast<const SymExpr*>(nullptr), &after}) {
-        if (size == nullptr) {
-          parts.push_back(middle);
-          continue;
-        }
-        if (is_const(*size, 0)) continue;
-        SymShape zs = xs;
-        zs[k] = *size;
-        FJ_AD_TRY(z, zeros(zs, n.dtype));
-        parts.push_back(z);
-      }
-      FJ_AD_ACC(0, b_.cat(parts, dim));
-      return true;
-    }
-    case Op::Flip:
-      FJ_AD_ACC(0, b_.flip(gy, n.dims));
-      return true;
-    case Op::SliceScatter: {
-      // The base's gradient is gy with zeros on the slice; the source's is gy's slice.
-      const size_t k = static_cast<size_t>(n.dims[0]);
-      const SymShape ss = g_.node(in[1]).sym;
-      const int64_t step = *n.args[1].as_int();
-      if (needs(in[0])) {
-        FJ_AD_TRY(z, zeros(ss, n.dtype));
-        FJ_AD_ACC(0, b_.slice_scatter(gy, z, n.dims[0], n.args[0], step));
-      }
-      if (needs(in[1])) FJ_AD_ACC(1, b_.slice(gy, n.dims[0], n.args[0], ss[k], step));
-      return true;
-    }
-    case Op::Cat: {
-      SymExpr offset = SymExpr::integer(0);
-      for (size_t q = 0; q < in.size(); ++q) {
-        const SymExpr len = g_.node(in[q]).sym[static_cast<size_t>(n.dims[0])];
-        if (needs(in[q])) FJ_AD_ACC(q, b_.slice(gy, n.dims[0], offset, len, 1));
-        offset = add(offset, len);
-      }
-      return true;
-    }
-    // --- indexing: a scatter-add written as a masked sum ---
-    // grad_x[.., j, ..] = sum over the index positions k of [index[k] == j] * gy[.., k, ..]:
-    // a [.., N, K, ..] comparison with positions (iota) reduced over K, one fused
-    // reduction (N * K work per element: fine for embedding tables and gathers of
-    // modest size; a scatter kernel would do K).
-    case Op::IndexSelect: {
-      if (!needs(in[0])) return true;
-      const Node& xn = g_.node(in[0]);
-      const size_t d = static_cast<size_t>(n.dims[0]);
-      const SymExpr N = xn.sym[d];
-      const SymExpr K = numel(g_.node(in[1]).sym);
-      FJ_AD_VAL(idx, 1);
-      FJ_AD_TRY(flat, b_.reshape(idx, {K}));
-      NodeId pos = flat;
-      if (n.int_value != 0) {  // negative indices count from the end
-        // N as a number: a constant, or (a symbol) counted at run time as a 0-d tensor.
-        NodeId count = -1;
-        if (N.is_constant()) {
-          count = b_.scalar_int(*N.as_int());
-        } else {
-          FJ_AD_TRY(ones, b_.full({N}, b_.scalar_int(1), DType::Int64));
-          FJ_AD_TRY(total, b_.reduce(Op::Sum, ones, {0}, false, DType::Int64));
-          count = total;
-        }
-        FJ_AD_TRY(neg, pw(Op::Lt, {flat, b_.scalar_int(0)}));
-        FJ_AD_TRY(shifted, pw(Op::Add, {flat, count}));
-        FJ_AD_TRY(w, pw(Op::Where, {neg, shifted, flat}));
-        pos = w;
-      }
-      const size_t post = xn.rank() - d - 1;
-      SymShape mask_shape(d, SymExpr::integer(1)), pos_shape(d, SymExpr::integer(1)), g_shape;
-      mask_shape.push_back(N);
-      mask_shape.push_back(K);
-      pos_shape.push_back(SymExpr::integer(1));
-      pos_shape.push_back(K);
-      for (size_t q = 0; q < post; ++q) {
-        mask_shape.push_back(SymExpr::integer(1));
-        pos_shape.push_back(SymExpr::integer(1));
-      }
-      const SymShape& gys = b_.node(gy).sym;
-      g_shape.assign(gys.begin(), gys.begin() + static_cast<long>(d));
-      g_shape.push_back(SymExpr::integer(1));
-      g_shape.push_back(K);
-      g_shape.insert(g_shape.end(), gys.end() - static_cast<long>(post), gys.end());
-      const NodeId io = b_.iota(mask_shape, static_cast<int64_t>(d));
-      FJ_AD_TRY(pr, b_.reshape(pos, pos_shape));
-      FJ_AD_TRY(hit, pw(Op::Eq, {io, pr}));
-      FJ_AD_TRY(hitf, b_.cast(hit, n.dtype));
-      FJ_AD_TRY(g2, b_.reshape(gy, g_shape));
-      FJ_AD_TRY(prod, pw(Op::Mul, {hitf, g2}));
-      FJ_AD_ACC(0, b_.reduce(Op::Sum, prod, {static_cast<int64_t>(d + 1)}, false, n.dtype));
-      return true;
-    }
-    case Op::Gather: {
-      if (!needs(in[0])) return true;
-      const Node& xn = g_.node(in[0]);
-      const Node& ixn = g_.node(in[1]);
-      const size_t d = static_cast<size_t>(n.dims[0]);
-      // An index smaller than x along other dims would leave zeros around: not yet (the
-      // sizes must be equal; accumulate()'s reshape assumes so where they are symbols,
-      // and the caller guards that or falls back).
-      for (size_t q = 0; q < xn.rank(); ++q) {
-        if (q != d && xn.sym[q].is_constant() && ixn.sym[q].is_constant() && !xn.sym[q].same(ixn.sym[q])) {
-          return no_rule();
-        }
-      }
-      FJ_AD_VAL(idx, 1);
-      SymShape mask_shape = ixn.sym;
-      mask_shape.insert(mask_shape.begin() + static_cast<long>(d), xn.sym[d]);
-      const NodeId io = b_.iota(mask_shape, static_cast<int64_t>(d));
-      FJ_AD_TRY(iu, b_.unsqueeze(idx, static_cast<int64_t>(d)));
-      FJ_AD_TRY(hit, pw(Op::Eq, {io, iu}));
-      FJ_AD_TRY(hitf, b_.cast(hit, n.dtype));
-      FJ_AD_TRY(gu, b_.unsqueeze(gy, static_cast<int64_t>(d)));
-      FJ_AD_TRY(prod, pw(Op::Mul, {hitf, gu}));
-      FJ_AD_ACC(0, b_.reduce(Op::Sum, prod, {static_cast<int64_t>(d + 1)}, false, n.dtype));
-      return true;
-    }
-    case Op::Full: case Op::Iota:
-    case Op::ItemInt: case Op::ItemFloat: case Op::ItemBool:
-      return true;
-    // --- matmul: [..., m, k] @ [..., k, n]; broadcast batch dims are summed ---
-    case Op::Matmul: {
-      FJ_AD_VAL(a, 0);
-      FJ_AD_VAL(b, 1);
-      if (needs(in[0])) {
-        FJ_AD_TRY(bt, b_.transpose(b, -1, -2));
-        FJ_AD_ACC(0, b_.matmul(gy, bt));
-      }
-      if (needs(in[1])) {
-        FJ_AD_TRY(at, b_.transpose(a, -1, -2));
-        FJ_AD_ACC(1, b_.matmul(at, gy));
-      }
-      return true;
+// Inputs and constants: the walk ends at them.
+Status leaf(Backprop&) { return ok(); }
+// Piecewise constant (zero gradient, as eager) or a non-floating result.
+Status no_gradient(Backprop&) { return ok(); }
+// Not differentiable here: the caller falls back to eager autograd.
+Status no_rule(Backprop& r) { return r.no_rule(); }
+
+// --- arithmetic ---
+
+Status add_grad(Backprop& r) {
+  if (r.needs(0)) FJ_TRY(r.acc(0, r.gy));
+  if (r.needs(1)) FJ_TRY(r.acc(1, r.gy));
+  return ok();
+}
+
+Status sub_grad(Backprop& r) {
+  if (r.needs(0)) FJ_TRY(r.acc(0, r.gy));
+  if (r.needs(1)) FJ_TRY(r.acc(1, r.pw(Op::Neg, {r.gy})));
+  return ok();
+}
+
+Status mul_grad(Backprop& r) {
+  if (r.needs(0)) {
+    const NodeId b = FJ_TRY(r.x(1));
+    FJ_TRY(r.acc(0, r.pw(Op::Mul, {r.gy, b})));
+  }
+  if (r.needs(1)) {
+    const NodeId a = FJ_TRY(r.x(0));
+    FJ_TRY(r.acc(1, r.pw(Op::Mul, {r.gy, a})));
+  }
+  return ok();
+}
+
+Status div_grad(Backprop& r) {
+  const NodeId b = FJ_TRY(r.x(1));
+  if (r.needs(0)) FJ_TRY(r.acc(0, r.pw(Op::Div, {r.gy, b})));
+  if (r.needs(1)) {
+    // As eager: -grad * a / (b * b).
+    const NodeId a = FJ_TRY(r.x(0));
+    const NodeId bb = FJ_TRY(r.pw(Op::Mul, {b, b}));
+    const NodeId ng = FJ_TRY(r.pw(Op::Neg, {r.gy}));
+    const NodeId nga = FJ_TRY(r.pw(Op::Mul, {ng, a}));
+    FJ_TRY(r.acc(1, r.pw(Op::Div, {nga, bb})));
+  }
+  return ok();
+}
+
+Status remainder_grad(Backprop& r) {
+  if (r.needs(0)) FJ_TRY(r.acc(0, r.gy));
+  if (r.needs(1)) {
+    // d/db (a - floor(a / b) * b) = -floor(a / b)
+    const NodeId a = FJ_TRY(r.x(0));
+    const NodeId b = FJ_TRY(r.x(1));
+    const NodeId q = FJ_TRY(r.pw(Op::Div, {a, b}));
+    const NodeId fq = FJ_TRY(r.pw(Op::Floor, {q}));
+    const NodeId ng = FJ_TRY(r.pw(Op::Neg, {r.gy}));
+    FJ_TRY(r.acc(1, r.pw(Op::Mul, {ng, fq})));
+  }
+  return ok();
+}
+
+Status neg_grad(Backprop& r) { return r.acc(0, r.pw(Op::Neg, {r.gy})); }
+
+Status abs_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  return chain(r, r.pw(Op::Sign, {x}));
+}
+
+// Maximum, Minimum. As eager: ties split the gradient in halves; a NaN passes it to both.
+Status max_min_grad(Backprop& r) {
+  const NodeId a = FJ_TRY(r.x(0));
+  const NodeId b = FJ_TRY(r.x(1));
+  const NodeId tie = FJ_TRY(r.pw(Op::Eq, {a, b}));
+  const NodeId half = FJ_TRY(r.pw(Op::Div, {r.gy, r.num(2.0)}));
+  const NodeId h = FJ_TRY(r.pw(Op::Where, {tie, half, r.gy}));
+  const bool max = r.n.op == Op::Maximum;
+  if (r.needs(0)) {
+    const NodeId lose = FJ_TRY(r.pw(max ? Op::Lt : Op::Gt, {a, b}));
+    FJ_TRY(r.acc(0, r.pw(Op::Where, {lose, r.num(0.0), h})));
+  }
+  if (r.needs(1)) {
+    const NodeId lose = FJ_TRY(r.pw(max ? Op::Gt : Op::Lt, {a, b}));
+    FJ_TRY(r.acc(1, r.pw(Op::Where, {lose, r.num(0.0), h})));
+  }
+  return ok();
+}
+
+// x^c into x: grad * c * x^(c - 1), zeros where c == 0 (as eager). `c` is a tensor.
+Status power_rule(Backprop& r, NodeId x, NodeId c) {
+  const NodeId cm1 = FJ_TRY(r.pw(Op::Sub, {c, r.num(1.0)}));
+  const NodeId p = FJ_TRY(r.pw(Op::Pow, {x, cm1}));
+  const NodeId cp = FJ_TRY(r.pw(Op::Mul, {p, c}));
+  const NodeId gp = FJ_TRY(r.pw(Op::Mul, {r.gy, cp}));
+  const NodeId zero = FJ_TRY(r.pw(Op::Eq, {c, r.num(0.0)}));
+  return r.acc(0, r.pw(Op::Where, {zero, r.num(0.0), gp}));
+}
+
+Status pow_scalar_grad(Backprop& r) {
+  const Node& e = r.operand(1);
+  const NodeId x = FJ_TRY(r.x(0));
+  if (e.op != Op::Scalar) {
+    // A runtime exponent: as a 0-d tensor.
+    const NodeId cs = FJ_TRY(r.x(1));
+    const NodeId ct = FJ_TRY(r.graph.full({}, cs, r.n.dtype));
+    return power_rule(r, x, ct);
+  }
+  const bool is_float = e.scalar_kind == ScalarKind::Float;
+  const double c = is_float ? e.scalar : static_cast<double>(e.int_value);
+  if (c == 0) return ok();  // eager: zeros
+  if (c == 1) return r.acc(0, r.gy);
+  const NodeId em1 = is_float ? r.graph.scalar(c - 1) : r.graph.scalar_int(e.int_value - 1);
+  const NodeId p = FJ_TRY(r.pw(Op::PowScalar, {x, em1}));
+  return chain(r, r.pw(Op::Mul, {p, r.num(c)}));
+}
+
+// a^b into b: grad * y * log(a), zeros where a == 0 and b >= 0 (as eager).
+Status exponent_rule(Backprop& r, NodeId a, NodeId b) {
+  NodeId base = a;
+  if (is_python_scalar(r.graph.node(a))) base = FJ_TRY(r.graph.full({}, a, r.n.dtype));
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId la = FJ_TRY(r.pw(Op::Log, {base}));
+  const NodeId yl = FJ_TRY(r.pw(Op::Mul, {y, la}));
+  const NodeId gyl = FJ_TRY(r.pw(Op::Mul, {r.gy, yl}));
+  const NodeId az = FJ_TRY(r.pw(Op::Eq, {base, r.num(0.0)}));
+  const NodeId bn = FJ_TRY(r.pw(Op::Ge, {b, r.num(0.0)}));
+  const NodeId cond = FJ_TRY(r.pw(Op::LogicalAnd, {az, bn}));
+  return r.acc(1, r.pw(Op::Where, {cond, r.num(0.0), gyl}));
+}
+
+Status pow_grad(Backprop& r) {
+  const NodeId a = FJ_TRY(r.x(0));
+  const NodeId b = FJ_TRY(r.x(1));
+  if (r.needs(0)) FJ_TRY(power_rule(r, a, b));
+  if (r.needs(1)) FJ_TRY(exponent_rule(r, a, b));
+  return ok();
+}
+
+// --- math ---
+
+Status exp_grad(Backprop& r) { return chain(r, r.y()); }
+
+Status expm1_grad(Backprop& r) {
+  const NodeId y = FJ_TRY(r.y());
+  return chain(r, r.pw(Op::Add, {y, r.num(1.0)}));
+}
+
+Status log_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  return r.acc(0, r.pw(Op::Div, {r.gy, x}));
+}
+
+Status log1p_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId x1 = FJ_TRY(r.pw(Op::Add, {x, r.num(1.0)}));
+  return r.acc(0, r.pw(Op::Div, {r.gy, x1}));
+}
+
+Status sqrt_grad(Backprop& r) {
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId y2 = FJ_TRY(r.pw(Op::Mul, {y, r.num(2.0)}));
+  return r.acc(0, r.pw(Op::Div, {r.gy, y2}));
+}
+
+Status rsqrt_grad(Backprop& r) {
+  // -0.5 * grad * y^3
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId y2 = FJ_TRY(r.pw(Op::Mul, {y, y}));
+  const NodeId y3 = FJ_TRY(r.pw(Op::Mul, {y2, y}));
+  const NodeId g2 = FJ_TRY(r.pw(Op::Mul, {r.gy, r.num(-0.5)}));
+  return r.acc(0, r.pw(Op::Mul, {g2, y3}));
+}
+
+Status reciprocal_grad(Backprop& r) {
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId y2 = FJ_TRY(r.pw(Op::Mul, {y, y}));
+  const NodeId ng = FJ_TRY(r.pw(Op::Neg, {r.gy}));
+  return r.acc(0, r.pw(Op::Mul, {ng, y2}));
+}
+
+Status sin_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  return chain(r, r.pw(Op::Cos, {x}));
+}
+
+Status cos_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId s = FJ_TRY(r.pw(Op::Sin, {x}));
+  return chain(r, r.pw(Op::Neg, {s}));
+}
+
+Status tanh_grad(Backprop& r) {
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId y2 = FJ_TRY(r.pw(Op::Mul, {y, y}));
+  return chain(r, r.pw(Op::Sub, {r.num(1.0), y2}));
+}
+
+Status sigmoid_grad(Backprop& r) {
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId om = FJ_TRY(r.pw(Op::Sub, {r.num(1.0), y}));
+  return chain(r, r.pw(Op::Mul, {y, om}));
+}
+
+Status erf_grad(Backprop& r) {
+  // 2/sqrt(pi) * exp(-x^2)
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId x2 = FJ_TRY(r.pw(Op::Mul, {x, x}));
+  const NodeId nx2 = FJ_TRY(r.pw(Op::Neg, {x2}));
+  const NodeId e = FJ_TRY(r.pw(Op::Exp, {nx2}));
+  return chain(r, r.pw(Op::Mul, {e, r.num(2.0 * kInvSqrtPi)}));
+}
+
+// --- activations ---
+
+Status relu_grad(Backprop& r) {
+  // Eager's threshold_backward: the gradient where the result is > 0.
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId pos = FJ_TRY(r.pw(Op::Gt, {x, r.num(0.0)}));
+  return r.acc(0, r.pw(Op::Where, {pos, r.gy, r.num(0.0)}));
+}
+
+Status gelu_grad(Backprop& r) {
+  // cdf(x) + x * pdf(x)
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId xs = FJ_TRY(r.pw(Op::Mul, {x, r.num(kSqrtHalf)}));
+  const NodeId erf = FJ_TRY(r.pw(Op::Erf, {xs}));
+  const NodeId e1 = FJ_TRY(r.pw(Op::Add, {erf, r.num(1.0)}));
+  const NodeId cdf = FJ_TRY(r.pw(Op::Mul, {e1, r.num(0.5)}));
+  const NodeId x2 = FJ_TRY(r.pw(Op::Mul, {x, x}));
+  const NodeId h = FJ_TRY(r.pw(Op::Mul, {x2, r.num(-0.5)}));
+  const NodeId ex = FJ_TRY(r.pw(Op::Exp, {h}));
+  const NodeId pdf = FJ_TRY(r.pw(Op::Mul, {ex, r.num(kInvSqrtPi * kSqrtHalf)}));
+  const NodeId xp = FJ_TRY(r.pw(Op::Mul, {x, pdf}));
+  return chain(r, r.pw(Op::Add, {cdf, xp}));
+}
+
+Status gelu_tanh_grad(Backprop& r) {
+  // y = 0.5 x (1 + t), t = tanh(k (x + c x^3)):
+  // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+  const double k = std::numbers::sqrt2 * kInvSqrtPi, c = 0.044715;
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId x2 = FJ_TRY(r.pw(Op::Mul, {x, x}));
+  const NodeId x3 = FJ_TRY(r.pw(Op::Mul, {x2, x}));
+  const NodeId cx3 = FJ_TRY(r.pw(Op::Mul, {x3, r.num(c)}));
+  const NodeId u0 = FJ_TRY(r.pw(Op::Add, {x, cx3}));
+  const NodeId u = FJ_TRY(r.pw(Op::Mul, {u0, r.num(k)}));
+  const NodeId t = FJ_TRY(r.pw(Op::Tanh, {u}));
+  const NodeId t1 = FJ_TRY(r.pw(Op::Add, {t, r.num(1.0)}));
+  const NodeId left = FJ_TRY(r.pw(Op::Mul, {t1, r.num(0.5)}));
+  const NodeId t2 = FJ_TRY(r.pw(Op::Mul, {t, t}));
+  const NodeId sech2 = FJ_TRY(r.pw(Op::Sub, {r.num(1.0), t2}));
+  const NodeId q0 = FJ_TRY(r.pw(Op::Mul, {x2, r.num(3.0 * c)}));
+  const NodeId q1 = FJ_TRY(r.pw(Op::Add, {q0, r.num(1.0)}));
+  const NodeId du = FJ_TRY(r.pw(Op::Mul, {q1, r.num(k)}));
+  const NodeId r0 = FJ_TRY(r.pw(Op::Mul, {sech2, du}));
+  const NodeId hx = FJ_TRY(r.pw(Op::Mul, {x, r.num(0.5)}));
+  const NodeId right = FJ_TRY(r.pw(Op::Mul, {hx, r0}));
+  return chain(r, r.pw(Op::Add, {left, right}));
+}
+
+Status silu_grad(Backprop& r) {
+  // s (1 + x (1 - s)), s = sigmoid(x)
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId s = FJ_TRY(r.pw(Op::Sigmoid, {x}));
+  const NodeId om = FJ_TRY(r.pw(Op::Sub, {r.num(1.0), s}));
+  const NodeId xom = FJ_TRY(r.pw(Op::Mul, {x, om}));
+  const NodeId p1 = FJ_TRY(r.pw(Op::Add, {xom, r.num(1.0)}));
+  return chain(r, r.pw(Op::Mul, {s, p1}));
+}
+
+Status softplus_grad(Backprop& r) {
+  // The gradient itself above the threshold, else sigmoid(beta x).
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId beta = FJ_TRY(r.x(1));
+  const NodeId threshold = FJ_TRY(r.x(2));
+  const NodeId z = FJ_TRY(r.pw(Op::Mul, {x, beta}));
+  const NodeId s = FJ_TRY(r.pw(Op::Sigmoid, {z}));
+  const NodeId gs = FJ_TRY(r.pw(Op::Mul, {r.gy, s}));
+  const NodeId linear = FJ_TRY(r.pw(Op::Gt, {z, threshold}));
+  return r.acc(0, r.pw(Op::Where, {linear, r.gy, gs}));
+}
+
+// --- clamping and selection ---
+
+// Clamp, ClampMin, ClampMax. As eager: the gradient where lo <= x <= hi (NaN: none).
+Status clamp_grad(Backprop& r) {
+  const Op op = r.n.op;
+  const NodeId x = FJ_TRY(r.x(0));
+  NodeId mask = -1;
+  if (op != Op::ClampMax) {
+    const NodeId lo = FJ_TRY(r.x(1));
+    mask = FJ_TRY(r.pw(Op::Ge, {x, lo}));
+  }
+  if (op != Op::ClampMin) {
+    const NodeId hi = FJ_TRY(r.x(op == Op::Clamp ? 2 : 1));
+    const NodeId le = FJ_TRY(r.pw(Op::Le, {x, hi}));
+    if (mask < 0) {
+      mask = le;
+    } else {
+      mask = FJ_TRY(r.pw(Op::LogicalAnd, {mask, le}));
     }
   }
-#undef FJ_AD_VAL
-#undef FJ_AD_ACC
-  return no_rule();
+  return r.acc(0, r.pw(Op::Where, {mask, r.gy, r.num(0.0)}));
+}
+
+Status where_grad(Backprop& r) {
+  const NodeId cond = FJ_TRY(r.x(0));
+  if (r.needs(1)) FJ_TRY(r.acc(1, r.pw(Op::Where, {cond, r.gy, r.num(0.0)})));
+  if (r.needs(2)) FJ_TRY(r.acc(2, r.pw(Op::Where, {cond, r.num(0.0), r.gy})));
+  return ok();
+}
+
+Status masked_fill_grad(Backprop& r) {
+  const NodeId mask = FJ_TRY(r.x(1));
+  return r.acc(0, r.pw(Op::Where, {mask, r.num(0.0), r.gy}));
+}
+
+Status nan_to_num_grad(Backprop& r) {
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId nan = FJ_TRY(r.pw(Op::IsNan, {x}));
+  const NodeId inf = FJ_TRY(r.pw(Op::IsInf, {x}));
+  const NodeId bad = FJ_TRY(r.pw(Op::LogicalOr, {nan, inf}));
+  return r.acc(0, r.pw(Op::Where, {bad, r.num(0.0), r.gy}));
+}
+
+// Cast: accumulate() casts the gradient back to the operand's type.
+// Expand: accumulate() sums over the expanded dims.
+Status identity_grad(Backprop& r) { return r.acc(0, r.gy); }
+
+// --- reductions ---
+
+Status sum_grad(Backprop& r) {
+  const NodeId gk = FJ_TRY(r.keep_dims(r.gy));
+  return r.acc(0, r.graph.expand(gk, r.operand(0).sym));
+}
+
+// Amax, Amin. As eager: the gradient split evenly among the elements equal to the result.
+Status amax_amin_grad(Backprop& r) {
+  const DType t = r.operand(0).dtype;
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId y = FJ_TRY(r.y());
+  const NodeId yk = FJ_TRY(r.keep_dims(y));
+  const NodeId gk = FJ_TRY(r.keep_dims(r.gy));
+  const NodeId hit = FJ_TRY(r.pw(Op::Eq, {x, yk}));
+  const NodeId hitf = FJ_TRY(r.graph.cast(hit, t));
+  const NodeId count = FJ_TRY(r.graph.reduce(Op::Sum, hitf, r.n.dims, true, t));
+  const NodeId share = FJ_TRY(r.pw(Op::Div, {gk, count}));
+  return r.acc(0, r.pw(Op::Mul, {share, hitf}));
+}
+
+Status cumsum_grad(Backprop& r) {
+  // Each input element reaches every later output: the reversed cumsum of gy.
+  const NodeId rev = FJ_TRY(r.graph.flip(r.gy, r.n.dims));
+  const NodeId acc = FJ_TRY(r.graph.cumsum(rev, r.n.dims[0]));
+  return r.acc(0, r.graph.flip(acc, r.n.dims));
+}
+
+// --- views ---
+
+// A permutation that swaps the last two dims and keeps the others.
+bool swaps_last_two(const std::vector<int64_t>& order) {
+  const size_t r = order.size();
+  if (r < 2) return false;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (order[i] != static_cast<int64_t>(i)) return false;
+  }
+  return order[r - 2] == static_cast<int64_t>(r - 1) && order[r - 1] == static_cast<int64_t>(r - 2);
+}
+
+Status permute_grad(Backprop& r) {
+  std::vector<int64_t> inverse(r.n.dims.size());
+  for (size_t i = 0; i < r.n.dims.size(); ++i) inverse[static_cast<size_t>(r.n.dims[i])] = static_cast<int64_t>(i);
+  // A transposed product is computed as the product of the transposed operands:
+  // the gradient of a transposed weight (x @ w.t()) then comes out of the matmul
+  // in w's own layout, with no transposing copy after it.
+  if (swaps_last_two(inverse)) {
+    const NodeId product = FJ_TRY(r.transposed_product(r.gy));
+    if (product >= 0) return r.acc(0, product);
+  }
+  return r.acc(0, r.graph.permute(r.gy, inverse));
+}
+
+Status reshape_grad(Backprop& r) { return r.acc(0, r.graph.reshape(r.gy, r.operand(0).sym)); }
+
+// Slice (step 1), Select: the gradient with zeros around it along the dim.
+Status slice_select_grad(Backprop& r) {
+  const Node& n = r.n;
+  if (n.op == Op::Slice && !is_const(n.args[1], 1)) return r.no_rule();
+  const SymShape xs = r.operand(0).sym;
+  const int64_t dim = n.dims[0];
+  const size_t k = static_cast<size_t>(dim);
+  NodeId middle = r.gy;
+  SymExpr len = SymExpr::integer(1);
+  if (n.op == Op::Select) {
+    middle = FJ_TRY(r.graph.unsqueeze(r.gy, dim));
+  } else {
+    len = n.sym[k];
+  }
+  const SymExpr& before = n.args[0];
+  const SymExpr after = sub(sub(xs[k], before), len);
+  std::vector<NodeId> parts;
+  for (const SymExpr* size : {&before, static_cast<const SymExpr*>(nullptr), &after}) {
+    if (size == nullptr) {
+      parts.push_back(middle);
+    } else if (!is_const(*size, 0)) {
+      SymShape zs = xs;
+      zs[k] = *size;
+      parts.push_back(FJ_TRY(r.zeros(zs, n.dtype)));
+    }
+  }
+  return r.acc(0, r.graph.cat(parts, dim));
+}
+
+Status flip_grad(Backprop& r) { return r.acc(0, r.graph.flip(r.gy, r.n.dims)); }
+
+Status cat_grad(Backprop& r) {
+  const int64_t dim = r.n.dims[0];
+  SymExpr offset = SymExpr::integer(0);
+  for (size_t q = 0; q < r.n.inputs.size(); ++q) {
+    const SymExpr len = r.operand(q).sym[static_cast<size_t>(dim)];
+    if (r.needs(q)) FJ_TRY(r.acc(q, r.graph.slice(r.gy, dim, offset, len, 1)));
+    offset = add(offset, len);
+  }
+  return ok();
+}
+
+Status slice_scatter_grad(Backprop& r) {
+  // The base's gradient is gy with zeros on the slice; the source's is gy's slice.
+  const Node& n = r.n;
+  const size_t k = static_cast<size_t>(n.dims[0]);
+  const SymShape ss = r.operand(1).sym;
+  const int64_t step = *n.args[1].as_int();
+  if (r.needs(0)) {
+    const NodeId z = FJ_TRY(r.zeros(ss, n.dtype));
+    FJ_TRY(r.acc(0, r.graph.slice_scatter(r.gy, z, n.dims[0], n.args[0], step)));
+  }
+  if (r.needs(1)) FJ_TRY(r.acc(1, r.graph.slice(r.gy, n.dims[0], n.args[0], ss[k], step)));
+  return ok();
+}
+
+// --- indexing: a scatter-add written as a masked sum ---
+// grad_x[.., j, ..] = sum over the index positions k of [index[k] == j] * gy[.., k, ..]:
+// a [.., N, K, ..] comparison with positions (iota) reduced over K, one fused
+// reduction (N * K work per element: fine for embedding tables and gathers of
+// modest size; a scatter kernel would do K).
+
+// The masked sum itself: `hit` [.., N, K, ..] (as the gradient's dtype) times `g`
+// [.., 1, K, ..], reduced over the index positions (dim d + 1) into operand 0.
+Status sum_over_positions(Backprop& r, NodeId hit, NodeId g, size_t d) {
+  const NodeId prod = FJ_TRY(r.pw(Op::Mul, {hit, g}));
+  return r.acc(0, r.graph.reduce(Op::Sum, prod, {static_cast<int64_t>(d + 1)}, false, r.n.dtype));
+}
+
+// index_select's flattened index, negative entries counted from the end of a dim of
+// size N where the node says so.
+Expected<NodeId> index_positions(Backprop& r, NodeId index, const SymExpr& N, const SymExpr& K) {
+  const NodeId flat = FJ_TRY(r.graph.reshape(index, {K}));
+  if (r.n.int_value == 0) return flat;
+  // N as a number: a constant, or (a symbol) counted at run time as a 0-d tensor.
+  NodeId count = -1;
+  if (N.is_constant()) {
+    count = r.graph.scalar_int(*N.as_int());
+  } else {
+    const NodeId ones = FJ_TRY(r.graph.full({N}, r.graph.scalar_int(1), DType::Int64));
+    count = FJ_TRY(r.graph.reduce(Op::Sum, ones, {0}, false, DType::Int64));
+  }
+  const NodeId neg = FJ_TRY(r.pw(Op::Lt, {flat, r.graph.scalar_int(0)}));
+  const NodeId shifted = FJ_TRY(r.pw(Op::Add, {flat, count}));
+  return r.pw(Op::Where, {neg, shifted, flat});
+}
+
+Status index_select_grad(Backprop& r) {
+  if (!r.needs(0)) return ok();
+  const size_t d = static_cast<size_t>(r.n.dims[0]);
+  const size_t post = r.operand(0).rank() - d - 1;  // dims after d
+  const SymExpr N = r.operand(0).sym[d];
+  const SymExpr K = numel(r.operand(1).sym);
+  const SymExpr one = SymExpr::integer(1);
+  const NodeId index = FJ_TRY(r.x(1));
+  const NodeId pos = FJ_TRY(index_positions(r, index, N, K));
+  // Positions along d: [1.., N, K, 1..]; the index: [1.., 1, K, 1..]; gy: [.., 1, K, ..].
+  SymShape mask_shape(d, one), pos_shape(d, one);
+  mask_shape.insert(mask_shape.end(), {N, K});
+  pos_shape.insert(pos_shape.end(), {one, K});
+  mask_shape.insert(mask_shape.end(), post, one);
+  pos_shape.insert(pos_shape.end(), post, one);
+  const SymShape& gys = r.graph.node(r.gy).sym;
+  SymShape g_shape(gys.begin(), gys.begin() + static_cast<long>(d));
+  g_shape.insert(g_shape.end(), {one, K});
+  g_shape.insert(g_shape.end(), gys.end() - static_cast<long>(post), gys.end());
+  const NodeId io = r.graph.iota(mask_shape, static_cast<int64_t>(d));
+  const NodeId pr = FJ_TRY(r.graph.reshape(pos, pos_shape));
+  const NodeId hit = FJ_TRY(r.pw(Op::Eq, {io, pr}));
+  const NodeId hitf = FJ_TRY(r.graph.cast(hit, r.n.dtype));
+  const NodeId g = FJ_TRY(r.graph.reshape(r.gy, g_shape));
+  return sum_over_positions(r, hitf, g, d);
+}
+
+Status gather_grad(Backprop& r) {
+  if (!r.needs(0)) return ok();
+  const Node& xn = r.operand(0);
+  const Node& ixn = r.operand(1);
+  const size_t d = static_cast<size_t>(r.n.dims[0]);
+  // An index smaller than x along other dims would leave zeros around: not yet (the
+  // sizes must be equal; accumulate()'s reshape assumes so where they are symbols,
+  // and the caller guards that or falls back).
+  for (size_t q = 0; q < xn.rank(); ++q) {
+    if (q != d && xn.sym[q].is_constant() && ixn.sym[q].is_constant() && !xn.sym[q].same(ixn.sym[q])) {
+      return r.no_rule();
+    }
+  }
+  const NodeId index = FJ_TRY(r.x(1));
+  SymShape mask_shape = ixn.sym;
+  mask_shape.insert(mask_shape.begin() + static_cast<long>(d), xn.sym[d]);
+  const NodeId io = r.graph.iota(mask_shape, static_cast<int64_t>(d));
+  const NodeId iu = FJ_TRY(r.graph.unsqueeze(index, static_cast<int64_t>(d)));
+  const NodeId hit = FJ_TRY(r.pw(Op::Eq, {io, iu}));
+  const NodeId hitf = FJ_TRY(r.graph.cast(hit, r.n.dtype));
+  const NodeId g = FJ_TRY(r.graph.unsqueeze(r.gy, static_cast<int64_t>(d)));
+  return sum_over_positions(r, hitf, g, d);
+}
+
+// --- matmul: [..., m, k] @ [..., k, n]; broadcast batch dims are summed ---
+
+Status matmul_grad(Backprop& r) {
+  const NodeId a = FJ_TRY(r.x(0));
+  const NodeId b = FJ_TRY(r.x(1));
+  if (r.needs(0)) {
+    const NodeId bt = FJ_TRY(r.graph.transpose(b, -1, -2));
+    FJ_TRY(r.acc(0, r.graph.matmul(r.gy, bt)));
+  }
+  if (r.needs(1)) {
+    const NodeId at = FJ_TRY(r.graph.transpose(a, -1, -2));
+    FJ_TRY(r.acc(1, r.graph.matmul(at, r.gy)));
+  }
+  return ok();
+}
+
+// --- the table ---
+
+using GradRule = Status (*)(Backprop&);
+struct GradEntry {
+  Op op;
+  GradRule rule;
+};
+
+// Every op of jit/ir/ops.def, in its order, with its rule: an op added there without
+// an entry here fails to compile (the static_assert below).
+constexpr GradEntry kGradRules[] = {
+    {Op::Placeholder, leaf},
+    {Op::ScalarInput, leaf},
+    {Op::Scalar, leaf},
+    // arithmetic
+    {Op::Add, add_grad},
+    {Op::Sub, sub_grad},
+    {Op::Mul, mul_grad},
+    {Op::Div, div_grad},
+    {Op::FloorDiv, no_gradient},
+    {Op::Remainder, remainder_grad},
+    {Op::Neg, neg_grad},
+    {Op::Abs, abs_grad},
+    {Op::Sign, no_gradient},
+    {Op::Maximum, max_min_grad},
+    {Op::Minimum, max_min_grad},
+    {Op::PowScalar, pow_scalar_grad},
+    {Op::Pow, pow_grad},
+    // math
+    {Op::Exp, exp_grad},
+    {Op::Log, log_grad},
+    {Op::Sqrt, sqrt_grad},
+    {Op::Sin, sin_grad},
+    {Op::Cos, cos_grad},
+    {Op::Tanh, tanh_grad},
+    {Op::Sigmoid, sigmoid_grad},
+    {Op::Erf, erf_grad},
+    {Op::Expm1, expm1_grad},
+    {Op::Log1p, log1p_grad},
+    {Op::Rsqrt, rsqrt_grad},
+    {Op::Reciprocal, reciprocal_grad},
+    // activations
+    {Op::Relu, relu_grad},
+    {Op::Gelu, gelu_grad},
+    {Op::GeluTanh, gelu_tanh_grad},
+    {Op::Silu, silu_grad},
+    {Op::Softplus, softplus_grad},
+    // rounding
+    {Op::Floor, no_gradient},
+    {Op::Ceil, no_gradient},
+    {Op::Round, no_gradient},
+    {Op::Trunc, no_gradient},
+    // clamping and selection
+    {Op::Clamp, clamp_grad},
+    {Op::ClampMin, clamp_grad},
+    {Op::ClampMax, clamp_grad},
+    {Op::Where, where_grad},
+    {Op::MaskedFill, masked_fill_grad},
+    {Op::NanToNum, nan_to_num_grad},
+    // comparisons, predicates, logic and bits: bool or integer results
+    {Op::Eq, no_gradient},
+    {Op::Ne, no_gradient},
+    {Op::Lt, no_gradient},
+    {Op::Le, no_gradient},
+    {Op::Gt, no_gradient},
+    {Op::Ge, no_gradient},
+    {Op::IsNan, no_gradient},
+    {Op::IsInf, no_gradient},
+    {Op::LogicalAnd, no_gradient},
+    {Op::LogicalOr, no_gradient},
+    {Op::LogicalXor, no_gradient},
+    {Op::LogicalNot, no_gradient},
+    {Op::BitwiseAnd, no_gradient},
+    {Op::BitwiseOr, no_gradient},
+    {Op::BitwiseXor, no_gradient},
+    {Op::BitwiseNot, no_gradient},
+    {Op::Cast, identity_grad},
+    // reductions
+    {Op::Sum, sum_grad},
+    {Op::Prod, no_rule},
+    {Op::Amax, amax_amin_grad},
+    {Op::Amin, amax_amin_grad},
+    {Op::ArgMax, no_gradient},
+    {Op::ArgMin, no_gradient},
+    {Op::Any, no_gradient},
+    {Op::All, no_gradient},
+    {Op::CumSum, cumsum_grad},
+    // views
+    {Op::Permute, permute_grad},
+    {Op::Reshape, reshape_grad},
+    {Op::Expand, identity_grad},
+    {Op::Slice, slice_select_grad},
+    {Op::Select, slice_select_grad},
+    {Op::Flip, flip_grad},
+    {Op::Cat, cat_grad},
+    {Op::SliceScatter, slice_scatter_grad},
+    // indexing
+    {Op::IndexSelect, index_select_grad},
+    {Op::Gather, gather_grad},
+    // creation and Python numbers
+    {Op::Full, no_gradient},
+    {Op::Iota, no_gradient},
+    {Op::ItemInt, no_gradient},
+    {Op::ItemFloat, no_gradient},
+    {Op::ItemBool, no_gradient},
+    // extern
+    {Op::Matmul, matmul_grad},
+};
+
+static_assert(covers_ops_in_order(kGradRules),
+              "the gradient table needs one entry per op of jit/ir/ops.def, in its order");
+
+}  // namespace
+
+Status Differentiator::apply_rule(NodeId id) {
+  Backprop r(*this, id);
+  return kGradRules[static_cast<size_t>(r.n.op)].rule(r);
 }
 
 }  // namespace fj::jit::autodiff_detail
