@@ -130,15 +130,15 @@ Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
 
 Device::~Device() { api_->cuDevicePrimaryCtxRelease(dev_); }
 
-std::optional<Error> Device::check(const char* what, CUresult r) const {
-  if (r == 0) return std::nullopt;
+Status Device::check(const char* what, CUresult r) const {
+  if (r == 0) return ok();
   return Error{describe(*api_, what, r)};
 }
 
-std::optional<Error> Device::make_current() const { return check("cuCtxSetCurrent", api_->cuCtxSetCurrent(ctx_)); }
+Status Device::make_current() const { return check("cuCtxSetCurrent", api_->cuCtxSetCurrent(ctx_)); }
 
 Expected<std::unique_ptr<Module>> Device::load_ptx(const std::string& ptx) const {
-  if (auto e = make_current()) return std::move(*e);
+  FJ_TRY(make_current());
   std::vector<char> error_log(16384, '\0'), info_log(4096, '\0');
   int options[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes, kCuJitInfoLogBuffer,
                    kCuJitInfoLogBufferSizeBytes};
@@ -154,45 +154,44 @@ Expected<std::unique_ptr<Module>> Device::load_ptx(const std::string& ptx) const
 }
 
 Expected<CUdeviceptr> Device::alloc(size_t bytes) const {
-  if (auto e = make_current()) return std::move(*e);
+  FJ_TRY(make_current());
   CUdeviceptr p = 0;
-  if (auto e = check("cuMemAlloc", api_->cuMemAlloc(&p, bytes == 0 ? 1 : bytes))) return std::move(*e);
+  FJ_TRY(check("cuMemAlloc", api_->cuMemAlloc(&p, bytes == 0 ? 1 : bytes)));
   return p;
 }
 
 void Device::free(CUdeviceptr p) const {
-  if (p != 0 && !make_current()) api_->cuMemFree(p);
+  if (p != 0 && make_current().ok()) api_->cuMemFree(p);
 }
 
-std::optional<Error> Device::to_device(CUdeviceptr dst, const void* src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyHtoD", api_->cuMemcpyHtoD(dst, src, bytes));
+Status Device::to_device(CUdeviceptr dst, const void* src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyHtoD", api_->cuMemcpyHtoD(dst, src, bytes));
 }
 
-std::optional<Error> Device::to_host(void* dst, CUdeviceptr src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyDtoH", api_->cuMemcpyDtoH(dst, src, bytes));
+Status Device::to_host(void* dst, CUdeviceptr src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyDtoH", api_->cuMemcpyDtoH(dst, src, bytes));
 }
 
-std::optional<Error> Device::copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyDtoD", api_->cuMemcpyDtoD(dst, src, bytes));
+Status Device::copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyDtoD", api_->cuMemcpyDtoD(dst, src, bytes));
 }
 
-std::optional<Error> Device::zero(CUdeviceptr dst, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemsetD8", api_->cuMemsetD8(dst, 0, bytes));
+Status Device::zero(CUdeviceptr dst, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemsetD8", api_->cuMemsetD8(dst, 0, bytes));
 }
 
-std::optional<Error> Device::launch(CUfunction fn, uint32_t grid, uint32_t block,
-                                    std::vector<void*>& params) const {
-  if (auto e = make_current()) return e;
+Status Device::launch(CUfunction fn, uint32_t grid, uint32_t block, std::vector<void*>& params) const {
+  FJ_TRY(make_current());
   return check("cuLaunchKernel",
                api_->cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, params.data(), nullptr));
 }
 
-std::optional<Error> Device::synchronize() const {
-  if (auto e = make_current()) return e;
+Status Device::synchronize() const {
+  FJ_TRY(make_current());
   return check("cuCtxSynchronize", api_->cuCtxSynchronize());
 }
 
