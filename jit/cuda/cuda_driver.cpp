@@ -17,11 +17,6 @@ constexpr int kCuJitInfoLogBufferSizeBytes = 4;
 constexpr int kCuJitErrorLogBuffer = 5;
 constexpr int kCuJitErrorLogBufferSizeBytes = 6;
 
-struct Loaded {
-  DriverApi api{};
-  std::string error;  // why there is no driver
-};
-
 template <class F>
 bool resolve(void* lib, const char* name, F* out, std::string* missing) {
   *out = reinterpret_cast<F>(dlsym(lib, name));
@@ -29,16 +24,15 @@ bool resolve(void* lib, const char* name, F* out, std::string* missing) {
   return *out != nullptr;
 }
 
-Loaded load() {
-  Loaded l;
+// The driver's entry points, or why there is no usable driver.
+Expected<DriverApi> load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    l.error = std::string("no CUDA driver: cannot open libcuda.so.1 (") + (why ? why : "unknown") + ")";
-    return l;
+    return Error{std::string("no CUDA driver: cannot open libcuda.so.1 (") + (why ? why : "unknown") + ")"};
   }
   std::string missing;
-  DriverApi& a = l.api;
+  DriverApi a{};
   resolve(lib, "cuInit", &a.cuInit, &missing);
   resolve(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
   resolve(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
@@ -61,24 +55,17 @@ Loaded load() {
   resolve(lib, "cuMemsetD8_v2", &a.cuMemsetD8, &missing);
   resolve(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
   resolve(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
-  if (!missing.empty()) {
-    l.error = "the CUDA driver lacks " + missing;
-    l.api = DriverApi{};
-    return l;
-  }
-  if (CUresult r = a.cuInit(0); r != 0) {
-    l.error = describe(a, "cuInit", r);
-    l.api = DriverApi{};
-  }
-  return l;  // the library stays open for the process's lifetime
+  if (!missing.empty()) return Error{"the CUDA driver lacks " + missing};
+  if (CUresult r = a.cuInit(0); r != 0) return Error{describe(a, "cuInit", r)};
+  return a;  // the library stays open for the process's lifetime
 }
 
 }  // namespace
 
 Expected<const DriverApi*> driver() {
-  static const Loaded loaded = load();
-  if (!loaded.error.empty()) return Error{loaded.error};
-  return &loaded.api;
+  static const Expected<DriverApi> loaded = load();
+  if (loaded.failed()) return Error{loaded.error()};
+  return &*loaded;
 }
 
 std::string describe(const DriverApi& api, const char* what, CUresult r) {
