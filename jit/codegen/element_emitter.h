@@ -216,251 +216,38 @@ class ElementEmitter {
     return x->getType()->isFloatTy() ? call_tanhf(b_, m_, x) : libm("tanhf", "tanh", x);
   }
 
-  Value* emit_node(const Node& n, const std::vector<Value*>& a) {
-    const DType c = n.compute;
-    const bool fp = is_floating(c), un = is_unsigned(c);
-    llvm::Type* ty = fp || n.op == Op::Cast ? reg_type(c) : nullptr;
-    auto one = [&] { return fconst(ty, 1); };
-    auto zero = [&] { return fconst(ty, 0); };
-    auto max = [&](Value* x, Value* y) {
-      if (fp) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
-      return b_.CreateBinaryIntrinsic(un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, x, y);
-    };
-    auto min = [&](Value* x, Value* y) {
-      if (fp) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
-      return b_.CreateBinaryIntrinsic(un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, x, y);
-    };
-    switch (n.op) {
-      case Op::Placeholder: FJ_CHECK(false, "placeholder handled by the caller");
-      case Op::Scalar: return nullptr;  // each use converts the constant (operand())
-      case Op::ScalarInput: FJ_CHECK(false, "scalar input handled by the caller");
-      case Op::Add:
-        return fp ? b_.CreateFAdd(a[0], a[1]) : c == DType::Bool ? b_.CreateOr(a[0], a[1]) : b_.CreateAdd(a[0], a[1]);
-      case Op::Sub: return fp ? b_.CreateFSub(a[0], a[1]) : b_.CreateSub(a[0], a[1]);
-      case Op::Mul:
-        return fp ? b_.CreateFMul(a[0], a[1]) : c == DType::Bool ? b_.CreateAnd(a[0], a[1]) : b_.CreateMul(a[0], a[1]);
-      case Op::Div: return b_.CreateFDiv(a[0], a[1]);
-      case Op::FloorDiv: return fp ? float_floor_div(a[0], a[1]) : int_div(n, a[0], /*floor=*/true);
-      case Op::Remainder: return fp ? float_remainder(a[0], a[1]) : int_div(n, a[0], /*floor=*/false);
-      case Op::Neg: return fp ? b_.CreateFNeg(a[0]) : b_.CreateNeg(a[0]);
-      case Op::Abs:
-        if (fp) return unary(llvm::Intrinsic::fabs, a[0]);
-        return un ? a[0] : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, a[0], b_.getFalse());
-      case Op::Sign:
-        if (fp) {  // NaN and -0.0 give +0.0, as (0 < x) - (x < 0) in eager
-          return b_.CreateSelect(b_.CreateFCmpOGT(a[0], zero()), one(),
-                                 b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), fconst(ty, -1), zero()));
-        }
-        if (c == DType::Bool) return a[0];
-        {
-          Value* z = llvm::ConstantInt::get(a[0]->getType(), 0);
-          Value* pos = b_.CreateZExt(un ? b_.CreateICmpNE(a[0], z) : b_.CreateICmpSGT(a[0], z), a[0]->getType());
-          if (un) return pos;
-          return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(a[0], z), a[0]->getType()));
-        }
-      // Floats: NaN if either is NaN, else the first operand unless the second is
-      // strictly greater (maximum) / smaller (minimum), as eager's scalar loop (every
-      // tensor under 16 elements, and the tail of longer ones). Eager's vector loop
-      // keeps the second operand on a signed-zero tie instead: position-dependent in
-      // eager itself, so framejit cannot match both.
-      case Op::Maximum:
-        if (c == DType::Bool) return b_.CreateOr(a[0], a[1]);
-        if (!fp) return max(a[0], a[1]);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
-                               b_.CreateSelect(b_.CreateFCmpOGT(a[1], a[0]), a[1], a[0]));
-      case Op::Minimum:
-        if (c == DType::Bool) return b_.CreateAnd(a[0], a[1]);
-        if (!fp) return min(a[0], a[1]);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[1]), fconst(ty, NAN),
-                               b_.CreateSelect(b_.CreateFCmpOLT(a[1], a[0]), a[1], a[0]));
-      case Op::PowScalar: return fp ? emit_pow(n, a[0], a[1]) : int_pow(n, a[0]);
-      case Op::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a[0], a[1]);
-      case Op::Exp: return exp_of(a[0]);
-      case Op::Log: return vec_math(a[0]) ? math::log(b_, a[0]) : unary(llvm::Intrinsic::log, a[0]);
-      case Op::Sqrt: return unary(llvm::Intrinsic::sqrt, a[0]);
-      case Op::Sin: return vec_math(a[0]) ? math::sin(b_, a[0]) : unary(llvm::Intrinsic::sin, a[0]);
-      case Op::Cos: return vec_math(a[0]) ? math::cos(b_, a[0]) : unary(llvm::Intrinsic::cos, a[0]);
-      case Op::Tanh: return tanh_of(a[0]);
-      case Op::Sigmoid:
-        if (vec_math(a[0])) return math::sigmoid(b_, a[0]);
-        return b_.CreateFDiv(one(), b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Erf: return erf_of(a[0]);
-      case Op::Expm1: return rounded_libm("expm1f", "expm1", a[0]);
-      case Op::Log1p: return rounded_libm("log1pf", "log1p", a[0]);
-      case Op::Rsqrt: return b_.CreateFDiv(one(), unary(llvm::Intrinsic::sqrt, a[0]));
-      case Op::Reciprocal: return b_.CreateFDiv(one(), a[0]);
-      case Op::Relu:
-        // x < 0 is false for NaN and for -0.0, which pass through as in eager.
-        if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(a[0], zero()), zero(), a[0]);
-        return un ? a[0] : max(a[0], llvm::ConstantInt::get(a[0]->getType(), 0));
-      case Op::Gelu: {  // x * 0.5 * (1 + erf(x * sqrt(1/2)))
-        Value* e = erf_of(b_.CreateFMul(a[0], fconst(ty, M_SQRT1_2)));
-        Value* g = b_.CreateFMul(b_.CreateFMul(a[0], fconst(ty, 0.5)), b_.CreateFAdd(one(), e));
-        if (c == DType::Float64 || !options_.gelu_inf_is_nan) return g;
-        // Eager's float32 gelu(+inf) on AVX-512: NaN (its vectorized erf) except in a
-        // tensor of one element (inf). Sizes 1 are static, so the node's shape says which.
-        bool one = true;
-        for (const SymExpr& d : n.sym) one = one && is_const(d, 1);
-        if (one) return g;
-        return b_.CreateSelect(b_.CreateFCmpOEQ(a[0], fconst(ty, INFINITY)), fconst(ty, NAN), g);
-      }
-      case Op::GeluTanh: {  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-        Value* cube = b_.CreateFMul(b_.CreateFMul(a[0], a[0]), a[0]);
-        Value* inner = b_.CreateFMul(fconst(ty, M_SQRT2 * M_2_SQRTPI * 0.5),
-                                     b_.CreateFAdd(a[0], b_.CreateFMul(fconst(ty, 0.044715), cube)));
-        return b_.CreateFMul(b_.CreateFMul(fconst(ty, 0.5), a[0]), b_.CreateFAdd(one(), tanh_of(inner)));
-      }
-      case Op::Silu: return b_.CreateFDiv(a[0], b_.CreateFAdd(one(), exp_of(b_.CreateFNeg(a[0]))));
-      case Op::Softplus: {  // x * beta > threshold ? x : log1p(exp(x * beta)) / beta
-        Value* xb = b_.CreateFMul(a[0], a[1]);
-        Value* soft = b_.CreateFDiv(libm("log1pf", "log1p", exp_of(xb)), a[1]);
-        return b_.CreateSelect(b_.CreateFCmpOGT(xb, a[2]), a[0], soft);
-      }
-      case Op::Floor: return fp ? unary(llvm::Intrinsic::floor, a[0]) : a[0];
-      case Op::Ceil: return fp ? unary(llvm::Intrinsic::ceil, a[0]) : a[0];
-      case Op::Round: return fp ? unary(llvm::Intrinsic::roundeven, a[0]) : a[0];
-      case Op::Trunc: return fp ? unary(llvm::Intrinsic::trunc, a[0]) : a[0];
-      // NaN in x or in a bound gives NaN, as eager's vectorized clamp.
-      // Floats: x moves only when strictly beyond a bound (a tie keeps x's sign);
-      // a NaN bound gives NaN.
-      case Op::Clamp: return fp ? clamp_max(clamp_min(a[0], a[1]), a[2]) : min(max(a[0], a[1]), a[2]);
-      case Op::ClampMin: return fp ? clamp_min(a[0], a[1]) : max(a[0], a[1]);
-      case Op::ClampMax: return fp ? clamp_max(a[0], a[1]) : min(a[0], a[1]);
-      case Op::Where: return b_.CreateSelect(a[0], a[1], a[2]);
-      case Op::MaskedFill: return b_.CreateSelect(a[1], a[2], a[0]);
-      case Op::NanToNum: {
-        if (!fp) return a[0];
-        const double big = c == DType::Float32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
-        Value* inf = fconst(ty, INFINITY);
-        Value* v = b_.CreateSelect(b_.CreateFCmpOEQ(a[0], inf), fconst(ty, big), a[0]);
-        v = b_.CreateSelect(b_.CreateFCmpOEQ(a[0], b_.CreateFNeg(inf)), fconst(ty, -big), v);
-        return b_.CreateSelect(b_.CreateFCmpUNO(a[0], a[0]), zero(), v);
-      }
-      case Op::Eq: return fp ? b_.CreateFCmpOEQ(a[0], a[1]) : b_.CreateICmpEQ(a[0], a[1]);
-      case Op::Ne: return fp ? b_.CreateFCmpUNE(a[0], a[1]) : b_.CreateICmpNE(a[0], a[1]);
-      case Op::Lt:
-        return fp ? b_.CreateFCmpOLT(a[0], a[1]) : un ? b_.CreateICmpULT(a[0], a[1]) : b_.CreateICmpSLT(a[0], a[1]);
-      case Op::Le:
-        return fp ? b_.CreateFCmpOLE(a[0], a[1]) : un ? b_.CreateICmpULE(a[0], a[1]) : b_.CreateICmpSLE(a[0], a[1]);
-      case Op::Gt:
-        return fp ? b_.CreateFCmpOGT(a[0], a[1]) : un ? b_.CreateICmpUGT(a[0], a[1]) : b_.CreateICmpSGT(a[0], a[1]);
-      case Op::Ge:
-        return fp ? b_.CreateFCmpOGE(a[0], a[1]) : un ? b_.CreateICmpUGE(a[0], a[1]) : b_.CreateICmpSGE(a[0], a[1]);
-      case Op::IsNan: return fp ? b_.CreateFCmpUNO(a[0], a[0]) : b_.getFalse();
-      case Op::IsInf:
-        return fp ? b_.CreateFCmpOEQ(unary(llvm::Intrinsic::fabs, a[0]), fconst(ty, INFINITY)) : b_.getFalse();
-      case Op::LogicalAnd: case Op::BitwiseAnd: return b_.CreateAnd(a[0], a[1]);
-      case Op::LogicalOr: case Op::BitwiseOr: return b_.CreateOr(a[0], a[1]);
-      case Op::LogicalXor: case Op::BitwiseXor: return b_.CreateXor(a[0], a[1]);
-      case Op::LogicalNot: case Op::BitwiseNot: return b_.CreateNot(a[0]);
-      case Op::Cast: return a[0];  // operand() converted it to the target
-      case Op::Sum: case Op::Prod: case Op::Amax: case Op::Amin: case Op::ArgMax:
-      case Op::ArgMin: case Op::Any: case Op::All: case Op::CumSum: case Op::Permute: case Op::Reshape:
-      case Op::Expand: case Op::Slice: case Op::Select: case Op::Flip: case Op::Cat: case Op::SliceScatter:
-      case Op::IndexSelect: case Op::Gather: case Op::Full: case Op::Iota: case Op::ItemInt:
-      case Op::ItemFloat: case Op::ItemBool: case Op::Matmul:
-        FJ_CHECK(false, "emit_node of a non-pointwise op");
-    }
-    FJ_CHECK(false, "unknown op");
-  }
-
-  Value* clamp_min(Value* x, Value* lo) {
-    Value* v = b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
-    return b_.CreateSelect(b_.CreateFCmpUNO(lo, lo), lo, v);
-  }
-  Value* clamp_max(Value* x, Value* hi) {
-    Value* v = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);
-    return b_.CreateSelect(b_.CreateFCmpUNO(hi, hi), hi, v);
-  }
-
-  // torch's div_floor_floating: fmod-based, exact where a / b rounds up to an integer.
-  Value* float_floor_div(Value* a, Value* b) {
-    llvm::Type* ty = a->getType();
-    Value* zero = fconst(ty, 0);
-    Value* one = fconst(ty, 1);
-    Value* basic = b_.CreateFDiv(a, b);
-    Value* mod = b_.CreateFRem(a, b);
-    Value* div = b_.CreateFDiv(b_.CreateFSub(a, mod), b);
-    Value* fix = b_.CreateAnd(b_.CreateFCmpUNE(mod, zero),
-                              b_.CreateXor(b_.CreateFCmpOLT(b, zero), b_.CreateFCmpOLT(mod, zero)));
-    div = b_.CreateSelect(fix, b_.CreateFSub(div, one), div);
-    Value* fl = unary(llvm::Intrinsic::floor, div);
-    fl = b_.CreateSelect(b_.CreateFCmpOGT(b_.CreateFSub(div, fl), fconst(ty, 0.5)), b_.CreateFAdd(fl, one), fl);
-    fl = b_.CreateSelect(b_.CreateFCmpOEQ(div, zero),
-                         b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, zero, basic), fl);
-    return b_.CreateSelect(b_.CreateFCmpOEQ(b, zero), basic, fl);
-  }
-
-  // torch's remainder on floats: fmod, moved to the divisor's sign.
-  Value* float_remainder(Value* a, Value* b) {
-    Value* zero = fconst(a->getType(), 0);
-    Value* mod = b_.CreateFRem(a, b);
-    Value* fix = b_.CreateAnd(b_.CreateFCmpUNE(mod, zero),
-                              b_.CreateXor(b_.CreateFCmpOLT(b, zero), b_.CreateFCmpOLT(mod, zero)));
-    return b_.CreateSelect(fix, b_.CreateFAdd(mod, b), mod);
-  }
-
-  // Integer floor division / remainder by the node's constant divisor (the graph
-  // admits only a nonzero constant that fits the type), as torch's div_floor_integer
-  // and remainder: floor toward -inf, remainder with the divisor's sign;
-  // INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0 (no trap).
-  Value* int_div(const Node& n, Value* a, bool floor) {
-    const Node& d = g_.node(n.inputs[1]);
-    FJ_CHECK(d.op == Op::Scalar && d.scalar_kind != ScalarKind::Float, "integer division needs a constant int divisor");
-    const DType c = n.compute;
-    Value* dv = scalar_constant(d, c);
-    if (c == DType::UInt8) return floor ? b_.CreateUDiv(a, dv) : b_.CreateURem(a, dv);
-    const int64_t dval = llvm::cast<llvm::ConstantInt>(dv)->getSExtValue();
-    Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-    if (dval == -1) return floor ? b_.CreateNeg(a) : zero;
-    Value* q = b_.CreateSDiv(a, dv);
-    Value* r = b_.CreateSRem(a, dv);
-    Value* r_nonzero = b_.CreateICmpNE(r, zero);
-    if (floor) {
-      Value* differ = b_.CreateICmpNE(b_.CreateICmpSLT(a, zero), b_.getInt1(dval < 0));
-      return b_.CreateSub(q, b_.CreateZExt(b_.CreateAnd(r_nonzero, differ), a->getType()));
-    }
-    Value* differ = b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.getInt1(dval < 0));
-    return b_.CreateSelect(b_.CreateAnd(r_nonzero, differ), b_.CreateAdd(r, dv), r);
-  }
-
-  // x ** e for an integer x and a constant e >= 0 (graph-checked): square and
-  // multiply, wrapping as torch's powi loop does.
-  Value* int_pow(const Node& n, Value* x) {
-    const Node& e = g_.node(n.inputs[1]);
-    FJ_CHECK(e.op == Op::Scalar && e.scalar_kind != ScalarKind::Float && e.int_value >= 0,
-             "integer pow needs a constant exponent >= 0");
-    uint64_t k = static_cast<uint64_t>(e.int_value);
-    Value* result = nullptr;
-    Value* base = x;
-    while (k != 0) {
-      if (k & 1) result = result ? b_.CreateMul(result, base) : base;
-      k >>= 1;
-      if (k != 0) base = b_.CreateMul(base, base);
-    }
-    return result ? result : llvm::ConstantInt::get(x->getType(), 1);
-  }
-
-  // The exponents that eager PyTorch special-cases, then pow. A runtime exponent
-  // (ScalarInput, or a number read from a tensor) always takes pow: the special cases
-  // need a constant.
-  Value* emit_pow(const Node& n, Value* x, Value* exponent) {
-    const Node& e = g_.node(n.inputs[1]);
-    if (e.op != Op::Scalar) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
-    llvm::Type* ty = x->getType();
-    const double p = e.scalar;
-    if (p == 2) return b_.CreateFMul(x, x);
-    if (p == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
-    if (p == 0.5) return unary(llvm::Intrinsic::sqrt, x);
-    if (p == -1) return b_.CreateFDiv(fconst(ty, 1), x);
-    if (p == -2) return b_.CreateFDiv(fconst(ty, 1), b_.CreateFMul(x, x));
-    if (p == -0.5) return b_.CreateFDiv(fconst(ty, 1), unary(llvm::Intrinsic::sqrt, x));
-    if (p == 1) return x;
-    if (p == 0) return fconst(ty, 1);
-    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
-  }
+  // A pointwise node's element from its operands (each in the type operand() gave
+  // it): one emitter per op (jit/codegen/element_ops.cpp), found in a table built
+  // from jit/ir/ops.def, so that a pointwise op without an emitter fails to compile.
+  Value* emit_node(const Node& n, const std::vector<Value*>& a);
 
  private:
+  // What every op's emitter reads: the node, its operands, and its compute type.
+  struct Operands {
+    const Node& n;
+    const std::vector<Value*>& a;
+    DType c;         // n.compute
+    bool fp, un;     // c is floating; c is unsigned (bool, uint8)
+    llvm::Type* ty;  // c's register type for floats and casts, else null
+    Value* operator[](size_t k) const { return a[k]; }
+  };
+  using OpEmitter = Value* (ElementEmitter::*)(const Operands&);
+  template <Op op>
+  Value* emit(const Operands& x);
+  Value* not_pointwise(const Operands& x);
+  Value* number_constant(const Operands& x);
+  Value* one(const Operands& x) { return fconst(x.ty, 1); }
+  Value* zero(const Operands& x) { return fconst(x.ty, 0); }
+  Value* max(const Operands& x, Value* p, Value* q);
+  Value* min(const Operands& x, Value* p, Value* q);
+  Value* clamp_min(Value* x, Value* lo);
+  Value* clamp_max(Value* x, Value* hi);
+  Value* float_floor_div(Value* a, Value* b);
+  Value* float_remainder(Value* a, Value* b);
+  Value* int_div(const Node& n, Value* a, bool floor);
+  Value* int_pow(const Node& n, Value* x);
+  Value* emit_pow(const Node& n, Value* x, Value* exponent);
+
   const Graph& g_;
   const LowerOptions& options_;
   llvm::LLVMContext& ctx_;

@@ -23,11 +23,6 @@ namespace fj::jit::lower {
 
 using llvm::Value;
 
-// Thrown (inside the kernel emitter only) when a reduction must be materialized instead.
-struct Rematerialize {
-  NodeId node;
-};
-
 // A position along one dim, with the loop levels its value depends on (bit d:
 // the loop opened at depth d; 0: loop-invariant).
 struct Ix {
@@ -44,7 +39,9 @@ class KernelEmitter {
         ctx_(m.getContext()), b_(ctx_), entry_b_(ctx_), options_(options), el_(b_, m, g, options),
         reduction_kernel_(reduction_kernel) {}
 
-  void emit() {
+  // Emits the kernel's function. Returns -1, or a reduction that must be
+  // materialized instead (see rematerialize()): the module is then unusable.
+  NodeId emit() {
     auto* ptr = b_.getPtrTy();
     auto* i64 = b_.getInt64Ty();
     fn_ = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
@@ -105,6 +102,7 @@ class KernelEmitter {
     }
     b_.CreateRetVoid();
     entry_b_.CreateBr(main);
+    return rematerialize_;
   }
 
  private:
@@ -211,6 +209,14 @@ class KernelEmitter {
       store_scope_.push_back(llvm::MDNode::get(ctx_, {scopes[o]}));
       store_noalias_.push_back(llvm::MDNode::get(ctx_, others));
     }
+  }
+
+  // A reduction that must get a buffer of its own (reduction()): the first one is
+  // what emit() reports. Emission goes on with a poison value in its place, so that
+  // no error needs to unwind the recursive value(); the module is discarded.
+  Value* rematerialize(NodeId id) {
+    if (rematerialize_ < 0) rematerialize_ = id;
+    return llvm::PoisonValue::get(el_.reg_type(g_.node(id).dtype));
   }
 
   // --- sizes and scalars (loaded once, in the entry block) --------------------
@@ -587,6 +593,7 @@ class KernelEmitter {
   ElementEmitter el_;
   std::vector<int>& reduction_kernel_;
   llvm::Function* fn_ = nullptr;
+  NodeId rematerialize_ = -1;
   Value *begin_ = nullptr, *end_ = nullptr, *ptrs_ = nullptr, *strides_ = nullptr, *dims_ = nullptr,
         *scalars_ = nullptr, *status_out_ = nullptr, *status_ = nullptr;
   bool contig_ = true;

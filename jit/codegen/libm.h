@@ -18,8 +18,6 @@
 // Accuracy is tested on the CPU (these are plain IR): tests/cpp/test_nvptx.cpp.
 #pragma once
 
-#include <optional>
-
 #include "jit/common.h"
 
 namespace llvm {
@@ -52,6 +50,6 @@ namespace fj::jit {
 // and of intrinsics NVPTX cannot lower, in a module of any target (the CPU backend
 // does it on request, so tests can measure their accuracy). Returns an error naming
 // what has no libm-free version (float64 erf, ...); the module is then unusable.
-std::optional<Error> replace_libm_calls(llvm::Module& module);
+Status replace_libm_calls(llvm::Module& module);
 
 }  // namespace fj::jit

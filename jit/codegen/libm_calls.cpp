@@ -69,7 +69,7 @@ std::string describe(llvm::CallInst* call) {
 
 }  // namespace
 
-std::optional<Error> replace_libm_calls(llvm::Module& m) {
+Status replace_libm_calls(llvm::Module& m) {
   // The vector variants kept for the CPU's loop vectorizer go first (they call libm
   // lane by lane); nothing vectorizes for NVPTX.
   if (llvm::GlobalVariable* used = m.getGlobalVariable("llvm.compiler.used")) used->eraseFromParent();
@@ -127,7 +127,7 @@ std::optional<Error> replace_libm_calls(llvm::Module& m) {
       }
     }
   }
-  return std::nullopt;
+  return ok();
 }
 
 }  // namespace fj::jit

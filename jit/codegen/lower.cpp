@@ -160,23 +160,18 @@ Value* KernelEmitter::slice_scatter(const Node& n, const Index& idx) {
 
 }  // namespace lower
 
-bool lower_schedule(const Graph& graph, Schedule* schedule, const std::vector<llvm::Module*>& modules,
-                    const LowerOptions& options, NodeId* rematerialize) {
-  FJ_CHECK(modules.size() == 1 || modules.size() == schedule->kernels.size(),
+LowerOutcome lower_schedule(const Graph& graph, Schedule& schedule, const std::vector<llvm::Module*>& modules,
+                            const LowerOptions& options) {
+  FJ_CHECK(modules.size() == 1 || modules.size() == schedule.kernels.size(),
            "lower_schedule: one module, or one per kernel");
-  schedule->dim_exprs.clear();
+  schedule.dim_exprs.clear();
   std::vector<int> reduction_kernel(graph.size(), -1);
-  *rematerialize = -1;
-  try {
-    for (size_t k = 0; k < schedule->kernels.size(); ++k) {
-      llvm::Module& m = *modules[modules.size() == 1 ? 0 : k];
-      lower::KernelEmitter(graph, *schedule, k, m, options, reduction_kernel).emit();
-    }
-  } catch (const lower::Rematerialize& r) {
-    *rematerialize = r.node;
-    return false;
+  for (size_t k = 0; k < schedule.kernels.size(); ++k) {
+    llvm::Module& m = *modules[modules.size() == 1 ? 0 : k];
+    const NodeId again = lower::KernelEmitter(graph, schedule, k, m, options, reduction_kernel).emit();
+    if (again >= 0) return LowerOutcome{again};
   }
-  return true;
+  return LowerOutcome{};
 }
 
 }  // namespace fj::jit

@@ -23,6 +23,158 @@ namespace {
 struct LaneReads {
   bool friendly = true;
   bool contiguous = false;
+
+  void join(const LaneReads& r) {
+    friendly = friendly && r.friendly;
+    contiguous = contiguous || r.contiguous;
+  }
+};
+
+// For each dim of a node, the kernel dim its index follows (-1: another value).
+using DimMap = std::vector<int>;
+
+// Walks the values a kernel stores, following how each one indexes its operands,
+// to find the reductions and cumulative sums that could run per lane of a tile of
+// the innermost kernel dim `lane`.
+class LanePlanner {
+ public:
+  LanePlanner(const Graph& g, const Schedule& s, const KernelSpec& k, int lane) : g_(g), s_(s), k_(k), t_(lane) {}
+
+  std::set<NodeId> lane_reductions;  // reductions whose operand is read along the lane at its last dim
+  std::set<int> scans;               // kernel dims that a cumulative sum could scan per lane
+  bool inner_scan = false;           // a cumulative sum along the lane dim itself (its own running total)
+
+  LaneReads walk(NodeId id, const DimMap& map) {
+    auto key = std::make_pair(id, map);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    const Node& n = g_.node(id);
+    const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
+    const bool from_memory = n.op == Op::Placeholder || (buf >= 0 && !stored_here(id));
+    return memo_[key] = from_memory ? read(map) : walk_family(id, n, map);
+  }
+
+ private:
+  bool stored_here(NodeId id) const {
+    return std::any_of(k_.stores.begin(), k_.stores.end(), [&](const KernelSpec::Store& st) { return st.node == id; });
+  }
+  bool has_lane(const DimMap& map) const { return std::find(map.begin(), map.end(), t_) != map.end(); }
+  // Whether the lane indexes some dim but the last.
+  bool lane_outside_last(const DimMap& map) const {
+    for (size_t p = 0; p + 1 < map.size(); ++p) {
+      if (map[p] == t_) return true;
+    }
+    return false;
+  }
+
+  // A buffer read at `map`.
+  LaneReads read(const DimMap& map) const {
+    LaneReads out;
+    out.friendly = !lane_outside_last(map);
+    out.contiguous = !map.empty() && map.back() == t_;
+    return out;
+  }
+
+  static DimMap broadcast_map(const DimMap& map, const Node& in) {
+    const size_t lead = map.size() - in.rank();
+    DimMap m(in.rank(), -1);
+    for (size_t j = 0; j < in.rank(); ++j) m[j] = is_const(in.sym[j], 1) ? -1 : map[lead + j];
+    return m;
+  }
+
+  LaneReads walk_family(NodeId id, const Node& n, const DimMap& map) {
+    LaneReads out;
+    switch (op_family(n.op)) {
+      case Family::Pointwise:
+        for (NodeId in : n.inputs) {
+          if (!is_python_scalar(g_.node(in))) out.join(walk(in, broadcast_map(map, g_.node(in))));
+        }
+        break;
+      case Family::Reduction: out.join(walk_reduction(id, n, map)); break;
+      case Family::View: out.join(walk_view(id, n, map)); break;
+      case Family::Input:
+      case Family::Constant:
+      case Family::Creation:
+      case Family::Item:
+        break;
+      case Family::Index:
+      case Family::Extern:
+        if (has_lane(map)) out.friendly = false;
+        break;
+    }
+    return out;
+  }
+
+  LaneReads walk_reduction(NodeId id, const Node& n, const DimMap& map) {
+    const Node& x = g_.node(n.inputs[0]);
+    DimMap xm(x.rank(), -1);
+    if (n.op == Op::CumSum) {
+      xm = map;
+    } else {
+      size_t p = 0;
+      for (size_t d = 0; d < x.rank(); ++d) {
+        const bool red = std::binary_search(n.dims.begin(), n.dims.end(), static_cast<int64_t>(d));
+        if (!red) xm[d] = map[p++];
+        else if (n.keepdim) ++p;
+      }
+    }
+    const LaneReads r = walk(n.inputs[0], xm);
+    const bool lane_last = !xm.empty() && xm.back() == t_;
+    if (n.op == Op::CumSum) {
+      const auto ds = static_cast<size_t>(n.dims[0]);
+      if (xm[ds] == t_) inner_scan = true;
+      else if (lane_last && r.friendly && xm[ds] >= 0) scans.insert(xm[ds]);
+    } else if (n.op != Op::ArgMax && n.op != Op::ArgMin && lane_last && r.friendly && r.contiguous) {
+      lane_reductions.insert(id);
+    }
+    return r;
+  }
+
+  LaneReads walk_view(NodeId id, const Node& n, const DimMap& map) {
+    const Node& in = g_.node(n.inputs.empty() ? id : n.inputs[0]);
+    LaneReads out;
+    switch (n.op) {
+      case Op::Permute: {
+        DimMap m(in.rank(), -1);
+        for (size_t d = 0; d < map.size(); ++d) m[static_cast<size_t>(n.dims[d])] = map[d];
+        out.join(walk(n.inputs[0], m));
+        break;
+      }
+      case Op::Expand: out.join(walk(n.inputs[0], broadcast_map(map, in))); break;
+      case Op::Slice:
+      case Op::Flip: out.join(walk(n.inputs[0], map)); break;
+      case Op::Select: {
+        DimMap m = map;
+        m.insert(m.begin() + n.dims[0], -1);
+        out.join(walk(n.inputs[0], m));
+        break;
+      }
+      case Op::Cat:
+      case Op::SliceScatter:
+        for (NodeId in_id : n.inputs) out.join(walk(in_id, map));
+        break;
+      case Op::Reshape: {
+        // Followed only when the last dims agree (a view that merges or splits
+        // outer dims); the lane anywhere else: unknown reads.
+        DimMap m(in.rank(), -1);
+        if (lane_outside_last(map)) out.friendly = false;
+        if (!map.empty() && in.rank() > 0 && n.sym.back().same(in.sym.back())) m.back() = map.back();
+        else if (has_lane(map)) out.friendly = false;
+        out.join(walk(n.inputs[0], m));
+        break;
+      }
+      default:
+        if (has_lane(map)) out.friendly = false;
+        break;
+    }
+    return out;
+  }
+
+  const Graph& g_;
+  const Schedule& s_;
+  const KernelSpec& k_;
+  const int t_;
+  std::map<std::pair<NodeId, DimMap>, LaneReads> memo_;
 };
 
 }  // namespace
@@ -40,130 +192,20 @@ void KernelEmitter::plan_lanes() {
     if (!is_const(k_.shape[d], 1)) t = static_cast<int>(d);
   }
   if (t < 0) return;
-  std::set<int> scans;
-  bool inner_scan = false;  // a cumulative sum along the innermost dim (its own running total)
-  // map: for each dim of the node, the kernel dim its index follows (-1: another value).
-  std::map<std::pair<NodeId, std::vector<int>>, LaneReads> memo;
-  std::function<LaneReads(NodeId, const std::vector<int>&)> walk = [&](NodeId id, const std::vector<int>& map) {
-    auto key = std::make_pair(id, map);
-    auto it = memo.find(key);
-    if (it != memo.end()) return it->second;
-    const Node& n = g_.node(id);
-    const bool has_lane = std::find(map.begin(), map.end(), t) != map.end();
-    LaneReads out;
-    auto join = [&](const LaneReads& r) {
-      out.friendly = out.friendly && r.friendly;
-      out.contiguous = out.contiguous || r.contiguous;
-    };
-    auto broadcast_map = [&](const Node& in) {
-      const size_t lead = map.size() - in.rank();
-      std::vector<int> m(in.rank(), -1);
-      for (size_t j = 0; j < in.rank(); ++j) m[j] = is_const(in.sym[j], 1) ? -1 : map[lead + j];
-      return m;
-    };
-    const int32_t buf = s_.buffer_of[static_cast<size_t>(id)];
-    if (n.op == Op::Placeholder || (buf >= 0 && !stored_here(id))) {
-      for (size_t p = 0; p + 1 < map.size(); ++p) {
-        if (map[p] == t) out.friendly = false;
-      }
-      out.contiguous = !map.empty() && map.back() == t;
-      return memo[key] = out;
-    }
-    switch (op_family(n.op)) {
-      case Family::Pointwise:
-        for (NodeId in : n.inputs) {
-          if (!is_python_scalar(g_.node(in))) join(walk(in, broadcast_map(g_.node(in))));
-        }
-        break;
-      case Family::Reduction: {
-        const Node& x = g_.node(n.inputs[0]);
-        std::vector<int> xm(x.rank(), -1);
-        if (n.op == Op::CumSum) {
-          xm = map;
-        } else {
-          size_t p = 0;
-          for (size_t d = 0; d < x.rank(); ++d) {
-            const bool red = std::binary_search(n.dims.begin(), n.dims.end(), static_cast<int64_t>(d));
-            if (!red) xm[d] = map[p++];
-            else if (n.keepdim) ++p;
-          }
-        }
-        const LaneReads r = walk(n.inputs[0], xm);
-        join(r);
-        const bool lane_last = !xm.empty() && xm.back() == t;
-        if (n.op == Op::CumSum) {
-          const auto ds = static_cast<size_t>(n.dims[0]);
-          if (xm[ds] == t) inner_scan = true;
-          else if (lane_last && r.friendly && xm[ds] >= 0) scans.insert(xm[ds]);
-        } else if (n.op != Op::ArgMax && n.op != Op::ArgMin && lane_last && r.friendly && r.contiguous) {
-          lane_reductions_.insert(id);
-        }
-        break;
-      }
-      case Family::View: {
-        const Node& in = g_.node(n.inputs.empty() ? id : n.inputs[0]);
-        switch (n.op) {
-          case Op::Permute: {
-            std::vector<int> m(in.rank(), -1);
-            for (size_t d = 0; d < map.size(); ++d) m[static_cast<size_t>(n.dims[d])] = map[d];
-            join(walk(n.inputs[0], m));
-            break;
-          }
-          case Op::Expand: join(walk(n.inputs[0], broadcast_map(in))); break;
-          case Op::Slice:
-          case Op::Flip: join(walk(n.inputs[0], map)); break;
-          case Op::Select: {
-            std::vector<int> m = map;
-            m.insert(m.begin() + n.dims[0], -1);
-            join(walk(n.inputs[0], m));
-            break;
-          }
-          case Op::Cat:
-          case Op::SliceScatter:
-            for (NodeId in_id : n.inputs) join(walk(in_id, map));
-            break;
-          case Op::Reshape: {
-            // Followed only when the last dims agree (a view that merges or splits
-            // outer dims); the lane anywhere else: unknown reads.
-            std::vector<int> m(in.rank(), -1);
-            for (size_t p = 0; p + 1 < map.size(); ++p) {
-              if (map[p] == t) out.friendly = false;
-            }
-            if (!map.empty() && in.rank() > 0 && n.sym.back().same(in.sym.back())) m.back() = map.back();
-            else if (has_lane) out.friendly = false;
-            join(walk(n.inputs[0], m));
-            break;
-          }
-          default:
-            if (has_lane) out.friendly = false;
-            break;
-        }
-        break;
-      }
-      case Family::Input:
-      case Family::Constant:
-      case Family::Creation:
-      case Family::Item:
-        break;
-      case Family::Index:
-      case Family::Extern:
-        if (has_lane) out.friendly = false;
-        break;
-    }
-    return memo[key] = out;
-  };
+  LanePlanner planner(g_, s_, k_, t);
   for (const KernelSpec::Store& st : k_.stores) {
     const Node& n = g_.node(st.node);
     if (!same_shape(n.sym, k_.shape)) continue;
-    std::vector<int> map(n.rank());
+    DimMap map(n.rank());
     for (size_t d = 0; d < map.size(); ++d) map[d] = is_const(n.sym[d], 1) ? -1 : static_cast<int>(d);
-    walk(st.node, map);
+    planner.walk(st.node, map);
   }
+  lane_reductions_ = std::move(planner.lane_reductions);
   // One scanned dim, with only size-1 dims between it and the innermost one (the
   // running totals are per lane), and no running total along the innermost dim
   // (threads split that dim instead of the scanned one).
-  if (scans.size() == 1 && !inner_scan) {
-    const int ks = *scans.begin();
+  if (planner.scans.size() == 1 && !planner.inner_scan) {
+    const int ks = *planner.scans.begin();
     bool between_ok = ks < t;
     for (int d = ks + 1; d < t; ++d) between_ok = between_ok && is_const(k_.shape[static_cast<size_t>(d)], 1);
     if (between_ok) {

@@ -103,11 +103,11 @@ Value* KernelEmitter::reduction(NodeId id, const Index& idx) {
   const uint64_t mask = mask_of(idx);
   const size_t level = level_of(mask);
   for (size_t f = 1; f <= level; ++f) {
-    if (!(mask & (uint64_t{1} << f))) throw Rematerialize{id};
+    if (!(mask & (uint64_t{1} << f))) return rematerialize(id);
   }
-  if (level == 0 && k_.split_dim >= 0) throw Rematerialize{id};
+  if (level == 0 && k_.split_dim >= 0) return rematerialize(id);
   int& owner = reduction_kernel_[static_cast<size_t>(id)];
-  if (owner >= 0 && owner != kernel_) throw Rematerialize{id};
+  if (owner >= 0 && owner != kernel_) return rematerialize(id);
   owner = kernel_;
   return emit_reduction(g_.node(id), idx);
 }

@@ -108,15 +108,20 @@ struct LowerOptions {
 Schedule schedule_graph(const Graph& graph, const std::string& symbol_prefix,
                         const std::vector<NodeId>& materialize = {});
 
+// What lower_schedule did: every kernel emitted, or found a reduction that the
+// schedule left inline but that would be recomputed (read at an index that varies
+// in an inner loop, or by two kernels): schedule again with it materialized, into
+// fresh modules (lower_graph in jit/codegen/driver.h does).
+struct [[nodiscard]] LowerOutcome {
+  NodeId rematerialize = -1;
+  bool complete() const { return rematerialize < 0; }
+};
+
 // Emits one function per kernel of the schedule, all into modules[0] or kernel k
 // into modules[k] (one module per kernel, each in its own context: the CPU backend
-// optimizes and compiles them on several threads), and fills schedule->dim_exprs.
-// A reduction that the schedule left inline but that would be recomputed (read at
-// an index that varies in an inner loop, or by two kernels) is reported in
-// *rematerialize instead, and the result is false: schedule again with it
-// materialized, into fresh modules.
-bool lower_schedule(const Graph& graph, Schedule* schedule, const std::vector<llvm::Module*>& modules,
-                    const LowerOptions& options, NodeId* rematerialize);
+// optimizes and compiles them on several threads), and fills schedule.dim_exprs.
+LowerOutcome lower_schedule(const Graph& graph, Schedule& schedule, const std::vector<llvm::Module*>& modules,
+                            const LowerOptions& options);
 
 // The element counts that estimate a kernel's work: its loop and every value it
 // reads or reduces (the CPU backend splits by it, the CUDA backend sizes blocks).

@@ -17,11 +17,6 @@ constexpr int kCuJitInfoLogBufferSizeBytes = 4;
 constexpr int kCuJitErrorLogBuffer = 5;
 constexpr int kCuJitErrorLogBufferSizeBytes = 6;
 
-struct Loaded {
-  DriverApi api{};
-  std::string error;  // why there is no driver
-};
-
 template <class F>
 bool resolve(void* lib, const char* name, F* out, std::string* missing) {
   *out = reinterpret_cast<F>(dlsym(lib, name));
@@ -29,16 +24,15 @@ bool resolve(void* lib, const char* name, F* out, std::string* missing) {
   return *out != nullptr;
 }
 
-Loaded load() {
-  Loaded l;
+// The driver's entry points, or why there is no usable driver.
+Expected<DriverApi> load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    l.error = std::string("no CUDA driver: cannot open libcuda.so.1 (") + (why ? why : "unknown") + ")";
-    return l;
+    return Error{std::string("no CUDA driver: cannot open libcuda.so.1 (") + (why ? why : "unknown") + ")"};
   }
   std::string missing;
-  DriverApi& a = l.api;
+  DriverApi a{};
   resolve(lib, "cuInit", &a.cuInit, &missing);
   resolve(lib, "cuDriverGetVersion", &a.cuDriverGetVersion, &missing);
   resolve(lib, "cuDeviceGetCount", &a.cuDeviceGetCount, &missing);
@@ -61,24 +55,17 @@ Loaded load() {
   resolve(lib, "cuMemsetD8_v2", &a.cuMemsetD8, &missing);
   resolve(lib, "cuGetErrorName", &a.cuGetErrorName, &missing);
   resolve(lib, "cuGetErrorString", &a.cuGetErrorString, &missing);
-  if (!missing.empty()) {
-    l.error = "the CUDA driver lacks " + missing;
-    l.api = DriverApi{};
-    return l;
-  }
-  if (CUresult r = a.cuInit(0); r != 0) {
-    l.error = describe(a, "cuInit", r);
-    l.api = DriverApi{};
-  }
-  return l;  // the library stays open for the process's lifetime
+  if (!missing.empty()) return Error{"the CUDA driver lacks " + missing};
+  if (CUresult r = a.cuInit(0); r != 0) return Error{describe(a, "cuInit", r)};
+  return a;  // the library stays open for the process's lifetime
 }
 
 }  // namespace
 
 Expected<const DriverApi*> driver() {
-  static const Loaded loaded = load();
-  if (!loaded.error.empty()) return Error{loaded.error};
-  return &loaded.api;
+  static const Expected<DriverApi> loaded = load();
+  if (loaded.failed()) return Error{loaded.error()};
+  return &*loaded;
 }
 
 std::string describe(const DriverApi& api, const char* what, CUresult r) {
@@ -130,15 +117,15 @@ Expected<std::unique_ptr<Device>> Device::open(int ordinal) {
 
 Device::~Device() { api_->cuDevicePrimaryCtxRelease(dev_); }
 
-std::optional<Error> Device::check(const char* what, CUresult r) const {
-  if (r == 0) return std::nullopt;
+Status Device::check(const char* what, CUresult r) const {
+  if (r == 0) return ok();
   return Error{describe(*api_, what, r)};
 }
 
-std::optional<Error> Device::make_current() const { return check("cuCtxSetCurrent", api_->cuCtxSetCurrent(ctx_)); }
+Status Device::make_current() const { return check("cuCtxSetCurrent", api_->cuCtxSetCurrent(ctx_)); }
 
 Expected<std::unique_ptr<Module>> Device::load_ptx(const std::string& ptx) const {
-  if (auto e = make_current()) return std::move(*e);
+  FJ_TRY(make_current());
   std::vector<char> error_log(16384, '\0'), info_log(4096, '\0');
   int options[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes, kCuJitInfoLogBuffer,
                    kCuJitInfoLogBufferSizeBytes};
@@ -154,45 +141,44 @@ Expected<std::unique_ptr<Module>> Device::load_ptx(const std::string& ptx) const
 }
 
 Expected<CUdeviceptr> Device::alloc(size_t bytes) const {
-  if (auto e = make_current()) return std::move(*e);
+  FJ_TRY(make_current());
   CUdeviceptr p = 0;
-  if (auto e = check("cuMemAlloc", api_->cuMemAlloc(&p, bytes == 0 ? 1 : bytes))) return std::move(*e);
+  FJ_TRY(check("cuMemAlloc", api_->cuMemAlloc(&p, bytes == 0 ? 1 : bytes)));
   return p;
 }
 
 void Device::free(CUdeviceptr p) const {
-  if (p != 0 && !make_current()) api_->cuMemFree(p);
+  if (p != 0 && make_current().ok()) api_->cuMemFree(p);
 }
 
-std::optional<Error> Device::to_device(CUdeviceptr dst, const void* src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyHtoD", api_->cuMemcpyHtoD(dst, src, bytes));
+Status Device::to_device(CUdeviceptr dst, const void* src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyHtoD", api_->cuMemcpyHtoD(dst, src, bytes));
 }
 
-std::optional<Error> Device::to_host(void* dst, CUdeviceptr src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyDtoH", api_->cuMemcpyDtoH(dst, src, bytes));
+Status Device::to_host(void* dst, CUdeviceptr src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyDtoH", api_->cuMemcpyDtoH(dst, src, bytes));
 }
 
-std::optional<Error> Device::copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemcpyDtoD", api_->cuMemcpyDtoD(dst, src, bytes));
+Status Device::copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemcpyDtoD", api_->cuMemcpyDtoD(dst, src, bytes));
 }
 
-std::optional<Error> Device::zero(CUdeviceptr dst, size_t bytes) const {
-  if (auto e = make_current()) return e;
-  return bytes == 0 ? std::nullopt : check("cuMemsetD8", api_->cuMemsetD8(dst, 0, bytes));
+Status Device::zero(CUdeviceptr dst, size_t bytes) const {
+  FJ_TRY(make_current());
+  return bytes == 0 ? ok() : check("cuMemsetD8", api_->cuMemsetD8(dst, 0, bytes));
 }
 
-std::optional<Error> Device::launch(CUfunction fn, uint32_t grid, uint32_t block,
-                                    std::vector<void*>& params) const {
-  if (auto e = make_current()) return e;
+Status Device::launch(CUfunction fn, uint32_t grid, uint32_t block, std::vector<void*>& params) const {
+  FJ_TRY(make_current());
   return check("cuLaunchKernel",
                api_->cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, params.data(), nullptr));
 }
 
-std::optional<Error> Device::synchronize() const {
-  if (auto e = make_current()) return e;
+Status Device::synchronize() const {
+  FJ_TRY(make_current());
   return check("cuCtxSynchronize", api_->cuCtxSynchronize());
 }
 

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,19 +88,18 @@ class Device {
   Expected<std::unique_ptr<Module>> load_ptx(const std::string& ptx) const;
   Expected<CUdeviceptr> alloc(size_t bytes) const;
   void free(CUdeviceptr p) const;
-  std::optional<Error> to_device(CUdeviceptr dst, const void* src, size_t bytes) const;
-  std::optional<Error> to_host(void* dst, CUdeviceptr src, size_t bytes) const;
-  std::optional<Error> copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const;
-  std::optional<Error> zero(CUdeviceptr dst, size_t bytes) const;
+  Status to_device(CUdeviceptr dst, const void* src, size_t bytes) const;
+  Status to_host(void* dst, CUdeviceptr src, size_t bytes) const;
+  Status copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const;
+  Status zero(CUdeviceptr dst, size_t bytes) const;
   // params: pointers to each kernel argument's value, as cuLaunchKernel takes them.
-  std::optional<Error> launch(CUfunction fn, uint32_t grid, uint32_t block,
-                              std::vector<void*>& params) const;
-  std::optional<Error> synchronize() const;
+  Status launch(CUfunction fn, uint32_t grid, uint32_t block, std::vector<void*>& params) const;
+  Status synchronize() const;
 
  private:
   Device(const DriverApi* api, CUdevice dev, CUcontext ctx) : api_(api), dev_(dev), ctx_(ctx) {}
-  std::optional<Error> check(const char* what, CUresult r) const;
-  std::optional<Error> make_current() const;
+  Status check(const char* what, CUresult r) const;
+  Status make_current() const;
   const DriverApi* api_;
   CUdevice dev_;
   CUcontext ctx_;

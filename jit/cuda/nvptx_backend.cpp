@@ -1,30 +1,24 @@
-// emit_ptx: schedule and lower as on the CPU (Target::Nvptx), replace libm, wrap
-// each kernel body in a PTX entry, optimize with the NVPTX TargetMachine's pipeline
-// and print PTX (jit/cuda/nvptx_backend.h).
+// emit_ptx: lower with the shared driver (jit/codegen/driver.h, Target::Nvptx),
+// replace libm, wrap each kernel body in a PTX entry, optimize with the NVPTX
+// TargetMachine's pipeline and print PTX (jit/cuda/nvptx_backend.h).
 #include "jit/cuda/nvptx_backend.h"
 
 #include <llvm/ADT/SmallString.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LLVMContext.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
-#include <llvm/IR/Verifier.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 
-#include "jit/codegen/math.h"
-#include "jit/log.h"
+#include "jit/codegen/driver.h"
 #include "jit/codegen/libm.h"
+#include "jit/log.h"
 
 extern "C" {
 void LLVMInitializeNVPTXTargetInfo();
@@ -37,13 +31,6 @@ namespace fj::jit {
 namespace {
 
 constexpr const char* kTriple = "nvptx64-nvidia-cuda";
-
-std::string module_text(const llvm::Module& m) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  m.print(os, nullptr);
-  return text;
-}
 
 // Turns kernel `symbol` into an internal, always-inlined body and adds the PTX entry
 // that calls it once per split-dim index (ABI in nvptx_backend.h).
@@ -124,71 +111,47 @@ Expected<std::unique_ptr<llvm::TargetMachine>> target_machine(const std::string&
   return tm;
 }
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PipelineTuningOptions pto;
-  pto.LoopVectorization = false;  // one thread per index: nothing to widen
-  pto.SLPVectorization = false;
-  llvm::PassBuilder pb(&tm, pto);
-  tm.registerPassBuilderCallbacks(pb);
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+// O3 with the NVPTX target's own passes; no loop vectorizer (one thread per index:
+// nothing to widen).
+Pipeline nvptx_pipeline() {
+  Pipeline p;
+  p.level = llvm::OptimizationLevel::O3;
+  p.tuning.LoopVectorization = false;
+  p.tuning.SLPVectorization = false;
+  p.target_passes = true;
+  return p;
 }
 
 }  // namespace
 
 Expected<PtxProgram> emit_ptx(const Graph& graph, const NvptxOptions& options) {
-  auto tm = target_machine(options.arch);
-  if (!tm) return tm.take_error();
-  PtxProgram out;
+  std::unique_ptr<llvm::TargetMachine> tm = FJ_TRY(target_machine(options.arch));
   LowerOptions lower;
   lower.target = Target::Nvptx;
   lower.vector_math = true;  // plain-IR exp/log/sin/cos/tanh/sigmoid (llvm.fma is native)
-  std::vector<NodeId> materialize;
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> module;
-  for (;;) {
-    out.schedule = schedule_graph(graph, "fj_cuda", materialize);
-    NodeId again = -1;
-    module = std::make_unique<llvm::Module>("framejit", *ctx);
-    if (lower_schedule(graph, &out.schedule, {module.get()}, lower, &again)) break;
-    module.reset();
-    FJ_CHECK(again >= 0 && std::find(materialize.begin(), materialize.end(), again) == materialize.end(),
-             "lowering asked for a node twice");
-    materialize.push_back(again);
-    ctx = std::make_unique<llvm::LLVMContext>();
-  }
-  module->setTargetTriple(kTriple);
-  module->setDataLayout((*tm)->createDataLayout());
-  if (auto err = replace_libm_calls(*module)) return std::move(*err);
+  LoweredGraph lowered = lower_graph(graph, "fj_cuda", lower, ModuleLayout::Single, "framejit");
+  PtxProgram out;
+  out.schedule = std::move(lowered.schedule);
+  llvm::Module& module = *lowered.modules[0].module;
+  module.setTargetTriple(kTriple);
+  module.setDataLayout(tm->createDataLayout());
+  FJ_TRY(replace_libm_calls(module));
   for (const KernelSpec& spec : out.schedule.kernels) {
-    add_entry(*module, spec.symbol);
+    add_entry(module, spec.symbol);
     PtxKernel k;
     k.entry = spec.symbol;
     k.extent = spec.split_dim >= 0 ? spec.shape[static_cast<size_t>(spec.split_dim)] : SymExpr::integer(1);
     k.work = kernel_work(graph, out.schedule, spec);
     out.kernels.push_back(std::move(k));
   }
-  out.ir = module_text(*module);
+  out.ir = module_text(module);
   if (log::enabled(log::Channel::Ir)) log::jit().info("LLVM IR for NVPTX:\n{}", out.ir);
-  std::string broken;
-  llvm::raw_string_ostream broken_os(broken);
-  FJ_CHECK(!llvm::verifyModule(*module, &broken_os), "invalid NVPTX kernel IR: " + broken);
-  optimize(*module, **tm);
+  verify_kernels(module, "invalid NVPTX kernel IR");
+  optimize(module, *tm, nvptx_pipeline());
   llvm::SmallString<0> ptx;
-  llvm::raw_svector_ostream os(ptx);
-  llvm::legacy::PassManager pm;
-  if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+  if (emit_machine_code(module, *tm, llvm::CodeGenFileType::AssemblyFile, ptx).failed()) {
     return Error{"the NVPTX target cannot emit PTX for " + options.arch};
   }
-  pm.run(*module);
   out.ptx = ptx.str().str();
   if (log::enabled(log::Channel::Ptx)) log::jit().info("PTX ({}):\n{}", options.arch, out.ptx);
   return out;

@@ -232,6 +232,41 @@ bool proven_lt(const SymExpr& a, const SymExpr& b) {
   return lb && *lb > 0;
 }
 
+// What structure and bounds prove about two Int (or Bool) operands a and b.
+struct ProvenOrder {
+  bool le, ge, lt, gt;  // a <= b, a >= b, a < b, a > b
+};
+
+ProvenOrder proven_order(const SymExpr& a, const SymExpr& b, bool bools) {
+  ProvenOrder o{a.same(b), a.same(b), false, false};
+  if (!bools && !o.le) {
+    o.lt = proven_lt(a, b);
+    o.gt = proven_lt(b, a);
+    o.le = o.lt || proven_le(a, b);
+    o.ge = o.gt || proven_le(b, a);
+  }
+  return o;
+}
+
+// A comparison's value when the proven order decides it.
+std::optional<bool> decided(SymOp op, const ProvenOrder& o) {
+  switch (op) {
+    case SymOp::Lt: if (o.lt) return true; if (o.ge) return false; break;
+    case SymOp::Le: if (o.le) return true; if (o.gt) return false; break;
+    case SymOp::Gt: if (o.gt) return true; if (o.le) return false; break;
+    case SymOp::Ge: if (o.ge) return true; if (o.lt) return false; break;
+    case SymOp::Eq: if (o.le && o.ge) return true; if (o.lt || o.gt) return false; break;
+    case SymOp::Ne: if (o.le && o.ge) return false; if (o.lt || o.gt) return true; break;
+    case SymOp::Const: case SymOp::Symbol: case SymOp::Sum: case SymOp::Product:
+    case SymOp::Add: case SymOp::Sub: case SymOp::Mul: case SymOp::TrueDiv:
+    case SymOp::FloorDiv: case SymOp::Mod: case SymOp::Pow: case SymOp::Neg:
+    case SymOp::Abs: case SymOp::Min: case SymOp::Max: case SymOp::And: case SymOp::Or:
+    case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt:
+      FJ_CHECK(false, "symexpr: not a comparison");
+  }
+  return std::nullopt;
+}
+
 SymExpr compare_op(SymOp op, const SymExpr& a0, const SymExpr& b0) {
   if (any_null({&a0, &b0})) return SymExpr();
   SymExpr a = a0, b = b0;
@@ -247,29 +282,7 @@ SymExpr compare_op(SymOp op, const SymExpr& a0, const SymExpr& b0) {
   SymExpr r = build(op, SymType::Bool, {a, b});
   if (r.is_constant() || is_float(a) || is_float(b)) return r;  // NaN: no x == x for Float
   // Ints and Bools: decide from structure and bounds where possible.
-  std::optional<bool> known;
-  bool le = a.same(b), ge = le, lt = false, gt = false;
-  if (!bools && !le) {
-    lt = proven_lt(a, b);
-    gt = proven_lt(b, a);
-    le = lt || proven_le(a, b);
-    ge = gt || proven_le(b, a);
-  }
-  switch (op) {
-    case SymOp::Lt: if (lt) known = true; else if (ge) known = false; break;
-    case SymOp::Le: if (le) known = true; else if (gt) known = false; break;
-    case SymOp::Gt: if (gt) known = true; else if (le) known = false; break;
-    case SymOp::Ge: if (ge) known = true; else if (lt) known = false; break;
-    case SymOp::Eq: if (le && ge) known = true; else if (lt || gt) known = false; break;
-    case SymOp::Ne: if (le && ge) known = false; else if (lt || gt) known = true; break;
-    case SymOp::Const: case SymOp::Symbol: case SymOp::Sum: case SymOp::Product:
-    case SymOp::Add: case SymOp::Sub: case SymOp::Mul: case SymOp::TrueDiv:
-    case SymOp::FloorDiv: case SymOp::Mod: case SymOp::Pow: case SymOp::Neg:
-    case SymOp::Abs: case SymOp::Min: case SymOp::Max: case SymOp::And: case SymOp::Or:
-    case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt:
-      FJ_CHECK(false, "symexpr: not a comparison");
-  }
-  if (known) return SymExpr::boolean(*known);
+  if (std::optional<bool> known = decided(op, proven_order(a, b, bools))) return SymExpr::boolean(*known);
   return r;
 }
 

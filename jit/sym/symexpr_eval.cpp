@@ -268,28 +268,25 @@ Val eval_product(const SymNode& n, const Bindings& b) {
   return SymValue{acc};
 }
 
-Val eval_node(const SymNode& n, const Bindings& b) {
-  auto arg = [&](size_t i) { return eval_expr(n.args[i], b); };
-  if (n.op == SymOp::Const) return n.value;
-  if (n.op == SymOp::Symbol) {
-    if (n.id < 0 || static_cast<size_t>(n.id) >= b.values.size()) return std::nullopt;
-    const SymValue& v = b.values[static_cast<size_t>(n.id)];
-    if (v.index() != static_cast<size_t>(n.type)) return std::nullopt;
-    if (n.type == SymType::Int && n.min_value && std::get<0>(v) < *n.min_value)
-      return std::nullopt;
-    return v;
-  }
-  if (n.op == SymOp::Sum) return eval_sum(n, b);
-  if (n.op == SymOp::Product) return eval_product(n, b);
-  if (n.op == SymOp::And || n.op == SymOp::Or) {
-    Val x = arg(0);
-    if (!x) return std::nullopt;
-    bool bx = std::get<2>(*x);
-    if (bx == (n.op == SymOp::Or)) return SymValue{bx};  // short-circuit
-    return arg(1);
-  }
-  // The remaining ops evaluate all their arguments first.
-  Val x = arg(0);
+Val eval_symbol(const SymNode& n, const Bindings& b) {
+  if (n.id < 0 || static_cast<size_t>(n.id) >= b.values.size()) return std::nullopt;
+  const SymValue& v = b.values[static_cast<size_t>(n.id)];
+  if (v.index() != static_cast<size_t>(n.type)) return std::nullopt;
+  if (n.type == SymType::Int && n.min_value && std::get<0>(v) < *n.min_value) return std::nullopt;
+  return v;
+}
+
+// And, Or: Python's short circuit.
+Val eval_logic(const SymNode& n, const Bindings& b) {
+  Val x = eval_expr(n.args[0], b);
+  if (!x) return std::nullopt;
+  bool bx = std::get<2>(*x);
+  if (bx == (n.op == SymOp::Or)) return SymValue{bx};
+  return eval_expr(n.args[1], b);
+}
+
+Val eval_unary(const SymNode& n, const Bindings& b) {
+  Val x = eval_expr(n.args[0], b);
   if (!x) return std::nullopt;
   if (n.op == SymOp::Not) return SymValue{!std::get<2>(*x)};
   if (n.op == SymOp::Neg) return SymValue{-as_d(*x)};
@@ -298,65 +295,98 @@ Val eval_node(const SymNode& n, const Bindings& b) {
     if (is_float(*x)) return float_to_int(std::get<1>(*x));
     return SymValue{as_i(*x)};
   }
-  if (n.op == SymOp::Abs) {
-    if (n.type == SymType::Float) return SymValue{std::fabs(as_d(*x))};
-    if (as_i(*x) == std::numeric_limits<int64_t>::min()) return std::nullopt;
-    return SymValue{static_cast<int64_t>(std::abs(as_i(*x)))};
-  }
-  Val y = arg(1);
+  FJ_CHECK(n.op == SymOp::Abs, "symexpr: not a unary op");
+  if (n.type == SymType::Float) return SymValue{std::fabs(as_d(*x))};
+  if (as_i(*x) == std::numeric_limits<int64_t>::min()) return std::nullopt;
+  return SymValue{static_cast<int64_t>(std::abs(as_i(*x)))};
+}
+
+// Both operands, evaluated in order; nullopt when either has no value.
+std::optional<std::pair<SymValue, SymValue>> eval_operands(const SymNode& n, const Bindings& b) {
+  Val x = eval_expr(n.args[0], b);
+  if (!x) return std::nullopt;
+  Val y = eval_expr(n.args[1], b);
   if (!y) return std::nullopt;
-  bool ints = !is_float(*x) && !is_float(*y);
-  switch (n.op) {
-    case SymOp::Add: return SymValue{as_d(*x) + as_d(*y)};
-    case SymOp::Sub: return SymValue{as_d(*x) - as_d(*y)};
-    case SymOp::Mul: return SymValue{as_d(*x) * as_d(*y)};
-    case SymOp::TrueDiv:
-      if (ints) return int_truediv(as_i(*x), as_i(*y));
-      if (as_d(*y) == 0.0) return std::nullopt;
-      return SymValue{as_d(*x) / as_d(*y)};
-    case SymOp::FloorDiv:
-      if (ints) return int_floordiv(as_i(*x), as_i(*y));
-      return float_floordiv(as_d(*x), as_d(*y));
-    case SymOp::Mod:
-      if (ints) return int_mod(as_i(*x), as_i(*y));
-      return float_mod(as_d(*x), as_d(*y));
-    case SymOp::Pow:
-      if (n.type == SymType::Int) return int_pow(as_i(*x), as_i(*y));
-      return float_pow(as_d(*x), as_d(*y));
-    case SymOp::Min:
-    case SymOp::Max: {
-      // Python: max(a, b) is b only if b > a; min(a, b) is b only if b < a.
-      Ord o = py_compare(*y, *x);
-      bool pick_y = n.op == SymOp::Max ? o == Ord::Greater : o == Ord::Less;
-      const SymValue& r = pick_y ? *y : *x;
-      if (r.index() != static_cast<size_t>(n.type)) return std::nullopt;  // see symexpr.h
-      return r;
-    }
-    case SymOp::Lt: return SymValue{py_compare(*x, *y) == Ord::Less};
-    case SymOp::Le: {
-      Ord o = py_compare(*x, *y);
-      return SymValue{o == Ord::Less || o == Ord::Equal};
-    }
-    case SymOp::Gt: return SymValue{py_compare(*x, *y) == Ord::Greater};
-    case SymOp::Ge: {
-      Ord o = py_compare(*x, *y);
-      return SymValue{o == Ord::Greater || o == Ord::Equal};
-    }
-    case SymOp::Eq: return SymValue{py_compare(*x, *y) == Ord::Equal};
-    case SymOp::Ne: return SymValue{py_compare(*x, *y) != Ord::Equal};
-    case SymOp::Const:
-    case SymOp::Symbol:
-    case SymOp::Sum:
-    case SymOp::Product:
-    case SymOp::Neg:
-    case SymOp::Abs:
-    case SymOp::And:
-    case SymOp::Or:
-    case SymOp::Not:
-    case SymOp::ToFloat:
-    case SymOp::ToInt: break;
+  return std::make_pair(*x, *y);
+}
+
+// Python: max(a, b) is b only if b > a; min(a, b) is b only if b < a.
+Val eval_min_max(const SymNode& n, const SymValue& x, const SymValue& y) {
+  Ord o = py_compare(y, x);
+  bool pick_y = n.op == SymOp::Max ? o == Ord::Greater : o == Ord::Less;
+  const SymValue& r = pick_y ? y : x;
+  if (r.index() != static_cast<size_t>(n.type)) return std::nullopt;  // see symexpr.h
+  return r;
+}
+
+// Add, Sub, Mul (Float), TrueDiv, FloorDiv, Mod, Pow, Min, Max.
+Val eval_arith(const SymNode& n, const Bindings& b) {
+  auto xy = eval_operands(n, b);
+  if (!xy) return std::nullopt;
+  const auto& [x, y] = *xy;
+  const bool ints = !is_float(x) && !is_float(y);
+  if (n.op == SymOp::Add) return SymValue{as_d(x) + as_d(y)};
+  if (n.op == SymOp::Sub) return SymValue{as_d(x) - as_d(y)};
+  if (n.op == SymOp::Mul) return SymValue{as_d(x) * as_d(y)};
+  if (n.op == SymOp::TrueDiv) {
+    if (ints) return int_truediv(as_i(x), as_i(y));
+    if (as_d(y) == 0.0) return std::nullopt;
+    return SymValue{as_d(x) / as_d(y)};
   }
-  FJ_CHECK(false, "symexpr: bad binary op");
+  if (n.op == SymOp::FloorDiv) return ints ? int_floordiv(as_i(x), as_i(y)) : float_floordiv(as_d(x), as_d(y));
+  if (n.op == SymOp::Mod) return ints ? int_mod(as_i(x), as_i(y)) : float_mod(as_d(x), as_d(y));
+  if (n.op == SymOp::Pow) {
+    if (n.type == SymType::Int) return int_pow(as_i(x), as_i(y));
+    return float_pow(as_d(x), as_d(y));
+  }
+  FJ_CHECK(n.op == SymOp::Min || n.op == SymOp::Max, "symexpr: not an arithmetic op");
+  return eval_min_max(n, x, y);
+}
+
+// Lt, Le, Gt, Ge, Eq, Ne: as Python compares ints and floats (exactly).
+Val eval_compare(const SymNode& n, const Bindings& b) {
+  auto xy = eval_operands(n, b);
+  if (!xy) return std::nullopt;
+  const Ord o = py_compare(xy->first, xy->second);
+  if (n.op == SymOp::Lt) return SymValue{o == Ord::Less};
+  if (n.op == SymOp::Le) return SymValue{o == Ord::Less || o == Ord::Equal};
+  if (n.op == SymOp::Gt) return SymValue{o == Ord::Greater};
+  if (n.op == SymOp::Ge) return SymValue{o == Ord::Greater || o == Ord::Equal};
+  if (n.op == SymOp::Eq) return SymValue{o == Ord::Equal};
+  FJ_CHECK(n.op == SymOp::Ne, "symexpr: not a comparison");
+  return SymValue{o != Ord::Equal};
+}
+
+Val eval_node(const SymNode& n, const Bindings& b) {
+  switch (n.op) {
+    case SymOp::Const: return n.value;
+    case SymOp::Symbol: return eval_symbol(n, b);
+    case SymOp::Sum: return eval_sum(n, b);
+    case SymOp::Product: return eval_product(n, b);
+    case SymOp::And:
+    case SymOp::Or: return eval_logic(n, b);
+    case SymOp::Not:
+    case SymOp::Neg:
+    case SymOp::ToFloat:
+    case SymOp::ToInt:
+    case SymOp::Abs: return eval_unary(n, b);
+    case SymOp::Add:
+    case SymOp::Sub:
+    case SymOp::Mul:
+    case SymOp::TrueDiv:
+    case SymOp::FloorDiv:
+    case SymOp::Mod:
+    case SymOp::Pow:
+    case SymOp::Min:
+    case SymOp::Max: return eval_arith(n, b);
+    case SymOp::Lt:
+    case SymOp::Le:
+    case SymOp::Gt:
+    case SymOp::Ge:
+    case SymOp::Eq:
+    case SymOp::Ne: return eval_compare(n, b);
+  }
+  FJ_CHECK(false, "symexpr: unknown op");
 }
 
 }  // namespace

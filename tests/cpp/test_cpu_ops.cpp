@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "jit/codegen/driver.h"
 #include "jit/cpu/cpu_backend.h"
 
 using namespace fj::jit;
@@ -451,4 +452,40 @@ TEST_CASE("cpu ops: an output over a matmul operand is written after the whole p
   std::vector<TensorArg> out{{ws.data(), shape.data(), st.data(), 2}};
   REQUIRE((*compiled)->run(in, out) == 0);
   CHECK(ws == want);
+}
+
+TEST_CASE("lowering driver: a reduction read by two kernels gets a buffer, and the graph is lowered again") {
+  // s = x.sum(1, keepdim): the [4, 1] output's kernel computes it first, so the
+  // [4, 6] output's kernel may not compute it again.
+  Graph g;
+  NodeId x = g.placeholder(DType::Float32, {4, 6});
+  NodeId s = ok(g.reduce(Op::Sum, x, {1}, true));
+  g.set_outputs({ok(g.pointwise(Op::Add, {s, g.scalar(1.0)})), ok(g.pointwise(Op::Sub, {x, s}))});
+
+  Schedule first = schedule_graph(g, "t");
+  CHECK(first.buffer_of[static_cast<size_t>(s)] < 0);
+  llvm::LLVMContext ctx;
+  llvm::Module m("t", ctx);
+  const LowerOutcome outcome = lower_schedule(g, first, {&m}, LowerOptions{});
+  CHECK_FALSE(outcome.complete());
+  CHECK(outcome.rematerialize == s);
+
+  LoweredGraph per_kernel = lower_graph(g, "t", LowerOptions{}, ModuleLayout::PerKernel);
+  CHECK(per_kernel.rescheduled == 1);
+  CHECK(per_kernel.schedule.buffer_of[static_cast<size_t>(s)] >= 0);
+  REQUIRE(per_kernel.modules.size() == per_kernel.schedule.kernels.size());
+  for (size_t k = 0; k < per_kernel.modules.size(); ++k) {
+    const llvm::Module& mk = *per_kernel.modules[k].module;
+    CHECK(mk.getName() == per_kernel.schedule.kernels[k].symbol);
+    CHECK(mk.getFunction(per_kernel.schedule.kernels[k].symbol) != nullptr);
+    verify_kernels(mk, "test");
+  }
+
+  LoweredGraph single = lower_graph(g, "t", LowerOptions{}, ModuleLayout::Single, "one");
+  REQUIRE(single.modules.size() == 1);
+  CHECK(single.modules[0].module->getName() == "one");
+  for (const KernelSpec& spec : single.schedule.kernels) CHECK(single.modules[0].module->getFunction(spec.symbol) != nullptr);
+  CHECK(module_text(*single.modules[0].module).find("define void @t_k0(") != std::string::npos);
+
+  CHECK(check(g, {{4, 6}}) == per_kernel.schedule.kernels.size());  // and the CPU runs it right
 }

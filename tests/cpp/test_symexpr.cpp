@@ -476,6 +476,67 @@ OptV rfloat_divmod(double a, double b, bool want_div) {
   return SymValue{f};
 }
 
+OptV ref_truediv(const SymValue& x, const SymValue& y, bool fl) {
+  if (rd(y) == 0.0) return std::nullopt;
+  if (!fl && (std::abs(static_cast<double>(ri(x))) > 9007199254740992.0 ||
+              std::abs(static_cast<double>(ri(y))) > 9007199254740992.0))
+    return std::nullopt;  // outside what this reference rounds exactly: skip
+  return SymValue{rd(x) / rd(y)};
+}
+
+OptV ref_divmod(const SymValue& x, const SymValue& y, bool fl, bool floordiv) {
+  if (fl) return rfloat_divmod(rd(x), rd(y), floordiv);
+  i128 p = ri(x), q = ri(y);
+  if (q == 0) return std::nullopt;
+  i128 d = p / q, m = p % q;
+  if (m != 0 && ((m < 0) != (q < 0))) {
+    d -= 1;
+    m += q;
+  }
+  return int_result(floordiv ? d : m);
+}
+
+OptV ref_int_pow(i128 p, i128 q) {
+  // int ** negative int is a float in Python, but an Int node with a symbolic
+  // exponent has no value then (the tables test negative constant exponents).
+  if (q < 0) return std::nullopt;
+  if (q == 0) return SymValue{int64_t{1}};
+  if (p == 0 || p == 1) return SymValue{static_cast<int64_t>(p)};
+  if (p == -1) return SymValue{int64_t{q % 2 ? -1 : 1}};
+  i128 acc = 1;
+  for (i128 i = 0; i < q; ++i) {
+    acc *= p;  // |p| >= 2: leaves int64 within 64 steps
+    if (!int_result(acc)) return std::nullopt;
+  }
+  return int_result(acc);
+}
+
+OptV ref_pow(const SymValue& x, const SymValue& y, bool fl) {
+  if (!fl) return ref_int_pow(ri(x), ri(y));
+  double p = rd(x), q = rd(y);
+  if (p == 0.0 && q < 0) return std::nullopt;
+  if (p < 0 && q != std::floor(q) && std::isfinite(q)) return std::nullopt;
+  double v = std::pow(p, q);
+  if (std::isinf(v) && std::isfinite(p) && std::isfinite(q)) return std::nullopt;
+  return SymValue{v};
+}
+
+// Python returns an operand; a static type holds it only when it is the wider
+// one (symexpr.h), so a narrower winner is "no value" here as well.
+OptV ref_min_max(const SymValue& x, const SymValue& y, bool is_min) {
+  auto rank = [](const SymValue& v) { return v.index() == 2 ? 0 : v.index() == 0 ? 1 : 2; };
+  bool pick_y = rcmp(y, x) == (is_min ? -1 : 1);
+  const SymValue& w = pick_y ? y : x;
+  if (rank(w) < std::max(rank(x), rank(y))) return std::nullopt;
+  return w;
+}
+
+OptV ref_to_int(const SymValue& x) {
+  if (!isf(x)) return int_result(ri(x));
+  if (!std::isfinite(rd(x)) || std::fabs(rd(x)) >= 9.3e18) return std::nullopt;
+  return int_result(static_cast<i128>(std::trunc(rd(x))));
+}
+
 OptV ref_eval(const Ref& r, const Bindings& b) {
   if (r.kind == Ref::Leaf) {
     if (r.sym < 0) return r.leaf;
@@ -500,72 +561,23 @@ OptV ref_eval(const Ref& r, const Bindings& b) {
     case Ref::Add: if (fl) return SymValue{rd(*x) + rd(*y)}; return int_result(ri(*x) + ri(*y));
     case Ref::Sub: if (fl) return SymValue{rd(*x) - rd(*y)}; return int_result(ri(*x) - ri(*y));
     case Ref::Mul: if (fl) return SymValue{rd(*x) * rd(*y)}; return int_result(ri(*x) * ri(*y));
-    case Ref::TrueDiv: {
-      if (rd(*y) == 0.0) return std::nullopt;
-      if (!fl && (std::abs(static_cast<double>(ri(*x))) > 9007199254740992.0 ||
-                  std::abs(static_cast<double>(ri(*y))) > 9007199254740992.0))
-        return std::nullopt;  // outside what this reference rounds exactly: skip
-      return SymValue{rd(*x) / rd(*y)};
-    }
+    case Ref::TrueDiv: return ref_truediv(*x, *y, fl);
     case Ref::FloorDiv:
-    case Ref::Mod: {
-      if (fl) return rfloat_divmod(rd(*x), rd(*y), r.kind == Ref::FloorDiv);
-      i128 p = ri(*x), q = ri(*y);
-      if (q == 0) return std::nullopt;
-      i128 d = p / q, m = p % q;
-      if (m != 0 && ((m < 0) != (q < 0))) {
-        d -= 1;
-        m += q;
-      }
-      return int_result(r.kind == Ref::FloorDiv ? d : m);
-    }
-    case Ref::Pow: {
-      if (!fl) {
-        // int ** negative int is a float in Python, but an Int node with a symbolic
-        // exponent has no value then (the tables test negative constant exponents).
-        i128 p = ri(*x), q = ri(*y);
-        if (q < 0) return std::nullopt;
-        if (q == 0) return SymValue{int64_t{1}};
-        if (p == 0 || p == 1) return SymValue{static_cast<int64_t>(p)};
-        if (p == -1) return SymValue{int64_t{q % 2 ? -1 : 1}};
-        i128 acc = 1;
-        for (i128 i = 0; i < q; ++i) {
-          acc *= p;  // |p| >= 2: leaves int64 within 64 steps
-          if (!int_result(acc)) return std::nullopt;
-        }
-        return int_result(acc);
-      }
-      double p = rd(*x), q = rd(*y);
-      if (p == 0.0 && q < 0) return std::nullopt;
-      if (p < 0 && q != std::floor(q) && std::isfinite(q)) return std::nullopt;
-      double v = std::pow(p, q);
-      if (std::isinf(v) && std::isfinite(p) && std::isfinite(q)) return std::nullopt;
-      return SymValue{v};
-    }
+    case Ref::Mod: return ref_divmod(*x, *y, fl, r.kind == Ref::FloorDiv);
+    case Ref::Pow: return ref_pow(*x, *y, fl);
     case Ref::Neg: if (isf(*x)) return SymValue{-rd(*x)}; return int_result(-ri(*x));
     case Ref::Abs:
       if (isf(*x)) return SymValue{std::fabs(rd(*x))};
       return int_result(ri(*x) < 0 ? -ri(*x) : ri(*x));
     case Ref::Min:
-    case Ref::Max: {
-      // Python returns an operand; a static type holds it only when it is the wider
-      // one (symexpr.h), so a narrower winner is "no value" here as well.
-      auto rank = [](const SymValue& v) { return v.index() == 2 ? 0 : v.index() == 0 ? 1 : 2; };
-      bool pick_y = rcmp(*y, *x) == (r.kind == Ref::Min ? -1 : 1);
-      const SymValue& w = pick_y ? *y : *x;
-      if (rank(w) < std::max(rank(*x), rank(*y))) return std::nullopt;
-      return w;
-    }
+    case Ref::Max: return ref_min_max(*x, *y, r.kind == Ref::Min);
     case Ref::Lt: return SymValue{rcmp(*x, *y) == -1};
     case Ref::Le: return SymValue{rcmp(*x, *y) == -1 || rcmp(*x, *y) == 0};
     case Ref::Eq: return SymValue{rcmp(*x, *y) == 0};
     case Ref::Ne: return SymValue{rcmp(*x, *y) != 0};
     case Ref::Not: return SymValue{!std::get<2>(*x)};
     case Ref::ToFloat: return SymValue{rd(*x)};
-    case Ref::ToInt:
-      if (!isf(*x)) return int_result(ri(*x));
-      if (!std::isfinite(rd(*x)) || std::fabs(rd(*x)) >= 9.3e18) return std::nullopt;
-      return int_result(static_cast<i128>(std::trunc(rd(*x))));
+    case Ref::ToInt: return ref_to_int(*x);
     case Ref::ToBool:
       if (isf(*x)) return SymValue{rd(*x) != 0.0};
       return SymValue{ri(*x) != 0};

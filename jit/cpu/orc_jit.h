@@ -1,0 +1,72 @@
+// The CPU's JIT on ORC LLJIT, in the spirit of LLVM's KaleidoscopeJIT: create (for
+// the host), add object code, look up symbols. Also the target machines that the
+// backend's compile tasks generate code with. Internal to jit/cpu (LLVM types in
+// its interface); jit/cpu/cpu_backend.h stays LLVM-free.
+#pragma once
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jit/common.h"
+
+namespace fj::jit {
+
+// Object code added to the JIT together: freed when the last reference goes.
+class JitCode {
+ public:
+  JitCode(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker)
+      : jit_(std::move(jit)), tracker_(std::move(tracker)) {}
+  ~JitCode();
+  JitCode(const JitCode&) = delete;
+  JitCode& operator=(const JitCode&) = delete;
+
+ private:
+  std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
+  llvm::orc::ResourceTrackerSP tracker_;
+};
+
+// One object file: its name (for error messages) and bytes.
+struct ObjectFile {
+  std::string name;
+  llvm::SmallVector<char, 0> bytes;
+};
+
+class OrcJit {
+ public:
+  // The JIT for the host CPU: no FP contraction (x*y+1 stays two roundings, as in
+  // eager), and the process's symbols (libm, BLAS) visible to the code.
+  static Expected<std::unique_ptr<OrcJit>> create();
+
+  // Adds object files under one resource tracker; their symbols resolve from now on.
+  Expected<std::shared_ptr<JitCode>> add(std::vector<ObjectFile> objects);
+  // The address of a symbol that add() made available.
+  Expected<void*> lookup(const std::string& symbol);
+
+  const llvm::DataLayout& data_layout() const { return jit_->getDataLayout(); }
+  const llvm::Triple& triple() const { return jit_->getTargetTriple(); }
+  bool host_has_fma() const { return has_fma_; }
+
+  // A target machine for one compile task (an idle one, or a new one); give it
+  // back when the task is done.
+  Expected<std::unique_ptr<llvm::TargetMachine>> take_target_machine();
+  void give_back(std::unique_ptr<llvm::TargetMachine> tm);
+
+ private:
+  OrcJit(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::JITTargetMachineBuilder jtmb, bool has_fma)
+      : jit_(std::move(jit)), jtmb_(std::move(jtmb)), has_fma_(has_fma) {}
+
+  std::shared_ptr<llvm::orc::LLJIT> jit_;
+  llvm::orc::JITTargetMachineBuilder jtmb_;
+  const bool has_fma_;
+  std::mutex tm_mu_;  // guards tms_
+  std::vector<std::unique_ptr<llvm::TargetMachine>> tms_;  // idle ones
+};
+
+}  // namespace fj::jit
