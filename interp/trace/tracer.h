@@ -268,15 +268,57 @@ class Tracer {
   bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
   Status call_range(const std::vector<Value>& args);
 
-  // ---- non-pointwise ops (interp/torch/tensor_ops.cpp, interp/torch/views.cpp) ----
-  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);
-  Status reduction_op(const PyOp& op, const std::vector<Value>& a);
-  Status view_op(const PyOp& op, const std::vector<Value>& a);
-  Status creation_op(const PyOp& op, const std::vector<Value>& a);
-  Status matmul_op(TensorOp op, const std::vector<Value>& a);
+  // ---- the torch ops of interp/torch/torch_ops.def (interp/torch/*.cpp) ----
+  // One call of a table op: its row, its arguments (one per parameter), the name its
+  // errors use ("sum()") and, where the row's first argument is a tensor, its node.
+  struct OpCall {
+    const PyOp& op;
+    const std::vector<Value>& a;
+    std::string what;
+    jit::NodeId x;
+  };
+  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);  // checks FirstArg, lowers
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) Status lower_##name(const OpCall& c);
+#include "interp/torch/torch_ops.def"
+  // shared by the reductions (reductions.cpp)
+  Status reduce_dims(const OpCall& c, size_t dim_at, size_t keep_at, std::vector<int64_t>* dims, bool* no_dim, bool* keep);
+  Status sum_mean_prod(const OpCall& c);
+  Status amax_amin(const OpCall& c, jit::Op r);
+  Status max_min(const OpCall& c, bool is_max);
+  Status arg_reduce(const OpCall& c, jit::Op r);
+  Status var_std(const OpCall& c, bool is_std);
+  Status softmax_like(const OpCall& c, bool log);
+  Status same_sizes(const jit::SymShape& have, const jit::SymShape& want, const std::string& what);
+  // shared by the views and indexing (views.cpp)
+  bool equal_guarded(const jit::SymExpr& a, const jit::SymExpr& b);
+  bool reshape_is_view(jit::NodeId x, const jit::SymShape& to);
+  Status index_in(const OpCall& c, const Value& v, const jit::SymExpr& n, jit::SymExpr* out);
+  Status dim_of(const OpCall& c, size_t at, int64_t* d);
+  Status push_pieces(jit::NodeId x, int64_t d, const std::vector<int64_t>& lengths, bool select, const std::string& what);
+  Status push_strided_view(Expected<jit::NodeId> r, const OpCall& c);
+  Status view_or_reshape(const OpCall& c, bool view);
+  Status expand_to(const OpCall& c, const jit::SymShape& sizes);
+  Status split_or_chunk(const OpCall& c, bool chunk);
+  Status join(const OpCall& c, bool stack);
+  // shared by the creation ops (creation.cpp)
+  Status factory_options(const OpCall& c, std::optional<jit::DType>* dtype);
+  std::optional<jit::DType> fill_dtype(const Value& v) const;
+  Status fill(const OpCall& c, const jit::SymShape& sizes, const Value& value, jit::DType d);
+  Status fill_sized(const OpCall& c, long value);
+  Status fill_like(const OpCall& c, long value);
+  Status triangle(const OpCall& c, bool lower);
+  Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
+                       jit::SymExpr* length);
+  // shared by the matmul family (matmul.cpp, einsum.cpp)
   Status matmul_values(const Value& a, const Value& b);  // a @ b with torch.matmul's 1-d rules
-  Status einsum_op(const std::vector<Value>& a);  // (equation, operands): interp/torch/einsum.cpp
-  Status subscript(const Value& x, const Value& index);  // x[index] of a tensor
+  Status matmul_operands(const OpCall& c, size_t count, size_t rank);
+  Status einsum_operands(const OpCall& c, std::string* equation, std::vector<jit::NodeId>* nodes);
+  Status einsum_check(const std::vector<jit::NodeId>& nodes, const std::vector<std::vector<int>>& labels);
+  // x[index] of a tensor (views.cpp), one index item at a time
+  Status subscript(const Value& x, const Value& index);
+  Status subscript_int(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  Status subscript_slice(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  Status slice_bound(const Value& b, const jit::SymExpr& n, const jit::SymExpr& dflt, jit::SymExpr* out);
   Status op_build_slice(const Instruction&);
   // int(v), float(v), bool(v) of a tensor or a number read from one (a graph Item).
   Status to_number(const Value& v, jit::ScalarKind kind);
