@@ -72,6 +72,12 @@ Status norm_dim(int64_t d, int64_t r, const std::string& what, int64_t* out) {
   return ok();
 }
 
+// Whether v is a tuple or list (of sizes or dims), not one int.
+bool is_sequence(const Value& v) {
+  return v.kind == ValueKind::Tuple || v.kind == ValueKind::List ||
+         (v.kind == ValueKind::Const && (PyTuple_Check(v.obj.get()) || PyList_Check(v.obj.get())));
+}
+
 }  // namespace
 
 // Equal in this call, and guarded so (a split of s2 into 4 * (s2 // 4)).
@@ -168,9 +174,7 @@ Status Tracer::split_or_chunk(const OpCall& c, bool chunk) {
   if (Status s = specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n)) return s;
   std::vector<int64_t> lengths;
   const Value& arg = c.a[1];
-  const bool sections = arg.kind == ValueKind::Tuple || arg.kind == ValueKind::List ||
-                        (arg.kind == ValueKind::Const && (PyTuple_Check(arg.obj.get()) || PyList_Check(arg.obj.get())));
-  if (!chunk && sections) {
+  if (!chunk && is_sequence(arg)) {
     bool none;
     if (Status s = dims_arg(arg, c.what + " sections", &lengths, &none)) return s;
     int64_t total = 0;
@@ -232,6 +236,37 @@ Status Tracer::lower_permute(const OpCall& c) {
   if (Status s = dims_arg(dv, c.what + " dims", &dims, &none)) return s;
   if (none) return unsupported(c.what + " without dims");
   return push_strided_view(graph_.permute(c.x, dims), c);
+}
+
+// movedim(input, source, destination): the dims in source move to destination's
+// places, the others keep their order (a permute)
+Status Tracer::lower_movedim(const OpCall& c) {
+  const int64_t rank = static_cast<int64_t>(graph_.node(c.x).rank());
+  std::vector<int64_t> src, dst;
+  bool src_none, dst_none;
+  if (Status s = dims_arg(c.a[1], c.what + " source", &src, &src_none)) return s;
+  if (Status s = dims_arg(c.a[2], c.what + " destination", &dst, &dst_none)) return s;
+  if (src_none || dst_none || src.size() != dst.size() || is_sequence(c.a[1]) != is_sequence(c.a[2])) {
+    return unsupported(c.what + " with these dims (eager raises)");
+  }
+  if (rank == 0) return unsupported(c.what + " of a 0-d tensor (not supported)");
+  std::vector<int64_t> perm(static_cast<size_t>(rank), -1);
+  std::vector<bool> moved(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t from, to;
+    if (Status s = norm_dim(src[i], rank, c.what, &from)) return s;
+    if (Status s = norm_dim(dst[i], rank, c.what, &to)) return s;
+    if (moved[static_cast<size_t>(from)] || perm[static_cast<size_t>(to)] >= 0) return unsupported(c.what + " with a repeated dim (eager raises)");
+    perm[static_cast<size_t>(to)] = from;
+    moved[static_cast<size_t>(from)] = true;
+  }
+  size_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (moved[next]) ++next;
+    p = static_cast<int64_t>(next++);
+  }
+  return push_strided_view(graph_.permute(c.x, perm), c);
 }
 
 // transpose(input, dim0, dim1)
