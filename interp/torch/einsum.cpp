@@ -163,7 +163,7 @@ Status Tracer::einsum_op(const std::vector<Value>& a) {
     return unsupported(what + " with an equation that is not UTF-8");
   }
   std::vector<NodeId> nodes;
-  if (Status s = tensor_list(a[1], what + " operands", &nodes)) return s;
+  FJ_TRY(tensor_list(a[1], what + " operands", &nodes));
   if (nodes.empty() || nodes.size() > 2) return unsupported(what + " of " + std::to_string(nodes.size()) + " operands (not lowered)");
   std::vector<size_t> ranks;
   for (NodeId n : nodes) ranks.push_back(graph_.node(n).rank());
@@ -190,7 +190,7 @@ Status Tracer::einsum_op(const std::vector<Value>& a) {
       }
       if (jit::is_const(s[d], 1)) continue;
       bool same = false;
-      if (Status st = guard_truth(jit::eq(*seen[l], s[d]), &same)) return st;
+      FJ_TRY(guard_truth(jit::eq(*seen[l], s[d]), &same));
       if (!same) return unsupported(what + ": sizes that do not broadcast (eager raises)");
     }
   }

@@ -82,13 +82,13 @@ Status Tracer::dims_arg(const Value& v, const std::string& what, std::vector<int
     }
   } else {
     int64_t d;
-    if (Status s = int_arg(v, what, &d)) return s;
+    FJ_TRY(int_arg(v, what, &d));
     out->push_back(d);
     return ok();
   }
   for (const Value& i : items) {
     int64_t d;
-    if (Status s = int_arg(i, what, &d)) return s;
+    FJ_TRY(int_arg(i, what, &d));
     out->push_back(d);
   }
   return ok();
@@ -147,7 +147,7 @@ Status Tracer::sizes_arg(const Value& v, const std::string& what, jit::SymShape*
     const auto e = is_int ? as_sym(i) : std::nullopt;
     if (!e) return unsupported(what + " with size " + describe(i) + " (not supported)");
     SymExpr s;
-    if (Status st = size_expr(*e, what, &s, allow_minus_one)) return st;
+    FJ_TRY(size_expr(*e, what, &s, allow_minus_one));
     out->push_back(s);
   }
   return ok();
@@ -208,9 +208,9 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     case T::Sum: case T::Mean: case T::Prod: {
       bool keep;
       std::optional<DType> dtype;
-      if (Status s = dims_arg(a[1], what + " dim", &dims, &no_dim)) return s;
-      if (Status s = keepdim_at(2, &keep)) return s;
-      if (Status s = dtype_arg(a[3], what, &dtype)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dim", &dims, &no_dim));
+      FJ_TRY(keepdim_at(2, &keep));
+      FJ_TRY(dtype_arg(a[3], what, &dtype));
       if (op.tensor_op == T::Prod && !no_dim && a[1].kind != ValueKind::Const) return unsupported("prod() over several dims");
       if (op.tensor_op == T::Prod && !no_dim && !PyLong_CheckExact(a[1].obj.get())) return unsupported("prod() over several dims");
       if (no_dim && keep && op.tensor_op != T::Mean) {
@@ -230,29 +230,29 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     case T::CumSum: {
       int64_t d;
       std::optional<DType> dtype;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
-      if (Status s = dtype_arg(a[2], what, &dtype)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
+      FJ_TRY(dtype_arg(a[2], what, &dtype));
       return push_built(graph_.cumsum(x, d, dtype), what);
     }
     case T::Amax: case T::Amin: {
       bool keep;
       if (!is_none(a[1])) {
-        if (Status s = dims_arg(a[1], what + " dim", &dims, &no_dim)) return s;
+        FJ_TRY(dims_arg(a[1], what + " dim", &dims, &no_dim));
       }
-      if (Status s = keepdim_at(2, &keep)) return s;
+      FJ_TRY(keepdim_at(2, &keep));
       return push_built(graph_.reduce(op.tensor_op == T::Amax ? jit::Op::Amax : jit::Op::Amin, x, dims, keep), what);
     }
     case T::Max: case T::Min: {
       const bool is_max = op.tensor_op == T::Max;
       if (is_tensor(a[1])) return call_op(is_max ? jit::Op::Maximum : jit::Op::Minimum, {a[0], a[1]});
       bool keep;
-      if (Status s = keepdim_at(2, &keep)) return s;
+      FJ_TRY(keepdim_at(2, &keep));
       if (is_none(a[1])) {
         if (keep) return unsupported(what + " with keepdim and no dim (eager raises)");
         return push_built(graph_.reduce(is_max ? jit::Op::Amax : jit::Op::Amin, x, {}, false), what);
       }
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       auto values = graph_.reduce(is_max ? jit::Op::Amax : jit::Op::Amin, x, {d}, keep);
       if (!values) return unsupported(what + ": " + values.error());
       auto indices = graph_.reduce(is_max ? jit::Op::ArgMax : jit::Op::ArgMin, x, {d}, keep);
@@ -270,8 +270,8 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::ArgMax: case T::ArgMin: case T::Any: case T::All: {
       bool keep;
-      if (Status s = dims_arg(a[1], what + " dim", &dims, &no_dim)) return s;
-      if (Status s = keepdim_at(2, &keep)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dim", &dims, &no_dim));
+      FJ_TRY(keepdim_at(2, &keep));
       const jit::Op r = op.tensor_op == T::ArgMax ? jit::Op::ArgMax
                         : op.tensor_op == T::ArgMin ? jit::Op::ArgMin
                         : op.tensor_op == T::Any    ? jit::Op::Any
@@ -299,18 +299,18 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
         if (!is_none(a[2])) return unsupported(what + " with these arguments");
         unbiased = &a[1];
         no_dim = true;
-      } else if (Status s = dims_arg(a[1], what + " dim", &dims, &no_dim)) {
-        return s;
+      } else {
+        FJ_TRY(dims_arg(a[1], what + " dim", &dims, &no_dim));
       }
-      if (Status s = keepdim_at(3, &keep)) return s;
+      FJ_TRY(keepdim_at(3, &keep));
       if (!is_none(*unbiased)) {
         if (!is_none(a[4])) return unsupported(what + " with both unbiased and correction (eager raises)");
         bool u;
-        if (Status s = bool_arg(*unbiased, what + " unbiased", &u)) return s;
+        FJ_TRY(bool_arg(*unbiased, what + " unbiased", &u));
         correction = u ? 1 : 0;
       } else if (!is_none(a[4])) {
         int64_t c;
-        if (Status s = int_arg(a[4], what + " correction", &c)) return s;
+        FJ_TRY(int_arg(a[4], what + " correction", &c));
         correction = static_cast<double>(c);
       }
       auto v = graph_.var(x, dims, correction, keep);
@@ -322,9 +322,9 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     case T::Norm: {
       bool keep;
       std::optional<DType> dtype;
-      if (Status s = dims_arg(a[2], what + " dim", &dims, &no_dim)) return s;
-      if (Status s = keepdim_at(3, &keep)) return s;
-      if (Status s = dtype_arg(a[4], what, &dtype)) return s;
+      FJ_TRY(dims_arg(a[2], what + " dim", &dims, &no_dim));
+      FJ_TRY(keepdim_at(3, &keep));
+      FJ_TRY(dtype_arg(a[4], what, &dtype));
       if (dtype) return unsupported(what + " with a dtype");
       if (!jit::is_floating(graph_.node(x).dtype)) return unsupported(what + " of a non-floating tensor");
       PyObject* p = a[1].kind == ValueKind::Const && !is_opaque(a[1]) ? a[1].obj.get() : nullptr;
@@ -353,8 +353,8 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::LogSumExp: {
       bool keep;
-      if (Status s = dims_arg(a[1], what + " dim", &dims, &no_dim)) return s;
-      if (Status s = keepdim_at(2, &keep)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dim", &dims, &no_dim));
+      FJ_TRY(keepdim_at(2, &keep));
       if (no_dim || dims.empty()) return unsupported(what + " without dims");
       if (!jit::is_floating(graph_.node(x).dtype)) return unsupported(what + " of a non-floating tensor");
       return push_built(graph_.logsumexp(x, dims, keep), what);
@@ -364,9 +364,9 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
       const Value& dtype_v = a[f_form ? 3 : 2];
       if (is_none(a[1])) return unsupported(what + " without dim (implicit dim choice)");
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       std::optional<DType> dtype;
-      if (Status s = dtype_arg(dtype_v, what, &dtype)) return s;
+      FJ_TRY(dtype_arg(dtype_v, what, &dtype));
       NodeId in = x;
       if (dtype) {
         auto c = graph_.cast(x, *dtype);
@@ -378,7 +378,7 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::LayerNorm: {
       jit::SymShape shape;
-      if (Status s = sizes_arg(a[1], what + " normalized_shape", &shape, false)) return s;
+      FJ_TRY(sizes_arg(a[1], what + " normalized_shape", &shape, false));
       const jit::SymShape xs = graph_.node(x).sym;
       if (shape.empty() || shape.size() > xs.size()) return unsupported(what + " with a bad normalized_shape (eager raises)");
       // The trailing sizes must equal normalized_shape, and weight / bias have it.
@@ -386,18 +386,18 @@ Status Tracer::reduction_op(const PyOp& op, const std::vector<Value>& a) {
         if (have.size() != want.size()) return unsupported(what + ": shapes differ (eager raises)");
         for (size_t i = 0; i < have.size(); ++i) {
           bool eq = false;
-          if (Status s = guard_truth(jit::eq(have[i], want[i]), &eq)) return s;
+          FJ_TRY(guard_truth(jit::eq(have[i], want[i]), &eq));
           if (!eq) return unsupported(what + ": shapes differ (eager raises)");
         }
         return ok();
       };
-      if (Status s = same_sizes(jit::SymShape(xs.end() - static_cast<std::ptrdiff_t>(shape.size()), xs.end()), shape)) return s;
+      FJ_TRY(same_sizes(jit::SymShape(xs.end() - static_cast<std::ptrdiff_t>(shape.size()), xs.end()), shape));
       NodeId wb[2] = {-1, -1};
       for (int k = 0; k < 2; ++k) {
         const Value& v = a[2 + static_cast<size_t>(k)];
         if (is_none(v)) continue;
         if (!is_tensor(v)) return unsupported(what + " weight/bias " + describe(v));
-        if (Status s = same_sizes(graph_.node(v.node).sym, shape)) return s;
+        FJ_TRY(same_sizes(graph_.node(v.node).sym, shape));
         wb[k] = v.node;
       }
       const auto eps = as_sym(a[4]);
@@ -442,7 +442,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
   std::optional<DType> dtype;
   if (factory) {
     const size_t o = a.size() - nopts;
-    if (Status s = dtype_arg(a[o], what, &dtype)) return s;
+    FJ_TRY(dtype_arg(a[o], what, &dtype));
     PyObject* dev = a[o + 2].kind == ValueKind::Const && !is_opaque(a[o + 2]) ? a[o + 2].obj.get() : nullptr;
     if (!is_none(a[o + 1]) || dev == nullptr || !device_ok(dev)) return unsupported(what + " with a layout or device");
     for (size_t k : {o + 3, o + 4}) {
@@ -474,7 +474,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
   switch (op.tensor_op) {
     case T::Zeros: case T::Ones: case T::Empty: case T::Full: {
       jit::SymShape sizes;
-      if (Status s = sizes_arg(a[0], what + " size", &sizes, false)) return s;
+      FJ_TRY(sizes_arg(a[0], what + " size", &sizes, false));
       if (op.tensor_op == T::Full) {
         const auto d = dtype ? dtype : fill_dtype(a[1]);
         if (!d) return unsupported(what + " with fill value " + describe(a[1]));
@@ -508,7 +508,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
         const SymExpr span = k > 0 ? jit::sub(*e0, *s0) : jit::sub(*s0, *e0);
         const int64_t ak = k > 0 ? k : -k;
         bool nonneg = false;
-        if (Status s = guard_truth(jit::ge(span, SymExpr::integer(0)), &nonneg)) return s;
+        FJ_TRY(guard_truth(jit::ge(span, SymExpr::integer(0)), &nonneg));
         if (!nonneg) return unsupported(what + " with an empty or inverted range (not supported)");
         length = jit::floordiv(jit::add(span, SymExpr::integer(ak - 1)), SymExpr::integer(ak));
       } else {
@@ -521,7 +521,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
         length = SymExpr::integer(static_cast<int64_t>(n));
       }
       SymExpr size;
-      if (Status s = size_expr(length, what, &size, false)) return s;
+      FJ_TRY(size_expr(length, what, &size, false));
       const DType d = dtype.value_or(all_int ? DType::Int64 : DType::Float32);
       NodeId pos = graph_.iota({size}, 0);
       // start + i * step, in double for floating results (as eager's kernel).
@@ -542,7 +542,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
       const auto s0 = as_sym(a[0]), e0 = as_sym(a[1]), n0 = as_sym(a[2]);
       if (!s0 || !e0 || !n0 || n0->type() != jit::SymType::Int) return unsupported(what + " with these arguments");
       SymExpr steps;
-      if (Status s = size_expr(*n0, what, &steps, false)) return s;
+      FJ_TRY(size_expr(*n0, what, &steps, false));
       const DType d = dtype.value_or(DType::Float32);
       if (!jit::is_floating(d)) return unsupported(what + " with an integer dtype");
       NodeId pos = graph_.iota({steps}, 0);
@@ -567,11 +567,9 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Eye: {
       jit::SymShape sizes;
-      if (Status s = sizes_arg(is_none(a[1]) ? Value::sequence(ValueKind::Tuple, {a[0], a[0]})
-                                             : Value::sequence(ValueKind::Tuple, {a[0], a[1]}),
-                               what, &sizes, false)) {
-        return s;
-      }
+      FJ_TRY(sizes_arg(is_none(a[1]) ? Value::sequence(ValueKind::Tuple, {a[0], a[0]})
+                                     : Value::sequence(ValueKind::Tuple, {a[0], a[1]}),
+                       what, &sizes, false));
       const NodeId r = graph_.iota(sizes, 0);
       const NodeId c = graph_.iota(sizes, 1);
       auto e = graph_.pointwise(jit::Op::Eq, {r, c});
@@ -583,7 +581,7 @@ Status Tracer::creation_op(const PyOp& op, const std::vector<Value>& a) {
       const jit::SymShape xs = graph_.node(x).sym;
       if (xs.size() < 2) return unsupported(what + " of a tensor with fewer than 2 dims (eager raises)");
       int64_t diag;
-      if (Status s = int_arg(a[1], what + " diagonal", &diag)) return s;
+      FJ_TRY(int_arg(a[1], what + " diagonal", &diag));
       const jit::SymShape mat(xs.end() - 2, xs.end());
       const NodeId r = graph_.iota(mat, 0);
       const NodeId c = graph_.iota(mat, 1);
@@ -649,13 +647,13 @@ Status Tracer::matmul_op(TensorOp op, const std::vector<Value>& a) {
       {
         // bmm does not broadcast batches: they must be equal.
         bool eq = false;
-        if (Status s = guard_truth(jit::eq(graph_.node(a[0].node).sym[0], graph_.node(a[1].node).sym[0]), &eq)) return s;
+        FJ_TRY(guard_truth(jit::eq(graph_.node(a[0].node).sym[0], graph_.node(a[1].node).sym[0]), &eq));
         if (!eq) return unsupported("bmm() of different batch sizes (eager raises)");
       }
       return matmul_values(a[0], a[1]);
     case T::Addmm: {
       if (graph_.node(a[1].node).rank() != 2 || graph_.node(a[2].node).rank() != 2) return unsupported("addmm() of operands that are not 2-d");
-      if (Status s = matmul_values(a[1], a[2])) return s;
+      FJ_TRY(matmul_values(a[1], a[2]));
       Value prod = pop();
       const auto beta = as_sym(a[3]), alpha = as_sym(a[4]);
       if (!beta || !alpha || !beta->is_constant() || !alpha->is_constant()) return unsupported("addmm() with symbolic beta/alpha");
@@ -693,7 +691,7 @@ Status Tracer::matmul_op(TensorOp op, const std::vector<Value>& a) {
       if (bias >= 0 && graph_.node(bias).dtype != graph_.node(w).dtype) return unsupported("linear() of mixed dtypes (eager raises)");
       if (bias >= 0 && graph_.node(bias).rank() == 1) {
         bool eq = false;
-        if (Status s = guard_truth(jit::eq(graph_.node(bias).sym[0], graph_.node(w).sym[0]), &eq)) return s;
+        FJ_TRY(guard_truth(jit::eq(graph_.node(bias).sym[0], graph_.node(w).sym[0]), &eq));
         if (!eq && !is_const(graph_.node(bias).sym[0], 1)) return unsupported("linear() bias size mismatch (eager raises)");
       }
       return push_built(graph_.linear(a[0].node, w, bias), "linear()");

@@ -64,9 +64,9 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
   const std::string what = op.name + "()";
   if (op.tensor_op == T::Cat || op.tensor_op == T::Stack) {
     std::vector<NodeId> xs;
-    if (Status s = tensor_list(a[0], what, &xs)) return s;
+    FJ_TRY(tensor_list(a[0], what, &xs));
     int64_t dim;
-    if (Status s = int_arg(a[1], what + " dim", &dim)) return s;
+    FJ_TRY(int_arg(a[1], what + " dim", &dim));
     if (xs.empty()) return unsupported(what + " of an empty list (eager raises)");
     if (op.tensor_op == T::Stack) {
       const int64_t r = static_cast<int64_t>(graph_.node(xs[0]).rank()) + 1;
@@ -104,10 +104,10 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     const auto e = as_sym(v);
     if (!e || e->type() != jit::SymType::Int) return unsupported(what + " index " + describe(v));
     bool neg = false;
-    if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+    FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
     const SymExpr i = neg ? jit::add(*e, n) : *e;
     bool in = false;
-    if (Status s = guard_truth(jit::logical_and(jit::ge(i, SymExpr::integer(0)), jit::lt(i, n)), &in)) return s;
+    FJ_TRY(guard_truth(jit::logical_and(jit::ge(i, SymExpr::integer(0)), jit::lt(i, n)), &in));
     if (!in) return unsupported(what + ": index out of range (eager raises)");
     *out = i;
     return ok();
@@ -133,7 +133,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     case T::View: case T::Reshape: {
       if (a[1].kind == ValueKind::Const && dtype_from_torch(a[1].obj.get())) return unsupported(what + " to a dtype");
       jit::SymShape sizes;
-      if (Status s = sizes_arg(a[1], what, &sizes, true)) return s;
+      FJ_TRY(sizes_arg(a[1], what, &sizes, true));
       auto r = graph_.reshape(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
       if (may_be_noncontig(x) && !only_splits(xs, graph_.node(*r).sym, split_equal)) {
@@ -150,7 +150,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       }
       std::vector<int64_t> dims;
       bool none;
-      if (Status s = dims_arg(a[1], what + " dims", &dims, &none)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dims", &dims, &none));
       if (none) return unsupported(what + " without dims");
       auto r = graph_.permute(x, dims);
       if (!r) return unsupported(what + ": " + r.error());
@@ -166,8 +166,8 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
           return ok();
         }
       } else {
-        if (Status s = int_arg(a[1], what + " dim0", &d0)) return s;
-        if (Status s = int_arg(a[2], what + " dim1", &d1)) return s;
+        FJ_TRY(int_arg(a[1], what + " dim0", &d0));
+        FJ_TRY(int_arg(a[2], what + " dim1", &d1));
       }
       auto r = graph_.transpose(x, d0, d1);
       if (!r) return unsupported(what + ": " + r.error());
@@ -176,25 +176,25 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Unsqueeze: {
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       return push_view(graph_.unsqueeze(x, d), what, x);
     }
     case T::Squeeze: {
       std::vector<int64_t> dims;
       bool none;
-      if (Status s = dims_arg(a[1], what + " dim", &dims, &none)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dim", &dims, &none));
       std::vector<bool> drop(xs.size(), false);
       if (none) {
         for (size_t d = 0; d < xs.size(); ++d) dims.push_back(static_cast<int64_t>(d));
       }
       for (int64_t d : dims) {
         int64_t k;
-        if (Status s = norm(d, rank, &k)) return s;
+        FJ_TRY(norm(d, rank, &k));
         if (rank == 0) continue;
         const SymExpr& e = xs[static_cast<size_t>(k)];
         bool one = jit::is_const(e, 1);
         if (!e.is_constant() && !(e.lower_bound() && *e.lower_bound() >= 2)) {
-          if (Status s = guard_truth(jit::eq(e, SymExpr::integer(1)), &one)) return s;
+          FJ_TRY(guard_truth(jit::eq(e, SymExpr::integer(1)), &one));
         }
         drop[static_cast<size_t>(k)] = one;
       }
@@ -209,8 +209,8 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
       if (op.tensor_op == T::ExpandAs) {
         if (!is_tensor(a[1])) return unsupported(what + " of " + describe(a[1]));
         sizes = graph_.node(a[1].node).sym;
-      } else if (Status s = sizes_arg(a[1], what, &sizes, true)) {
-        return s;
+      } else {
+        FJ_TRY(sizes_arg(a[1], what, &sizes, true));
       }
       auto r = graph_.expand(x, sizes);
       if (!r) return unsupported(what + ": " + r.error());
@@ -219,10 +219,10 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Flatten: {
       int64_t s0, s1;
-      if (Status s = int_arg(a[1], what + " start_dim", &s0)) return s;
-      if (Status s = int_arg(a[2], what + " end_dim", &s1)) return s;
-      if (Status s = norm(s0, rank, &s0)) return s;
-      if (Status s = norm(s1, rank, &s1)) return s;
+      FJ_TRY(int_arg(a[1], what + " start_dim", &s0));
+      FJ_TRY(int_arg(a[2], what + " end_dim", &s1));
+      FJ_TRY(norm(s0, rank, &s0));
+      FJ_TRY(norm(s1, rank, &s1));
       if (s0 > s1) return unsupported(what + ": start_dim after end_dim (eager raises)");
       if (rank == 0) return push_built(graph_.reshape(x, {SymExpr::integer(1)}), what);
       jit::SymShape sizes(xs.begin(), xs.begin() + s0);
@@ -248,8 +248,8 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Narrow: {
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
-      if (Status s = norm(d, rank, &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
+      FJ_TRY(norm(d, rank, &d));
       if (rank == 0) return unsupported(what + " of a 0-d tensor (eager raises)");
       const SymExpr n = xs[static_cast<size_t>(d)];
       const auto st = as_sym(a[2]), len = as_sym(a[3]);
@@ -257,16 +257,14 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
         return unsupported(what + " with these bounds");
       }
       bool neg = false;
-      if (Status s = guard_truth(jit::lt(*st, SymExpr::integer(0)), &neg)) return s;
+      FJ_TRY(guard_truth(jit::lt(*st, SymExpr::integer(0)), &neg));
       const SymExpr start = neg ? jit::add(*st, n) : *st;
       bool in = false;
-      if (Status s = guard_truth(jit::logical_and(jit::logical_and(jit::ge(start, SymExpr::integer(0)), jit::ge(*len, SymExpr::integer(0))),
-                                                  jit::le(jit::add(start, *len), n)), &in)) {
-        return s;
-      }
+      FJ_TRY(guard_truth(jit::logical_and(jit::logical_and(jit::ge(start, SymExpr::integer(0)), jit::ge(*len, SymExpr::integer(0))),
+                                          jit::le(jit::add(start, *len), n)), &in));
       if (!in) return unsupported(what + " out of range (eager raises)");
       SymExpr length;
-      if (Status s = size_expr(*len, what, &length, false)) return s;
+      FJ_TRY(size_expr(*len, what, &length, false));
       auto r = graph_.slice(x, d, start, length, 1);
       if (!r) return unsupported(what + ": " + r.error());
       if (d != 0 && *r != x) mark_noncontig(*r);
@@ -274,11 +272,11 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Select: {
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       if (rank == 0) return unsupported(what + " of a 0-d tensor (eager raises)");
-      if (Status s = norm(d, rank, &d)) return s;
+      FJ_TRY(norm(d, rank, &d));
       SymExpr i;
-      if (Status s = index_in(a[2], xs[static_cast<size_t>(d)], &i)) return s;
+      FJ_TRY(index_in(a[2], xs[static_cast<size_t>(d)], &i));
       auto r = graph_.select(x, d, i);
       if (!r) return unsupported(what + ": " + r.error());
       if (d != 0) mark_noncontig(*r);
@@ -286,10 +284,10 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Unbind: {
       int64_t d, n;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       if (rank == 0) return unsupported(what + " of a 0-d tensor (eager raises)");
-      if (Status s = norm(d, rank, &d)) return s;
-      if (Status s = specialize(xs[static_cast<size_t>(d)], what + " size", &n)) return s;
+      FJ_TRY(norm(d, rank, &d));
+      FJ_TRY(specialize(xs[static_cast<size_t>(d)], what + " size", &n));
       if (n > 64) return unsupported(what + " into more than 64 pieces");
       std::vector<Value> out;
       for (int64_t i = 0; i < n; ++i) {
@@ -306,16 +304,16 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Split: case T::Chunk: {
       int64_t d, n;
-      if (Status s = int_arg(a[2], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[2], what + " dim", &d));
       if (rank == 0) return unsupported(what + " of a 0-d tensor (eager raises)");
-      if (Status s = norm(d, rank, &d)) return s;
-      if (Status s = specialize(xs[static_cast<size_t>(d)], what + " size", &n)) return s;
+      FJ_TRY(norm(d, rank, &d));
+      FJ_TRY(specialize(xs[static_cast<size_t>(d)], what + " size", &n));
       std::vector<int64_t> lengths;
       const Value& arg = a[1];
       if (op.tensor_op == T::Split && (arg.kind == ValueKind::Tuple || arg.kind == ValueKind::List ||
                                        (arg.kind == ValueKind::Const && (PyTuple_Check(arg.obj.get()) || PyList_Check(arg.obj.get()))))) {
         bool none;
-        if (Status s = dims_arg(arg, what + " sections", &lengths, &none)) return s;
+        FJ_TRY(dims_arg(arg, what + " sections", &lengths, &none));
         int64_t total = 0;
         for (int64_t l : lengths) {
           if (l < 0) return unsupported(what + " with a negative section (eager raises)");
@@ -324,7 +322,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
         if (total != n) return unsupported(what + " sections that do not add up (eager raises)");
       } else {
         int64_t k;
-        if (Status s = int_arg(arg, what + " size", &k)) return s;
+        FJ_TRY(int_arg(arg, what + " size", &k));
         if (k <= 0) return unsupported(what + " with a size below 1 (eager raises or returns nothing useful)");
         if (op.tensor_op == T::Chunk) k = (n + k - 1) / k;
         if (k == 0) return unsupported(what + " of an empty dim");
@@ -337,13 +335,13 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     case T::Flip: {
       std::vector<int64_t> dims;
       bool none;
-      if (Status s = dims_arg(a[1], what + " dims", &dims, &none)) return s;
+      FJ_TRY(dims_arg(a[1], what + " dims", &dims, &none));
       if (none) return unsupported(what + " without dims");
       return push_built(graph_.flip(x, dims), what);
     }
     case T::IndexSelect: {
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       if (!is_tensor(a[2])) return unsupported(what + " index " + describe(a[2]));
       NodeId idx = a[2].node;
       if (graph_.node(idx).rank() > 1) return unsupported(what + " with an index of rank > 1 (eager raises)");
@@ -357,7 +355,7 @@ Status Tracer::view_op(const PyOp& op, const std::vector<Value>& a) {
     }
     case T::Gather: {
       int64_t d;
-      if (Status s = int_arg(a[1], what + " dim", &d)) return s;
+      FJ_TRY(int_arg(a[1], what + " dim", &d));
       if (!is_tensor(a[2])) return unsupported(what + " index " + describe(a[2]));
       if (!(a[3].kind == ValueKind::Const && a[3].obj.get() == Py_False)) return unsupported(what + " with sparse_grad");
       return push_built(graph_.gather(x, d, a[2].node), what);
@@ -438,10 +436,10 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         const SymExpr n = graph_.node(x).sym[static_cast<size_t>(d)];
         const auto e = as_sym(v);
         bool neg = false;
-        if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+        FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
         const SymExpr idx = neg ? jit::add(*e, n) : *e;
         bool in = false;
-        if (Status s = guard_truth(jit::logical_and(jit::ge(idx, SymExpr::integer(0)), jit::lt(idx, n)), &in)) return s;
+        FJ_TRY(guard_truth(jit::logical_and(jit::ge(idx, SymExpr::integer(0)), jit::lt(idx, n)), &in));
         if (!in) return unsupported(what + ": index out of range (eager raises)");
         auto r = graph_.select(x, d, idx);
         if (!r) return unsupported(what + ": " + r.error());
@@ -462,7 +460,7 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         }
         int64_t step = 1;
         if (!is_none(parts[2])) {
-          if (Status s = int_arg(parts[2], what + " step", &step)) return s;
+          FJ_TRY(int_arg(parts[2], what + " step", &step));
           if (step <= 0) return unsupported(what + " with a step below 1 (eager raises)");
         }
         const SymExpr n = graph_.node(x).sym[static_cast<size_t>(d)];
@@ -475,28 +473,28 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
           const auto e = as_sym(b);
           if (!e || e->type() != jit::SymType::Int) return unsupported(what + " with slice bound " + describe(b));
           bool neg = false;
-          if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+          FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
           if (neg) {
             const SymExpr w = jit::add(*e, n);
             bool pos = false;
-            if (Status s = guard_truth(jit::ge(w, SymExpr::integer(0)), &pos)) return s;
+            FJ_TRY(guard_truth(jit::ge(w, SymExpr::integer(0)), &pos));
             *out = pos ? w : SymExpr::integer(0);
           } else {
             bool within = false;
-            if (Status s = guard_truth(jit::le(*e, n), &within)) return s;
+            FJ_TRY(guard_truth(jit::le(*e, n), &within));
             *out = within ? *e : n;
           }
           return ok();
         };
         SymExpr start, stop;
-        if (Status s = bound(parts[0], SymExpr::integer(0), &start)) return s;
-        if (Status s = bound(parts[1], n, &stop)) return s;
+        FJ_TRY(bound(parts[0], SymExpr::integer(0), &start));
+        FJ_TRY(bound(parts[1], n, &stop));
         bool nonempty = false;
-        if (Status s = guard_truth(jit::gt(stop, start), &nonempty)) return s;
+        FJ_TRY(guard_truth(jit::gt(stop, start), &nonempty));
         SymExpr length = SymExpr::integer(0);
         if (nonempty) {
           length = jit::floordiv(jit::add(jit::sub(stop, start), SymExpr::integer(step - 1)), SymExpr::integer(step));
-          if (Status s = size_expr(length, what, &length, false)) return s;
+          FJ_TRY(size_expr(length, what, &length, false));
         }
         auto r = graph_.slice(x, d, start, length, step);
         if (!r) return unsupported(what + ": " + r.error());

@@ -120,7 +120,7 @@ Status Tracer::bind_arguments() {
     if (meta) {
       std::array<int, guards::kMaxRank> dim_symbols;
       jit::NodeId n;
-      if (Status s = tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols)) return s;
+      FJ_TRY(tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols));
       placeholder_slot_.push_back(InputRef{InputRef::Kind::Arg, i});
       guards().add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
@@ -166,7 +166,7 @@ Status Tracer::bind_arguments() {
         const std::string text = source_text(item);
         std::array<int, guards::kMaxRank> dims;
         jit::NodeId n;
-        if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+        FJ_TRY(tensor_input(meta, text, &n, &dims));
         if (items.empty()) guards().add_sequence(i, "L['" + name + "']", a);
         const int slot = guards().add_path_tensor(text, root, item.attrs, meta, dims, !st_.dynamic);
         placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, slot});
@@ -208,7 +208,7 @@ Status Tracer::execute(Value* result) {
         (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
       take_snapshot();
     }
-    if (Status s = step(*last_ins_)) return s;
+    FJ_TRY(step(*last_ins_));
     if (cur_.fs->ret) {
       *result = std::move(*cur_.fs->ret);
       return ok();
@@ -221,17 +221,17 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
   run_ = own_run_.get();
   Value ret;
   Status s = bind_arguments();
-  if (!s) s = execute(&ret);
-  if (!s) s = finish(ret);
-  if (!s) s = compile();
-  if (!s && guards::error_kept()) s = unsupported(kInterrupted);
+  if (s.ok()) s = execute(&ret);
+  if (s.ok()) s = finish(ret);
+  if (s.ok()) s = compile();
+  if (s.ok() && guards::error_kept()) s = unsupported(kInterrupted);
   const bool has_steps = !entry_->plan.steps.empty();
-  if (!s && has_steps) s = flush_block_guards();
-  if (!s && has_steps) run_final();  // the steps so far ran while tracing: run the rest
-  if (s && end_with_deopt(s)) s = ok();
-  if (!s || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
-  if (s) {
-    why->reason = s->reason;
+  if (s.ok() && has_steps) s = flush_block_guards();
+  if (s.ok() && has_steps) run_final();  // the steps so far ran while tracing: run the rest
+  if (s.failed() && end_with_deopt(s)) s = ok();
+  if (s.ok() || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
+  if (s.failed()) {
+    why->reason = s.error();
     why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
     if (guards::restore_kept_error()) {  // KeyboardInterrupt, SystemExit, MemoryError: the caller's
       ran_ = committed_ || call_raised_;
@@ -258,8 +258,8 @@ Status Tracer::step(const Instruction& ins) {
   const size_t nodes_before = graph_.size();
   const jit::Graph::Mark mark = graph_.mark();
   Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
-  if (!s) s = check_new_assumptions(mark);
-  if (s) return s;
+  if (s.ok()) s = check_new_assumptions(mark);
+  if (s.failed()) return s;
   note_grad_mode(nodes_before);
   const bool jumped = cur_.fs->pc != pc;
   if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
@@ -404,16 +404,16 @@ Status Tracer::finish(const Value& ret) {
   ConvertCtx ctx;
   ctx.output_index = &output_index;
   ctx.outputs = &outputs;
-  if (Status s = convert(ret, &plan_->ret, ctx)) return s;
+  FJ_TRY(convert(ret, &plan_->ret, ctx));
   plan_->num_memos = ctx.num_memos;
-  if (Status s = seal_writes(ctx)) return s;
+  FJ_TRY(seal_writes(ctx));
   // A frame without tensor arguments and without tensor results is Python's work.
   if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
     return unsupported("no tensor work in this frame");
   }
   graph_.set_outputs(outputs);
   plan_->graph_args = placeholder_slot_;
-  if (Status s = check_assumptions()) return s;  // also for ops whose results are unused
+  FJ_TRY(check_assumptions());  // also for ops whose results are unused
   return seal_outputs(outputs, &plan_->outputs);
 }
 
@@ -488,7 +488,7 @@ bool torch_runs_avx512() {
   return avx512;
 }
 
-jit::CpuBackend* cpu_backend(std::string* error) {
+Expected<jit::CpuBackend*> cpu_backend() {
   static std::mutex mu;
   static std::unique_ptr<jit::CpuBackend> backend;
   static std::string failure;
@@ -500,7 +500,7 @@ jit::CpuBackend* cpu_backend(std::string* error) {
     if (b) backend = std::move(*b);
     else failure = b.error();
   }
-  *error = failure;
+  if (!backend) return Error{failure};
   return backend.get();
 }
 
@@ -522,19 +522,18 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
   }
-  if (Status s = check_assumptions()) return s;
+  FJ_TRY(check_assumptions());
   // An opaque call of the plan may have changed torch's default dtype since the entry.
   if (guards::default_dtype() != guards::torch_refs().float32) {
     return unsupported("torch.get_default_dtype() changed during the trace (framejit traces under float32 only)");
   }
   guards().add_default_dtype(guards::torch_refs().float32);
-  std::string error;
-  jit::CpuBackend* backend = cpu_backend(&error);
-  if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  Expected<jit::CpuBackend*> backend = cpu_backend();
+  if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
   // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
   // of this same code waits for this trace; interp/hook.cpp).
   PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = backend->compile(graph_);
+  auto compiled = (*backend)->compile(graph_);
   PyEval_RestoreThread(saved);
   if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
   *out = *compiled;
@@ -550,7 +549,7 @@ Status Tracer::compile() {
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {
     bool joint = false;
-    if (Status s = compile_joint(&joint)) return s;
+    FJ_TRY(compile_joint(&joint));
     if (joint) return ok();
   }
   return compile_graph(&plan_->graph);
@@ -558,14 +557,12 @@ Status Tracer::compile() {
 
 std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
                                         Fallback* why, TraceOutcome* out) {
-  std::string error;
-  const DecodedCode* code = decoded_code(state.code, &error);
-  if (code == nullptr) {
-    why->reason = error;
-    why->location = PyUnicode_AsUTF8(state.code->co_filename);
+  Expected<const DecodedCode*> code = decoded_code(state.code);
+  if (code.failed()) {
+    *why = Fallback{code.error(), PyUnicode_AsUTF8(state.code->co_filename)};
     return nullptr;
   }
-  Tracer tracer(state, f, in, *code);
+  Tracer tracer(state, f, in, **code);
   std::string trace;
   if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
   std::unique_ptr<CacheEntry> entry = tracer.run(why);

@@ -35,7 +35,7 @@ Status Tracer::op_call(const Instruction& ins) {
     callable = std::move(first);
     args.insert(args.begin(), std::move(second));
   }
-  if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
+  if (std::optional<Status> s = autograd_call(callable, args, kw_names.get())) return std::move(*s);
   const PyOp* torch_op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr;
   // einsum is handled below, where what it does not lower can become a graph break.
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
@@ -51,7 +51,8 @@ Status Tracer::op_call(const Instruction& ins) {
   std::string no_break;
   const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
   const jit::Graph::Mark before_call = graph_.mark();
-  auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
+  // `failed`: why the call could not be traced.
+  auto opaque_call = [&](Error failed, std::vector<Value> call_args) -> Status {
     if (!can_break || call_raised_) return failed;
     // A function defined in the frame cannot be an argument of a plan step (a cache
     // hit would pass the trace's object): the frame resumes in CPython before the call.
@@ -59,7 +60,7 @@ Status Tracer::op_call(const Instruction& ins) {
     for (const Value& a : call_args) fresh |= holds_fresh(a);
     if (fresh) return failed;
     if (autograd_) {  // plan steps would cut the autograd graph (interp/trace/autograd_trace.cpp)
-      return unsupported(failed->reason + "; no graph break where tensors require grad (not supported yet)");
+      return unsupported(failed.message + "; no graph break where tensors require grad (not supported yet)");
     }
     // A frame without tensors is Python's work; a call whose result enters a with
     // block would only resume in CPython right after it.
@@ -75,8 +76,8 @@ Status Tracer::op_call(const Instruction& ins) {
     // What an inlined attempt recorded (a size equality that fails, an int() check)
     // belongs to a call that now runs in CPython.
     graph_.roll_back(before_call);
-    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed->reason);
-    return s && !call_raised_ && !committed_ ? failed : s;
+    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed.message);
+    return s.failed() && !call_raised_ && !committed_ ? Status(std::move(failed)) : s;
   };
   const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};
   if (einsum) {
@@ -84,7 +85,7 @@ Status Tracer::op_call(const Instruction& ins) {
     // same result, the same exception.
     Status s = kw_names ? unsupported("einsum() with keyword arguments (CPython raises)")
                         : call_py_op(*torch_op, args, nullptr);
-    return s ? opaque_call(std::move(s), orig_args) : s;
+    return s.failed() ? opaque_call(s.take_error(), orig_args) : s;
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
     // A Python function (or a bound method, or a framejit-compiled function): its
@@ -102,8 +103,8 @@ Status Tracer::op_call(const Instruction& ins) {
       Status s = inline_call(target, std::move(args), kw_names.get());
       // A callee that wrote tensors in place before failing: its writes were traced,
       // so the call cannot run again as an opaque step.
-      if (s && writes_ != writes) return s;
-      return s ? opaque_call(std::move(s), orig_args) : s;
+      if (s.failed() && writes_ != writes) return s;
+      return s.failed() ? opaque_call(s.take_error(), orig_args) : s;
     }
   }
   if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
@@ -111,13 +112,13 @@ Status Tracer::op_call(const Instruction& ins) {
       args.insert(args.begin(), callable);
       const int writes = writes_;
       Status s = inline_call(forward, std::move(args), kw_names.get());
-      if (s && writes_ != writes) return s;
-      return s ? opaque_call(std::move(s), orig_args) : s;
+      if (s.failed() && writes_ != writes) return s;
+      return s.failed() ? opaque_call(s.take_error(), orig_args) : s;
     }
   }
   if (callable.kind == ValueKind::TensorMethod) {
     if (!args.empty() && is_number(args[0])) return unsupported("method ." + callable.method + "() of a Python number");
-    if (Status s = require_tensor_attr(callable.method)) return s;
+    FJ_TRY(require_tensor_attr(callable.method));
     if (is_inplace_method(callable.method)) return call_inplace_method(callable.method, std::move(args), kw_names.get());
     if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
     if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
@@ -163,7 +164,7 @@ Status Tracer::op_call(const Instruction& ins) {
                                : c == reinterpret_cast<PyObject*>(&PyBool_Type) ? "__bool__" : "";
     if (!method.empty()) {
       if (is_tensor(args[0])) {
-        if (Status s = require_tensor_attr(method)) return s;
+        FJ_TRY(require_tensor_attr(method));
       }
       return to_number(args[0], method == "__int__" ? jit::ScalarKind::Int
                                 : method == "__float__" ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
@@ -179,11 +180,11 @@ Status Tracer::op_call(const Instruction& ins) {
     // What cannot be iterated here leaves the call to the paths below (a graph break).
     const bool is_zip = callable.obj.get() == builtin_named("zip");
     int64_t start = 0;
-    bool iterable = is_zip || args.size() == 1 || !int_arg(args[1], "enumerate() start", &start);
+    bool iterable = is_zip || args.size() == 1 || int_arg(args[1], "enumerate() start", &start).ok();
     std::vector<std::vector<Value>> columns;
     for (size_t k = 0; iterable && k < (is_zip ? args.size() : 1); ++k) {
       push(args[k]);
-      if (op_get_iter(ins)) {  // it popped the value: the stack is as before
+      if (op_get_iter(ins).failed()) {  // it popped the value: the stack is as before
         iterable = false;
         break;
       }
@@ -210,7 +211,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("sum") && !args.empty() && args.size() <= 2) {
     // sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
     push(args[0]);
-    if (Status s = op_get_iter(ins)) return s;
+    FJ_TRY(op_get_iter(ins));
     Value it = pop();
     Value acc = args.size() == 2 ? args[1] : Value::constant(PyRef::steal(PyLong_FromLong(0)));
     Instruction add = ins;
@@ -218,7 +219,7 @@ Status Tracer::op_call(const Instruction& ins) {
     for (size_t k = static_cast<size_t>(it.next); k < it.items.size(); ++k) {
       push(std::move(acc));
       push(it.items[k]);
-      if (Status s = op_binary_op(add)) return s;
+      FJ_TRY(op_binary_op(add));
       acc = pop();
     }
     push(std::move(acc));
@@ -287,8 +288,7 @@ Status Tracer::op_call(const Instruction& ins) {
     return unsupported("len() of " + describe(a));
   }
   if (callable.kind == ValueKind::Const && PyCFunction_Check(callable.obj.get())) {
-    Status s;
-    if (call_math(callable, args, &s)) return s;
+    if (std::optional<Status> s = call_math(callable, args)) return std::move(*s);
   }
   return opaque_call(unsupported("call to " + describe(callable) + " (not supported yet)"), std::move(args));
 }
@@ -296,16 +296,16 @@ Status Tracer::op_call(const Instruction& ins) {
 // A function of the math module on numbers: computed with the values of this call.
 // A symbolic argument is specialized to its value here and guarded (math.sqrt of a
 // head size: a new head size recompiles, a new sequence length does not reach it).
-bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, Status* out) {
+std::optional<Status> Tracer::call_math(const Value& callable, const std::vector<Value>& args) {
   PyObject* fn = callable.obj.get();
   PyObject* self = PyCFunction_GET_SELF(fn);
-  if (self == nullptr || !PyModule_Check(self)) return false;
+  if (self == nullptr || !PyModule_Check(self)) return std::nullopt;
   const char* module = PyModule_GetName(self);
   if (module == nullptr) {
     guards::clear_error();
-    return false;
+    return std::nullopt;
   }
-  if (std::string_view(module) != "math") return false;
+  if (std::string_view(module) != "math") return std::nullopt;
   PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
@@ -316,26 +316,23 @@ bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, St
     } else if (a.kind == ValueKind::Sym) {
       const auto v = a.expr.eval(hints_);
       if (!v) {
-        *out = unsupported("math function of a value that does not exist");
-        return true;
+        return unsupported("math function of a value that does not exist");
       }
       item = sym_value_to_python(*v);
       entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +
                                                                               jit::SymExpr::constant(*v).str());
     } else {
-      return false;
+      return std::nullopt;
     }
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
   }
   PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
   if (r == nullptr) {
     guards::clear_error();
-    *out = unsupported("math function raised (eager raises it)");
-    return true;
+    return unsupported("math function raised (eager raises it)");
   }
   push(Value::constant(PyRef::steal(r)));
-  *out = ok();
-  return true;
+  return ok();
 }
 
 
@@ -414,19 +411,15 @@ PyObject* builtin_named(const char* name) {
 
 
 
-const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
+Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
   CodeState* cs = code_state(co, true);
   if (cs == nullptr) {
     guards::clear_error();
-    *error = "cannot attach framejit state to the code object";
-    return nullptr;
+    return Error{"cannot attach framejit state to the code object"};
   }
   if (!cs->decoded) {
     auto decoded = decode(co);
-    if (!decoded) {
-      *error = "cannot decode the bytecode: " + decoded.error();
-      return nullptr;
-    }
+    if (!decoded) return Error{"cannot decode the bytecode: " + decoded.error()};
     cs->decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
   }
   return static_cast<const DecodedCode*>(cs->decoded.get());
@@ -446,9 +439,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   }
   if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
   guards().add_function(fn);
-  std::string error;
-  const DecodedCode* decoded = decoded_code(co, &error);
-  if (decoded == nullptr) return unsupported(error);
+  const DecodedCode* decoded = FJ_TRY(decoded_code(co));
 
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
@@ -522,7 +513,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   }
   cur_ = caller;
   stack_drift_ = caller_drift;
-  if (s) return s;
+  if (s.failed()) return s;
   push(std::move(ret));
   return ok();
 }

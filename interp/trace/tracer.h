@@ -4,8 +4,8 @@
 // Design: a Tracer runs the bytecode of one frame on symbolic Values (value.h),
 // recording tensor work into a jit::Graph, symbolic scalars into SymExprs, and every
 // assumption into the entry's GuardSet. Each handler implements one opcode family and
-// returns a Status: nullopt to go on, or Unsupported with a reason, which ends the
-// trace (the frame then runs in CPython and the reason is recorded with file:line).
+// returns a Status: ok() to go on, or an Error with a reason, which ends the trace
+// (the frame then runs in CPython and the reason is recorded with file:line).
 // An inlined call switches `cur_` to a FrameCtx of its own and back.
 #pragma once
 
@@ -34,14 +34,10 @@ constexpr int kMaxInlineDepth = 8;     // deeper calls end the trace
 
 constexpr int op(Opcode o) { return static_cast<int>(o); }
 
-// A reason to stop tracing; the frame runs in CPython.
-struct Unsupported {
-  std::string reason;
-};
-
-using Status = std::optional<Unsupported>;
-inline Status ok() { return std::nullopt; }
-inline Status unsupported(std::string why) { return Unsupported{std::move(why)}; }
+// Handlers return fj::Status (jit/common.h): ok() to go on, or an Error whose message
+// is the reason to stop tracing; the frame then runs in CPython (a Fallback, with the
+// location added where the trace ends).
+inline Error unsupported(std::string why) { return Error{std::move(why)}; }
 
 std::string repr_short(PyObject* o);
 bool is_plain_scalar(PyObject* o);
@@ -57,7 +53,7 @@ std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
 std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
-const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
+Expected<const DecodedCode*> decoded_code(PyCodeObject* co);
 
 // The tracer's state at a plan branch, for tracing the other outcome later.
 struct ResumePoint {
@@ -101,8 +97,8 @@ class Tracer {
   PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
-  // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
-  bool call_math(const Value& callable, const std::vector<Value>& args, Status* out);
+  // math.sqrt(n) & co: nullopt when `callable` is not a math function on numbers.
+  std::optional<Status> call_math(const Value& callable, const std::vector<Value>& args);
   Status check_assumptions();
 
  private:
@@ -225,10 +221,10 @@ class Tracer {
   // compile forward and backward; *joint is false when no output needs a gradient.
   Status compile_joint(bool* joint);
   // Attribute and method reads that autograd handles (a custom Function's ctx,
-  // Function.apply); false when `owner` is none of those.
-  bool autograd_attr(const Value& owner, const std::string& name, bool method, Status* out);
-  // MyFunction.apply(...) and ctx.<method>(...); false when `callable` is neither.
-  bool autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out);
+  // Function.apply); nullopt when `owner` is none of those.
+  std::optional<Status> autograd_attr(const Value& owner, const std::string& name, bool method);
+  // MyFunction.apply(...) and ctx.<method>(...); nullopt when `callable` is neither.
+  std::optional<Status> autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names);
   Status store_ctx_attr(const std::string& name, const Value& owner, Value value);
   Status apply_function(PyObject* cls, std::vector<Value> args);
   Status trace_custom_backward(const Value& ctx_value, PyObject* backward, const std::vector<jit::NodeId>& markers,
@@ -366,7 +362,8 @@ class Tracer {
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
   bool has_traced_cells(PyObject* obj) const;
-  bool path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status);
+  // nullopt when v is no tensor.
+  std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
   // the same tensor (and sees what the frame wrote to it).
