@@ -22,6 +22,9 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f,
 // A branch's outcome met for the first time on a cache hit: traces it from the
 // state saved at the branch, attaches it, and runs it (interp/trace/breaks.cpp).
 PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run);
+// Reads the builtins that traced calls dispatch on (interp/trace/ops_builtins.cpp);
+// once, at import.
+void init_builtin_calls();
 // The process's CPU backend (created on first use), or why there is none.
 Expected<jit::CpuBackend*> cpu_backend();
 

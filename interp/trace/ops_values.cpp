@@ -13,10 +13,6 @@ namespace fj::interp {
 
 bool is_shape_method(const std::string& name) { return name == "size" || name == "dim" || name == "numel"; }
 
-PyObject* len_builtin() {
-  static PyObject* len = PyDict_GetItemString(PyEval_GetBuiltins(), "len");
-  return len;
-}
 
 
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.

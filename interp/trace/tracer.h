@@ -45,9 +45,6 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
-PyObject* len_builtin();
-// builtins.<name> (borrowed), or nullptr.
-PyObject* builtin_named(const char* name);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
@@ -171,7 +168,9 @@ class Tracer {
   std::string describe(const Value& v) const;
   std::string location(const Instruction& ins) const;
 
-  // ---- handlers, one per opcode family; each starts with its stack effect ----
+  // ---- handlers, one per opcode family; each starts with its stack effect. The
+  // dispatch table comes from the handler column of opcodes.def (scripts/gen_opcodes.py).
+  Status op_unsupported(const Instruction&);
   Status op_nop(const Instruction&);
   Status op_load_fast(const Instruction&);
   Status op_store_fast(const Instruction&);
@@ -186,6 +185,26 @@ class Tracer {
   Status op_make_function(const Instruction&);
   Status op_kw_names(const Instruction&);
   Status op_call(const Instruction&);
+
+  // ---- CALL, in steps (interp/trace/ops_call.cpp, builtins: ops_builtins.cpp) ----
+  struct CallSite {
+    Value callable;
+    std::vector<Value> args;  // self first for a method
+    PyRef kw_names;           // KW_NAMES of this call, if any
+    const Instruction* ins = nullptr;
+    bool can_break = false;   // an untraceable call may become a graph break
+    jit::Graph::Mark before;  // the graph before the call, rolled back for a break
+    std::vector<Value> orig_args;  // the arguments as called, kept where can_break
+  };
+  friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
+  CallSite pop_call(const Instruction& ins);
+  Status call_torch_function(const PyOp& op, CallSite& c);
+  Status opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args);
+  // Each step's nullopt: the callable is not of its kind, the next step decides.
+  std::optional<Status> call_python_function(CallSite& c);
+  Status call_tensor_method(CallSite& c);
+  std::optional<Status> call_grad_mode(const CallSite& c);
+  std::optional<Status> call_builtin(const CallSite& c);
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);
@@ -262,7 +281,6 @@ class Tracer {
   std::vector<int8_t> node_grad_;                // per node of graph_: grad mode when recorded (-1 unknown)
   std::vector<std::pair<jit::NodeId, size_t>> markers_;  // custom Function results -> customs_ index
   bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
-  Status call_range(const std::vector<Value>& args);
 
   // ---- non-pointwise ops (interp/torch/tensor_ops.cpp, interp/torch/views.cpp) ----
   Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);
