@@ -43,7 +43,7 @@ Value int_constant(long v) { return Value::constant(PyRef::steal(PyLong_FromLong
 Status Tracer::factory_options(const OpCall& c, std::optional<DType>* dtype) {
   const std::vector<Value>& a = c.a;
   const size_t o = a.size() - kFactoryOptions;
-  if (Status s = dtype_arg(a[o], c.what, dtype)) return s;
+  FJ_TRY(dtype_arg(a[o], c.what, dtype));
   PyObject* dev = a[o + 2].kind == ValueKind::Const && !is_opaque(a[o + 2]) ? a[o + 2].obj.get() : nullptr;
   if (!is_none(a[o + 1]) || dev == nullptr || !device_ok(dev)) return unsupported(c.what + " with a layout or device");
   for (size_t k : {o + 3, o + 4}) {
@@ -80,16 +80,16 @@ Status Tracer::fill(const OpCall& c, const jit::SymShape& sizes, const Value& va
 // zeros / ones / empty(*size, <factory options>): empty is zeros (any value will do)
 Status Tracer::fill_sized(const OpCall& c, long value) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   jit::SymShape sizes;
-  if (Status s = sizes_arg(c.a[0], c.what + " size", &sizes, false)) return s;
+  FJ_TRY(sizes_arg(c.a[0], c.what + " size", &sizes, false));
   return fill(c, sizes, int_constant(value), dtype.value_or(DType::Float32));
 }
 
 // zeros_like / ones_like / empty_like(input, <factory options>)
 Status Tracer::fill_like(const OpCall& c, long value) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   const jit::Node& in = graph_.node(c.x);
   const jit::SymShape sizes = in.sym;  // a copy: fill adds nodes
   return fill(c, sizes, int_constant(value), dtype.value_or(in.dtype));
@@ -101,7 +101,7 @@ Status Tracer::triangle(const OpCall& c, bool lower) {
   const jit::SymShape xs = graph_.node(x).sym;
   if (xs.size() < 2) return unsupported(c.what + " of a tensor with fewer than 2 dims (eager raises)");
   int64_t diag;
-  if (Status s = int_arg(c.a[1], c.what + " diagonal", &diag)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " diagonal", &diag));
   const jit::SymShape mat(xs.end() - 2, xs.end());
   const NodeId r = graph_.iota(mat, 0);
   const NodeId col = graph_.iota(mat, 1);
@@ -125,7 +125,7 @@ Status Tracer::arange_length(const OpCall& c, const SymExpr& s0, const SymExpr& 
     const SymExpr span = k > 0 ? jit::sub(e0, s0) : jit::sub(s0, e0);
     const int64_t ak = k > 0 ? k : -k;
     bool nonneg = false;
-    if (Status s = guard_truth(jit::ge(span, SymExpr::integer(0)), &nonneg)) return s;
+    FJ_TRY(guard_truth(jit::ge(span, SymExpr::integer(0)), &nonneg));
     if (!nonneg) return unsupported(c.what + " with an empty or inverted range (not supported)");
     *length = jit::floordiv(jit::add(span, SymExpr::integer(ak - 1)), SymExpr::integer(ak));
     return ok();
@@ -154,9 +154,9 @@ Status Tracer::lower_triu(const OpCall& c) { return triangle(c, false); }
 // full(size, fill_value, <factory options>): the dtype follows the fill value's kind
 Status Tracer::lower_full(const OpCall& c) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   jit::SymShape sizes;
-  if (Status s = sizes_arg(c.a[0], c.what + " size", &sizes, false)) return s;
+  FJ_TRY(sizes_arg(c.a[0], c.what + " size", &sizes, false));
   const auto d = dtype ? dtype : fill_dtype(c.a[1]);
   if (!d) return unsupported(c.what + " with fill value " + describe(c.a[1]));
   return fill(c, sizes, c.a[1], *d);
@@ -165,7 +165,7 @@ Status Tracer::lower_full(const OpCall& c) {
 // full_like(input, fill_value, <factory options>)
 Status Tracer::lower_full_like(const OpCall& c) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   const jit::Node& in = graph_.node(c.x);
   const jit::SymShape sizes = in.sym;  // a copy: fill adds nodes
   return fill(c, sizes, c.a[1], dtype.value_or(in.dtype));
@@ -174,7 +174,7 @@ Status Tracer::lower_full_like(const OpCall& c) {
 // arange(end), arange(start, end), arange(start, end, step): start + i * step
 Status Tracer::lower_arange(const OpCall& c) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   Value start = c.a[0], end = c.a[1], step = c.a[2];
   if (is_none(end)) {
     end = start;
@@ -184,8 +184,8 @@ Status Tracer::lower_arange(const OpCall& c) {
   if (!s0 || !e0 || !st) return unsupported(c.what + " with these bounds");
   const bool all_int = s0->type() == jit::SymType::Int && e0->type() == jit::SymType::Int && st->type() == jit::SymType::Int;
   SymExpr length, size;
-  if (Status s = arange_length(c, *s0, *e0, *st, all_int, &length)) return s;
-  if (Status s = size_expr(length, c.what, &size, false)) return s;
+  FJ_TRY(arange_length(c, *s0, *e0, *st, all_int, &length));
+  FJ_TRY(size_expr(length, c.what, &size, false));
   const DType d = dtype.value_or(all_int ? DType::Int64 : DType::Float32);
   NodeId pos = graph_.iota({size}, 0);
   // start + i * step, in double for floating results (as eager's kernel).
@@ -207,11 +207,11 @@ Status Tracer::lower_arange(const OpCall& c) {
 Status Tracer::lower_linspace(const OpCall& c) {
   const std::vector<Value>& a = c.a;
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   const auto s0 = as_sym(a[0]), e0 = as_sym(a[1]), n0 = as_sym(a[2]);
   if (!s0 || !e0 || !n0 || n0->type() != jit::SymType::Int) return unsupported(c.what + " with these arguments");
   SymExpr steps;
-  if (Status s = size_expr(*n0, c.what, &steps, false)) return s;
+  FJ_TRY(size_expr(*n0, c.what, &steps, false));
   const DType d = dtype.value_or(DType::Float32);
   if (!jit::is_floating(d)) return unsupported(c.what + " with an integer dtype");
   NodeId pos = graph_.iota({steps}, 0);
@@ -237,10 +237,10 @@ Status Tracer::lower_linspace(const OpCall& c) {
 // eye(n, m=None): row index == column index
 Status Tracer::lower_eye(const OpCall& c) {
   std::optional<DType> dtype;
-  if (Status s = factory_options(c, &dtype)) return s;
+  FJ_TRY(factory_options(c, &dtype));
   const Value& cols = is_none(c.a[1]) ? c.a[0] : c.a[1];
   jit::SymShape sizes;
-  if (Status s = sizes_arg(Value::sequence(ValueKind::Tuple, {c.a[0], cols}), c.what, &sizes, false)) return s;
+  FJ_TRY(sizes_arg(Value::sequence(ValueKind::Tuple, {c.a[0], cols}), c.what, &sizes, false));
   const NodeId r = graph_.iota(sizes, 0);
   const NodeId col = graph_.iota(sizes, 1);
   auto e = graph_.pointwise(jit::Op::Eq, {r, col});

@@ -288,7 +288,7 @@ Status Tracer::einsum_operands(const OpCall& c, std::string* equation, std::vect
     return unsupported(c.what + " with an equation that is not UTF-8");
   }
   *equation = text;
-  if (Status s = tensor_list(a[1], c.what + " operands", nodes)) return s;
+  FJ_TRY(tensor_list(a[1], c.what + " operands", nodes));
   if (nodes->empty() || nodes->size() > 2) return unsupported(c.what + " of " + std::to_string(nodes->size()) + " operands (not lowered)");
   return ok();
 }
@@ -317,7 +317,7 @@ Status Tracer::einsum_check(const std::vector<NodeId>& nodes, const std::vector<
       }
       if (jit::is_const(s[d], 1)) continue;
       bool same = false;
-      if (Status st = guard_truth(jit::eq(*seen[l], s[d]), &same)) return st;
+      FJ_TRY(guard_truth(jit::eq(*seen[l], s[d]), &same));
       if (!same) return unsupported(what + ": sizes that do not broadcast (eager raises)");
     }
   }
@@ -328,12 +328,12 @@ Status Tracer::einsum_check(const std::vector<NodeId>& nodes, const std::vector<
 Status Tracer::lower_einsum(const OpCall& c) {
   std::string text;
   std::vector<NodeId> nodes;
-  if (Status s = einsum_operands(c, &text, &nodes)) return s;
+  FJ_TRY(einsum_operands(c, &text, &nodes));
   std::vector<size_t> ranks;
   for (NodeId n : nodes) ranks.push_back(graph_.node(n).rank());
   Equation eq;
   if (std::string e = parse_equation(text, ranks, &eq); !e.empty()) return unsupported(c.what + ": " + e);
-  if (Status s = einsum_check(nodes, eq.inputs)) return s;
+  FJ_TRY(einsum_check(nodes, eq.inputs));
   std::vector<EinsumTerm> terms;
   for (size_t k = 0; k < nodes.size(); ++k) terms.push_back(EinsumTerm{nodes[k], eq.inputs[k]});
   fj::Status built = drop_broadcast_ones(graph_, &terms);

@@ -54,20 +54,20 @@ Status Tracer::matmul_operands(const OpCall& c, size_t count, size_t rank) {
 // ---- one lowering per row ----
 
 Status Tracer::lower_matmul(const OpCall& c) {
-  if (Status s = matmul_operands(c, 2, 0)) return s;
+  FJ_TRY(matmul_operands(c, 2, 0));
   return matmul_values(c.a[0], c.a[1]);
 }
 
 Status Tracer::lower_mm(const OpCall& c) {
-  if (Status s = matmul_operands(c, 2, 2)) return s;
+  FJ_TRY(matmul_operands(c, 2, 2));
   return matmul_values(c.a[0], c.a[1]);
 }
 
 Status Tracer::lower_bmm(const OpCall& c) {
-  if (Status s = matmul_operands(c, 2, 3)) return s;
+  FJ_TRY(matmul_operands(c, 2, 3));
   // bmm does not broadcast batches: they must be equal.
   bool eq = false;
-  if (Status s = guard_truth(jit::eq(graph_.node(c.a[0].node).sym[0], graph_.node(c.a[1].node).sym[0]), &eq)) return s;
+  FJ_TRY(guard_truth(jit::eq(graph_.node(c.a[0].node).sym[0], graph_.node(c.a[1].node).sym[0]), &eq));
   if (!eq) return unsupported("bmm() of different batch sizes (eager raises)");
   return matmul_values(c.a[0], c.a[1]);
 }
@@ -75,9 +75,9 @@ Status Tracer::lower_bmm(const OpCall& c) {
 // addmm(input, mat1, mat2, beta=1, alpha=1): beta * input + alpha * (mat1 @ mat2)
 Status Tracer::lower_addmm(const OpCall& c) {
   const std::vector<Value>& a = c.a;
-  if (Status s = matmul_operands(c, 3, 0)) return s;
+  FJ_TRY(matmul_operands(c, 3, 0));
   if (graph_.node(a[1].node).rank() != 2 || graph_.node(a[2].node).rank() != 2) return unsupported("addmm() of operands that are not 2-d");
-  if (Status s = matmul_values(a[1], a[2])) return s;
+  FJ_TRY(matmul_values(a[1], a[2]));
   Value prod = pop();
   const auto beta = as_sym(a[3]), alpha = as_sym(a[4]);
   if (!beta || !alpha || !beta->is_constant() || !alpha->is_constant()) return unsupported("addmm() with symbolic beta/alpha");
@@ -105,7 +105,7 @@ Status Tracer::lower_addmm(const OpCall& c) {
 // F.linear(input, weight, bias=None): input @ weight.T + bias, one extern node
 Status Tracer::lower_linear(const OpCall& c) {
   const std::vector<Value>& a = c.a;
-  if (Status s = matmul_operands(c, 2, 0)) return s;
+  FJ_TRY(matmul_operands(c, 2, 0));
   const size_t r0 = graph_.node(a[0].node).rank(), r1 = graph_.node(a[1].node).rank();
   NodeId bias = -1;
   if (!is_none(a[2])) {
@@ -120,7 +120,7 @@ Status Tracer::lower_linear(const OpCall& c) {
   if (bias >= 0 && graph_.node(bias).dtype != graph_.node(w).dtype) return unsupported("linear() of mixed dtypes (eager raises)");
   if (bias >= 0 && graph_.node(bias).rank() == 1) {
     bool eq = false;
-    if (Status s = guard_truth(jit::eq(graph_.node(bias).sym[0], graph_.node(w).sym[0]), &eq)) return s;
+    FJ_TRY(guard_truth(jit::eq(graph_.node(bias).sym[0], graph_.node(w).sym[0]), &eq));
     if (!eq && !is_const(graph_.node(bias).sym[0], 1)) return unsupported("linear() bias size mismatch (eager raises)");
   }
   return push_built(graph_.linear(a[0].node, w, bias), "linear()");

@@ -14,7 +14,7 @@ using jit::SymExpr;
 
 Status Tracer::reduce_dims(const OpCall& c, size_t dim_at, size_t keep_at, std::vector<int64_t>* dims, bool* no_dim,
                            bool* keep) {
-  if (Status s = dims_arg(c.a[dim_at], c.what + " dim", dims, no_dim)) return s;
+  FJ_TRY(dims_arg(c.a[dim_at], c.what + " dim", dims, no_dim));
   return bool_arg(c.a[keep_at], c.what + " keepdim", keep);
 }
 
@@ -25,8 +25,8 @@ Status Tracer::sum_mean_prod(const OpCall& c) {
   std::vector<int64_t> dims;
   bool no_dim = false, keep = false;
   std::optional<DType> dtype;
-  if (Status s = reduce_dims(c, 1, 2, &dims, &no_dim, &keep)) return s;
-  if (Status s = dtype_arg(a[3], c.what, &dtype)) return s;
+  FJ_TRY(reduce_dims(c, 1, 2, &dims, &no_dim, &keep));
+  FJ_TRY(dtype_arg(a[3], c.what, &dtype));
   if (op == TensorOp::Prod && !no_dim && a[1].kind != ValueKind::Const) return unsupported("prod() over several dims");
   if (op == TensorOp::Prod && !no_dim && !PyLong_CheckExact(a[1].obj.get())) return unsupported("prod() over several dims");
   if (no_dim && keep && op != TensorOp::Mean) {
@@ -48,7 +48,7 @@ Status Tracer::sum_mean_prod(const OpCall& c) {
 Status Tracer::amax_amin(const OpCall& c, jit::Op r) {
   std::vector<int64_t> dims;
   bool no_dim = false, keep = false;
-  if (Status s = reduce_dims(c, 1, 2, &dims, &no_dim, &keep)) return s;
+  FJ_TRY(reduce_dims(c, 1, 2, &dims, &no_dim, &keep));
   return push_built(graph_.reduce(r, c.x, dims, keep), c.what);
 }
 
@@ -57,14 +57,14 @@ Status Tracer::max_min(const OpCall& c, bool is_max) {
   const std::vector<Value>& a = c.a;
   if (is_tensor(a[1])) return call_op(is_max ? jit::Op::Maximum : jit::Op::Minimum, {a[0], a[1]});
   bool keep;
-  if (Status s = bool_arg(a[2], c.what + " keepdim", &keep)) return s;
+  FJ_TRY(bool_arg(a[2], c.what + " keepdim", &keep));
   const jit::Op value_op = is_max ? jit::Op::Amax : jit::Op::Amin;
   if (is_none(a[1])) {
     if (keep) return unsupported(c.what + " with keepdim and no dim (eager raises)");
     return push_built(graph_.reduce(value_op, c.x, {}, false), c.what);
   }
   int64_t d;
-  if (Status s = int_arg(a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(a[1], c.what + " dim", &d));
   auto values = graph_.reduce(value_op, c.x, {d}, keep);
   if (!values) return unsupported(c.what + ": " + values.error());
   auto indices = graph_.reduce(is_max ? jit::Op::ArgMax : jit::Op::ArgMin, c.x, {d}, keep);
@@ -85,7 +85,7 @@ Status Tracer::max_min(const OpCall& c, bool is_max) {
 Status Tracer::arg_reduce(const OpCall& c, jit::Op r) {
   std::vector<int64_t> dims;
   bool no_dim = false, keep = false;
-  if (Status s = reduce_dims(c, 1, 2, &dims, &no_dim, &keep)) return s;
+  FJ_TRY(reduce_dims(c, 1, 2, &dims, &no_dim, &keep));
   if (!no_dim && dims.size() != 1) return unsupported(c.what + " over several dims");
   if (no_dim && keep && (r == jit::Op::Any || r == jit::Op::All)) return unsupported(c.what + " with keepdim and no dim");
   if (no_dim && (r == jit::Op::ArgMax || r == jit::Op::ArgMin) && graph_.node(c.x).rank() > 1) {
@@ -114,18 +114,18 @@ Status Tracer::var_std(const OpCall& c, bool is_std) {
     if (!is_none(a[2])) return unsupported(c.what + " with these arguments");
     unbiased = &a[1];
     no_dim = true;
-  } else if (Status s = dims_arg(a[1], c.what + " dim", &dims, &no_dim)) {
-    return s;
+  } else {
+    FJ_TRY(dims_arg(a[1], c.what + " dim", &dims, &no_dim));
   }
-  if (Status s = bool_arg(a[3], c.what + " keepdim", &keep)) return s;
+  FJ_TRY(bool_arg(a[3], c.what + " keepdim", &keep));
   if (!is_none(*unbiased)) {
     if (!is_none(a[4])) return unsupported(c.what + " with both unbiased and correction (eager raises)");
     bool u;
-    if (Status s = bool_arg(*unbiased, c.what + " unbiased", &u)) return s;
+    FJ_TRY(bool_arg(*unbiased, c.what + " unbiased", &u));
     correction = u ? 1 : 0;
   } else if (!is_none(a[4])) {
     int64_t k;
-    if (Status s = int_arg(a[4], c.what + " correction", &k)) return s;
+    FJ_TRY(int_arg(a[4], c.what + " correction", &k));
     correction = static_cast<double>(k);
   }
   auto v = graph_.var(c.x, dims, correction, keep);
@@ -142,9 +142,9 @@ Status Tracer::softmax_like(const OpCall& c, bool log) {
   const Value& dtype_v = a[f_form ? 3 : 2];
   if (is_none(a[1])) return unsupported(c.what + " without dim (implicit dim choice)");
   int64_t d;
-  if (Status s = int_arg(a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(a[1], c.what + " dim", &d));
   std::optional<DType> dtype;
-  if (Status s = dtype_arg(dtype_v, c.what, &dtype)) return s;
+  FJ_TRY(dtype_arg(dtype_v, c.what, &dtype));
   NodeId in = c.x;
   if (dtype) {
     auto cast = graph_.cast(c.x, *dtype);
@@ -177,8 +177,8 @@ Status Tracer::lower_log_softmax(const OpCall& c) { return softmax_like(c, true)
 Status Tracer::lower_cumsum(const OpCall& c) {
   int64_t d;
   std::optional<DType> dtype;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &d)) return s;
-  if (Status s = dtype_arg(c.a[2], c.what, &dtype)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &d));
+  FJ_TRY(dtype_arg(c.a[2], c.what, &dtype));
   return push_built(graph_.cumsum(c.x, d, dtype), c.what);
 }
 
@@ -189,8 +189,8 @@ Status Tracer::lower_norm(const OpCall& c) {
   std::vector<int64_t> dims;
   bool no_dim = false, keep = false;
   std::optional<DType> dtype;
-  if (Status s = reduce_dims(c, 2, 3, &dims, &no_dim, &keep)) return s;
-  if (Status s = dtype_arg(a[4], c.what, &dtype)) return s;
+  FJ_TRY(reduce_dims(c, 2, 3, &dims, &no_dim, &keep));
+  FJ_TRY(dtype_arg(a[4], c.what, &dtype));
   if (dtype) return unsupported(c.what + " with a dtype");
   if (!jit::is_floating(graph_.node(x).dtype)) return unsupported(c.what + " of a non-floating tensor");
   PyObject* p = a[1].kind == ValueKind::Const && !is_opaque(a[1]) ? a[1].obj.get() : nullptr;
@@ -222,7 +222,7 @@ Status Tracer::lower_norm(const OpCall& c) {
 Status Tracer::lower_logsumexp(const OpCall& c) {
   std::vector<int64_t> dims;
   bool no_dim = false, keep = false;
-  if (Status s = reduce_dims(c, 1, 2, &dims, &no_dim, &keep)) return s;
+  FJ_TRY(reduce_dims(c, 1, 2, &dims, &no_dim, &keep));
   if (no_dim || dims.empty()) return unsupported(c.what + " without dims");
   if (!jit::is_floating(graph_.node(c.x).dtype)) return unsupported(c.what + " of a non-floating tensor");
   return push_built(graph_.logsumexp(c.x, dims, keep), c.what);
@@ -233,7 +233,7 @@ Status Tracer::same_sizes(const jit::SymShape& have, const jit::SymShape& want, 
   if (have.size() != want.size()) return unsupported(what + ": shapes differ (eager raises)");
   for (size_t i = 0; i < have.size(); ++i) {
     bool eq = false;
-    if (Status s = guard_truth(jit::eq(have[i], want[i]), &eq)) return s;
+    FJ_TRY(guard_truth(jit::eq(have[i], want[i]), &eq));
     if (!eq) return unsupported(what + ": shapes differ (eager raises)");
   }
   return ok();
@@ -243,18 +243,18 @@ Status Tracer::same_sizes(const jit::SymShape& have, const jit::SymShape& want, 
 Status Tracer::lower_layer_norm(const OpCall& c) {
   const std::vector<Value>& a = c.a;
   jit::SymShape shape;
-  if (Status s = sizes_arg(a[1], c.what + " normalized_shape", &shape, false)) return s;
+  FJ_TRY(sizes_arg(a[1], c.what + " normalized_shape", &shape, false));
   const jit::SymShape xs = graph_.node(c.x).sym;
   if (shape.empty() || shape.size() > xs.size()) return unsupported(c.what + " with a bad normalized_shape (eager raises)");
   // The trailing sizes must equal normalized_shape, and weight / bias have it.
   const jit::SymShape trailing(xs.end() - static_cast<std::ptrdiff_t>(shape.size()), xs.end());
-  if (Status s = same_sizes(trailing, shape, c.what)) return s;
+  FJ_TRY(same_sizes(trailing, shape, c.what));
   NodeId wb[2] = {-1, -1};
   for (int k = 0; k < 2; ++k) {
     const Value& v = a[2 + static_cast<size_t>(k)];
     if (is_none(v)) continue;
     if (!is_tensor(v)) return unsupported(c.what + " weight/bias " + describe(v));
-    if (Status s = same_sizes(graph_.node(v.node).sym, shape, c.what)) return s;
+    FJ_TRY(same_sizes(graph_.node(v.node).sym, shape, c.what));
     wb[k] = v.node;
   }
   const auto eps = as_sym(a[4]);

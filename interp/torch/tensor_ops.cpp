@@ -78,13 +78,13 @@ Status Tracer::dims_arg(const Value& v, const std::string& what, std::vector<int
     }
   } else {
     int64_t d;
-    if (Status s = int_arg(v, what, &d)) return s;
+    FJ_TRY(int_arg(v, what, &d));
     out->push_back(d);
     return ok();
   }
   for (const Value& i : items) {
     int64_t d;
-    if (Status s = int_arg(i, what, &d)) return s;
+    FJ_TRY(int_arg(i, what, &d));
     out->push_back(d);
   }
   return ok();
@@ -143,7 +143,7 @@ Status Tracer::sizes_arg(const Value& v, const std::string& what, jit::SymShape*
     const auto e = is_int ? as_sym(i) : std::nullopt;
     if (!e) return unsupported(what + " with size " + describe(i) + " (not supported)");
     SymExpr s;
-    if (Status st = size_expr(*e, what, &s, allow_minus_one)) return st;
+    FJ_TRY(size_expr(*e, what, &s, allow_minus_one));
     out->push_back(s);
   }
   return ok();

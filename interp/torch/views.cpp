@@ -103,10 +103,10 @@ Status Tracer::index_in(const OpCall& c, const Value& v, const SymExpr& n, SymEx
   const auto e = as_sym(v);
   if (!e || e->type() != jit::SymType::Int) return unsupported(c.what + " index " + describe(v));
   bool neg = false;
-  if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+  FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
   const SymExpr i = neg ? jit::add(*e, n) : *e;
   bool in = false;
-  if (Status s = guard_truth(jit::logical_and(jit::ge(i, SymExpr::integer(0)), jit::lt(i, n)), &in)) return s;
+  FJ_TRY(guard_truth(jit::logical_and(jit::ge(i, SymExpr::integer(0)), jit::lt(i, n)), &in));
   if (!in) return unsupported(c.what + ": index out of range (eager raises)");
   *out = i;
   return ok();
@@ -115,7 +115,7 @@ Status Tracer::index_in(const OpCall& c, const Value& v, const SymExpr& n, SymEx
 // The dim argument a[at] of an op that needs a dim of a tensor with at least one dim.
 Status Tracer::dim_of(const OpCall& c, size_t at, int64_t* d) {
   const int64_t rank = static_cast<int64_t>(graph_.node(c.x).rank());
-  if (Status s = int_arg(c.a[at], c.what + " dim", d)) return s;
+  FJ_TRY(int_arg(c.a[at], c.what + " dim", d));
   if (rank == 0) return unsupported(c.what + " of a 0-d tensor (eager raises)");
   return norm_dim(*d, rank, c.what, d);
 }
@@ -152,7 +152,7 @@ Status Tracer::push_strided_view(Expected<NodeId> r, const OpCall& c) {
 Status Tracer::view_or_reshape(const OpCall& c, bool view) {
   if (c.a[1].kind == ValueKind::Const && dtype_from_torch(c.a[1].obj.get())) return unsupported(c.what + " to a dtype");
   jit::SymShape sizes;
-  if (Status s = sizes_arg(c.a[1], c.what, &sizes, true)) return s;
+  FJ_TRY(sizes_arg(c.a[1], c.what, &sizes, true));
   auto r = graph_.reshape(c.x, sizes);
   if (!r) return unsupported(c.what + ": " + r.error());
   if (!reshape_is_view(c.x, graph_.node(*r).sym)) {
@@ -170,13 +170,13 @@ Status Tracer::expand_to(const OpCall& c, const jit::SymShape& sizes) {
 // split(input, size or sections, dim) / chunk(input, chunks, dim): views along dim
 Status Tracer::split_or_chunk(const OpCall& c, bool chunk) {
   int64_t d, n;
-  if (Status s = dim_of(c, 2, &d)) return s;
-  if (Status s = specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n)) return s;
+  FJ_TRY(dim_of(c, 2, &d));
+  FJ_TRY(specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n));
   std::vector<int64_t> lengths;
   const Value& arg = c.a[1];
   if (!chunk && is_sequence(arg)) {
     bool none;
-    if (Status s = dims_arg(arg, c.what + " sections", &lengths, &none)) return s;
+    FJ_TRY(dims_arg(arg, c.what + " sections", &lengths, &none));
     int64_t total = 0;
     for (int64_t l : lengths) {
       if (l < 0) return unsupported(c.what + " with a negative section (eager raises)");
@@ -185,7 +185,7 @@ Status Tracer::split_or_chunk(const OpCall& c, bool chunk) {
     if (total != n) return unsupported(c.what + " sections that do not add up (eager raises)");
   } else {
     int64_t k;
-    if (Status s = int_arg(arg, c.what + " size", &k)) return s;
+    FJ_TRY(int_arg(arg, c.what + " size", &k));
     if (k <= 0) return unsupported(c.what + " with a size below 1 (eager raises or returns nothing useful)");
     if (chunk) k = (n + k - 1) / k;
     if (k == 0) return unsupported(c.what + " of an empty dim");
@@ -199,9 +199,9 @@ Status Tracer::split_or_chunk(const OpCall& c, bool chunk) {
 // cat / stack(tensors, dim=0): stack is cat of each tensor unsqueezed at dim
 Status Tracer::join(const OpCall& c, bool stack) {
   std::vector<NodeId> xs;
-  if (Status s = tensor_list(c.a[0], c.what, &xs)) return s;
+  FJ_TRY(tensor_list(c.a[0], c.what, &xs));
   int64_t dim;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &dim)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &dim));
   if (xs.empty()) return unsupported(c.what + " of an empty list (eager raises)");
   if (stack) {
     const int64_t r = static_cast<int64_t>(graph_.node(xs[0]).rank()) + 1;
@@ -233,7 +233,7 @@ Status Tracer::lower_permute(const OpCall& c) {
   }
   std::vector<int64_t> dims;
   bool none;
-  if (Status s = dims_arg(dv, c.what + " dims", &dims, &none)) return s;
+  FJ_TRY(dims_arg(dv, c.what + " dims", &dims, &none));
   if (none) return unsupported(c.what + " without dims");
   return push_strided_view(graph_.permute(c.x, dims), c);
 }
@@ -244,8 +244,8 @@ Status Tracer::lower_movedim(const OpCall& c) {
   const int64_t rank = static_cast<int64_t>(graph_.node(c.x).rank());
   std::vector<int64_t> src, dst;
   bool src_none, dst_none;
-  if (Status s = dims_arg(c.a[1], c.what + " source", &src, &src_none)) return s;
-  if (Status s = dims_arg(c.a[2], c.what + " destination", &dst, &dst_none)) return s;
+  FJ_TRY(dims_arg(c.a[1], c.what + " source", &src, &src_none));
+  FJ_TRY(dims_arg(c.a[2], c.what + " destination", &dst, &dst_none));
   if (src_none || dst_none || src.size() != dst.size() || is_sequence(c.a[1]) != is_sequence(c.a[2])) {
     return unsupported(c.what + " with these dims (eager raises)");
   }
@@ -254,8 +254,8 @@ Status Tracer::lower_movedim(const OpCall& c) {
   std::vector<bool> moved(static_cast<size_t>(rank), false);
   for (size_t i = 0; i < src.size(); ++i) {
     int64_t from, to;
-    if (Status s = norm_dim(src[i], rank, c.what, &from)) return s;
-    if (Status s = norm_dim(dst[i], rank, c.what, &to)) return s;
+    FJ_TRY(norm_dim(src[i], rank, c.what, &from));
+    FJ_TRY(norm_dim(dst[i], rank, c.what, &to));
     if (moved[static_cast<size_t>(from)] || perm[static_cast<size_t>(to)] >= 0) return unsupported(c.what + " with a repeated dim (eager raises)");
     perm[static_cast<size_t>(to)] = from;
     moved[static_cast<size_t>(from)] = true;
@@ -272,8 +272,8 @@ Status Tracer::lower_movedim(const OpCall& c) {
 // transpose(input, dim0, dim1)
 Status Tracer::lower_transpose(const OpCall& c) {
   int64_t d0, d1;
-  if (Status s = int_arg(c.a[1], c.what + " dim0", &d0)) return s;
-  if (Status s = int_arg(c.a[2], c.what + " dim1", &d1)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim0", &d0));
+  FJ_TRY(int_arg(c.a[2], c.what + " dim1", &d1));
   return push_strided_view(graph_.transpose(c.x, d0, d1), c);
 }
 
@@ -290,7 +290,7 @@ Status Tracer::lower_t(const OpCall& c) {
 
 Status Tracer::lower_unsqueeze(const OpCall& c) {
   int64_t d;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &d));
   return push_view(graph_.unsqueeze(c.x, d), c.what, c.x);
 }
 
@@ -300,19 +300,19 @@ Status Tracer::lower_squeeze(const OpCall& c) {
   const int64_t rank = static_cast<int64_t>(xs.size());
   std::vector<int64_t> dims;
   bool none;
-  if (Status s = dims_arg(c.a[1], c.what + " dim", &dims, &none)) return s;
+  FJ_TRY(dims_arg(c.a[1], c.what + " dim", &dims, &none));
   std::vector<bool> drop(xs.size(), false);
   if (none) {
     for (size_t d = 0; d < xs.size(); ++d) dims.push_back(static_cast<int64_t>(d));
   }
   for (int64_t d : dims) {
     int64_t k;
-    if (Status s = norm_dim(d, rank, c.what, &k)) return s;
+    FJ_TRY(norm_dim(d, rank, c.what, &k));
     if (rank == 0) continue;
     const SymExpr& e = xs[static_cast<size_t>(k)];
     bool one = jit::is_const(e, 1);
     if (!e.is_constant() && !(e.lower_bound() && *e.lower_bound() >= 2)) {
-      if (Status s = guard_truth(jit::eq(e, SymExpr::integer(1)), &one)) return s;
+      FJ_TRY(guard_truth(jit::eq(e, SymExpr::integer(1)), &one));
     }
     drop[static_cast<size_t>(k)] = one;
   }
@@ -325,7 +325,7 @@ Status Tracer::lower_squeeze(const OpCall& c) {
 
 Status Tracer::lower_expand(const OpCall& c) {
   jit::SymShape sizes;
-  if (Status s = sizes_arg(c.a[1], c.what, &sizes, true)) return s;
+  FJ_TRY(sizes_arg(c.a[1], c.what, &sizes, true));
   return expand_to(c, sizes);
 }
 
@@ -342,10 +342,10 @@ Status Tracer::lower_flatten(const OpCall& c) {
   const jit::SymShape xs = graph_.node(c.x).sym;
   const int64_t rank = static_cast<int64_t>(xs.size());
   int64_t s0, s1;
-  if (Status s = int_arg(c.a[1], c.what + " start_dim", &s0)) return s;
-  if (Status s = int_arg(c.a[2], c.what + " end_dim", &s1)) return s;
-  if (Status s = norm_dim(s0, rank, c.what, &s0)) return s;
-  if (Status s = norm_dim(s1, rank, c.what, &s1)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " start_dim", &s0));
+  FJ_TRY(int_arg(c.a[2], c.what + " end_dim", &s1));
+  FJ_TRY(norm_dim(s0, rank, c.what, &s0));
+  FJ_TRY(norm_dim(s1, rank, c.what, &s1));
   if (s0 > s1) return unsupported(c.what + ": start_dim after end_dim (eager raises)");
   if (rank == 0) return push_built(graph_.reshape(c.x, {SymExpr::integer(1)}), c.what);
   jit::SymShape sizes(xs.begin(), xs.begin() + s0);
@@ -375,9 +375,9 @@ Status Tracer::lower_contiguous(const OpCall& c) {
 // narrow(input, dim, start, length): a slice, start negative counting from the end
 Status Tracer::lower_narrow(const OpCall& c) {
   int64_t d;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &d));
   const int64_t rank = static_cast<int64_t>(graph_.node(c.x).rank());
-  if (Status s = norm_dim(d, rank, c.what, &d)) return s;
+  FJ_TRY(norm_dim(d, rank, c.what, &d));
   if (rank == 0) return unsupported(c.what + " of a 0-d tensor (eager raises)");
   const SymExpr n = graph_.node(c.x).sym[static_cast<size_t>(d)];
   const auto st = as_sym(c.a[2]), len = as_sym(c.a[3]);
@@ -385,15 +385,15 @@ Status Tracer::lower_narrow(const OpCall& c) {
     return unsupported(c.what + " with these bounds");
   }
   bool neg = false;
-  if (Status s = guard_truth(jit::lt(*st, SymExpr::integer(0)), &neg)) return s;
+  FJ_TRY(guard_truth(jit::lt(*st, SymExpr::integer(0)), &neg));
   const SymExpr start = neg ? jit::add(*st, n) : *st;
   const SymExpr zero = SymExpr::integer(0);
   bool in = false;
   const SymExpr within = jit::logical_and(jit::logical_and(jit::ge(start, zero), jit::ge(*len, zero)), jit::le(jit::add(start, *len), n));
-  if (Status s = guard_truth(within, &in)) return s;
+  FJ_TRY(guard_truth(within, &in));
   if (!in) return unsupported(c.what + " out of range (eager raises)");
   SymExpr length;
-  if (Status s = size_expr(*len, c.what, &length, false)) return s;
+  FJ_TRY(size_expr(*len, c.what, &length, false));
   auto r = graph_.slice(c.x, d, start, length, 1);
   if (!r) return unsupported(c.what + ": " + r.error());
   if (d != 0 && *r != c.x) mark_noncontig(*r);
@@ -403,10 +403,10 @@ Status Tracer::lower_narrow(const OpCall& c) {
 // select(input, dim, index)
 Status Tracer::lower_select(const OpCall& c) {
   int64_t d;
-  if (Status s = dim_of(c, 1, &d)) return s;
+  FJ_TRY(dim_of(c, 1, &d));
   const SymExpr n = graph_.node(c.x).sym[static_cast<size_t>(d)];
   SymExpr i;
-  if (Status s = index_in(c, c.a[2], n, &i)) return s;
+  FJ_TRY(index_in(c, c.a[2], n, &i));
   auto r = graph_.select(c.x, d, i);
   if (!r) return unsupported(c.what + ": " + r.error());
   if (d != 0) mark_noncontig(*r);
@@ -416,8 +416,8 @@ Status Tracer::lower_select(const OpCall& c) {
 // unbind(input, dim=0): one select per index, at most 64
 Status Tracer::lower_unbind(const OpCall& c) {
   int64_t d, n;
-  if (Status s = dim_of(c, 1, &d)) return s;
-  if (Status s = specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n)) return s;
+  FJ_TRY(dim_of(c, 1, &d));
+  FJ_TRY(specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n));
   if (n > 64) return unsupported(c.what + " into more than 64 pieces");
   return push_pieces(c.x, d, std::vector<int64_t>(static_cast<size_t>(n), 1), true, c.what);
 }
@@ -426,7 +426,7 @@ Status Tracer::lower_unbind(const OpCall& c) {
 Status Tracer::lower_flip(const OpCall& c) {
   std::vector<int64_t> dims;
   bool none;
-  if (Status s = dims_arg(c.a[1], c.what + " dims", &dims, &none)) return s;
+  FJ_TRY(dims_arg(c.a[1], c.what + " dims", &dims, &none));
   if (none) return unsupported(c.what + " without dims");
   return push_built(graph_.flip(c.x, dims), c.what);
 }
@@ -436,7 +436,7 @@ Status Tracer::lower_flip(const OpCall& c) {
 // index_select(input, dim, index): index 0-d or 1-d
 Status Tracer::lower_index_select(const OpCall& c) {
   int64_t d;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &d));
   if (!is_tensor(c.a[2])) return unsupported(c.what + " index " + describe(c.a[2]));
   NodeId idx = c.a[2].node;
   if (graph_.node(idx).rank() > 1) return unsupported(c.what + " with an index of rank > 1 (eager raises)");
@@ -452,7 +452,7 @@ Status Tracer::lower_index_select(const OpCall& c) {
 // gather(input, dim, index, sparse_grad=False)
 Status Tracer::lower_gather(const OpCall& c) {
   int64_t d;
-  if (Status s = int_arg(c.a[1], c.what + " dim", &d)) return s;
+  FJ_TRY(int_arg(c.a[1], c.what + " dim", &d));
   if (!is_tensor(c.a[2])) return unsupported(c.what + " index " + describe(c.a[2]));
   if (!(c.a[3].kind == ValueKind::Const && c.a[3].obj.get() == Py_False)) return unsupported(c.what + " with sparse_grad");
   return push_built(graph_.gather(c.x, d, c.a[2].node), c.what);
@@ -529,10 +529,10 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         ++d;
         break;
       case K::Int:
-        if (Status s = subscript_int(v, d, &x, &noncontig)) return s;
+        FJ_TRY(subscript_int(v, d, &x, &noncontig));
         break;
       case K::Slice:
-        if (Status s = subscript_slice(v, d, &x, &noncontig)) return s;
+        FJ_TRY(subscript_slice(v, d, &x, &noncontig));
         ++d;
         break;
     }
@@ -555,10 +555,10 @@ Status Tracer::subscript_int(const Value& v, int64_t d, NodeId* x, bool* noncont
   const SymExpr n = graph_.node(*x).sym[static_cast<size_t>(d)];
   const auto e = as_sym(v);
   bool neg = false;
-  if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+  FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
   const SymExpr idx = neg ? jit::add(*e, n) : *e;
   bool in = false;
-  if (Status s = guard_truth(jit::logical_and(jit::ge(idx, SymExpr::integer(0)), jit::lt(idx, n)), &in)) return s;
+  FJ_TRY(guard_truth(jit::logical_and(jit::ge(idx, SymExpr::integer(0)), jit::lt(idx, n)), &in));
   if (!in) return unsupported(what + ": index out of range (eager raises)");
   auto r = graph_.select(*x, d, idx);
   if (!r) return unsupported(what + ": " + r.error());
@@ -577,15 +577,15 @@ Status Tracer::slice_bound(const Value& b, const SymExpr& n, const SymExpr& dflt
   const auto e = as_sym(b);
   if (!e || e->type() != jit::SymType::Int) return unsupported("indexing a tensor with slice bound " + describe(b));
   bool neg = false;
-  if (Status s = guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg)) return s;
+  FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
   if (neg) {
     const SymExpr w = jit::add(*e, n);
     bool pos = false;
-    if (Status s = guard_truth(jit::ge(w, SymExpr::integer(0)), &pos)) return s;
+    FJ_TRY(guard_truth(jit::ge(w, SymExpr::integer(0)), &pos));
     *out = pos ? w : SymExpr::integer(0);
   } else {
     bool within = false;
-    if (Status s = guard_truth(jit::le(*e, n), &within)) return s;
+    FJ_TRY(guard_truth(jit::le(*e, n), &within));
     *out = within ? *e : n;
   }
   return ok();
@@ -605,19 +605,19 @@ Status Tracer::subscript_slice(const Value& v, int64_t d, NodeId* x, bool* nonco
   }
   int64_t step = 1;
   if (!is_none(parts[2])) {
-    if (Status s = int_arg(parts[2], what + " step", &step)) return s;
+    FJ_TRY(int_arg(parts[2], what + " step", &step));
     if (step <= 0) return unsupported(what + " with a step below 1 (eager raises)");
   }
   const SymExpr n = graph_.node(*x).sym[static_cast<size_t>(d)];
   SymExpr start, stop;
-  if (Status s = slice_bound(parts[0], n, SymExpr::integer(0), &start)) return s;
-  if (Status s = slice_bound(parts[1], n, n, &stop)) return s;
+  FJ_TRY(slice_bound(parts[0], n, SymExpr::integer(0), &start));
+  FJ_TRY(slice_bound(parts[1], n, n, &stop));
   bool nonempty = false;
-  if (Status s = guard_truth(jit::gt(stop, start), &nonempty)) return s;
+  FJ_TRY(guard_truth(jit::gt(stop, start), &nonempty));
   SymExpr length = SymExpr::integer(0);
   if (nonempty) {
     length = jit::floordiv(jit::add(jit::sub(stop, start), SymExpr::integer(step - 1)), SymExpr::integer(step));
-    if (Status s = size_expr(length, what, &length, false)) return s;
+    FJ_TRY(size_expr(length, what, &length, false));
   }
   auto r = graph_.slice(*x, d, start, length, step);
   if (!r) return unsupported(what + ": " + r.error());
