@@ -153,8 +153,8 @@ Expected<NodeId> arrange(jit::Graph& g, const EinsumTerm& t, const std::vector<i
 const SymExpr& size_of(const jit::Graph& g, const EinsumTerm& t, int l) { return g.node(t.node).sym[index_of(t.labels, l)]; }
 
 // With two operands, a label of size 1 in one operand broadcasts: that operand drops the dim.
-fj::Status drop_broadcast_ones(jit::Graph& g, std::vector<EinsumTerm>* terms) {
-  if (terms->size() != 2) return fj::ok();
+Status drop_broadcast_ones(jit::Graph& g, std::vector<EinsumTerm>* terms) {
+  if (terms->size() != 2) return ok();
   for (int l : std::vector<int>((*terms)[0].labels)) {
     if (!has((*terms)[1].labels, l)) continue;
     EinsumTerm& t = jit::is_const(size_of(g, (*terms)[0], l), 1) ? (*terms)[0] : (*terms)[1];
@@ -170,11 +170,11 @@ fj::Status drop_broadcast_ones(jit::Graph& g, std::vector<EinsumTerm>* terms) {
     if (!r) return r.take_error();
     t = EinsumTerm{*r, keep};
   }
-  return fj::ok();
+  return ok();
 }
 
 // Labels that only one operand has and the output drops are summed first.
-fj::Status sum_lone_labels(jit::Graph& g, const std::vector<int>& output, std::vector<EinsumTerm>* terms) {
+Status sum_lone_labels(jit::Graph& g, const std::vector<int>& output, std::vector<EinsumTerm>* terms) {
   for (size_t k = 0; k < terms->size(); ++k) {
     EinsumTerm& t = (*terms)[k];
     const EinsumTerm* other = terms->size() == 2 ? &(*terms)[1 - k] : nullptr;
@@ -190,7 +190,7 @@ fj::Status sum_lone_labels(jit::Graph& g, const std::vector<int>& output, std::v
     if (!r) return r.take_error();
     t = EinsumTerm{*r, keep};
   }
-  return fj::ok();
+  return ok();
 }
 
 // How the labels of a product x * y split: in both and kept (batch), in one and kept
@@ -336,7 +336,7 @@ Status Tracer::lower_einsum(const OpCall& c) {
   FJ_TRY(einsum_check(nodes, eq.inputs));
   std::vector<EinsumTerm> terms;
   for (size_t k = 0; k < nodes.size(); ++k) terms.push_back(EinsumTerm{nodes[k], eq.inputs[k]});
-  fj::Status built = drop_broadcast_ones(graph_, &terms);
+  Status built = drop_broadcast_ones(graph_, &terms);
   if (built.ok()) built = sum_lone_labels(graph_, eq.output, &terms);
   if (built.failed()) return unsupported(c.what + ": " + built.error());
   Expected<EinsumTerm> result = terms[0];
