@@ -199,9 +199,16 @@ PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>&
 // Builds a plan value (tensors and objects from arguments and registers).
 PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                       std::vector<PyObject*>& memo);
+// How a graph run ended.
+enum class GraphRun {
+  Ok,
+  PythonError,  // a Python error is set
+  // A kernel found an index out of range (or an int() without a value); no Python
+  // error is set: the frame runs in CPython, which raises eager's own error.
+  RunInCPython,
+};
 // Runs a graph on inputs from arguments, path tensors and registers; outputs new tensors.
-// 0, or -1 with a Python error, or 1 when a kernel found an index out of range.
-int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
+GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& args,
                const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
                std::vector<PyRef>* outs);
 // A tensor's data pointer (tensor.data_ptr()); nullptr with a Python error set when it

@@ -77,9 +77,9 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
         return false;
       }
       std::vector<PyRef> outs;
-      const int status = run_graph(*step.seg.graph, step.seg.args, step.seg.outputs, scalars, run, &outs);
-      if (status > 0) *deopt = step.deopt.get();  // null before any opaque call: CPython from the start
-      if (status != 0) return false;
+      const GraphRun status = run_graph(*step.seg.graph, step.seg.args, step.seg.outputs, scalars, run, &outs);
+      if (status == GraphRun::RunInCPython) *deopt = step.deopt.get();  // null before any opaque call: CPython from the start
+      if (status != GraphRun::Ok) return false;
       for (size_t k = 0; k < outs.size(); ++k) set_reg(run, step.seg.out_regs[k], std::move(outs[k]));
       return true;
     }
@@ -123,9 +123,10 @@ PyObject* run_tail(const Plan& plan, PlanRun& run) {
     return nullptr;
   }
   std::vector<PyRef> outs;
-  const int status = plan.graph ? run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) : 0;
-  if (status > 0 && plan.tail_deopt) return resume_in_cpython(*plan.tail_deopt, run);
-  if (status != 0) return nullptr;  // > 0 before any opaque call: CPython runs the frame
+  const GraphRun status =
+      plan.graph ? run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) : GraphRun::Ok;
+  if (status == GraphRun::RunInCPython && plan.tail_deopt) return resume_in_cpython(*plan.tail_deopt, run);
+  if (status != GraphRun::Ok) return nullptr;  // RunInCPython before any opaque call: CPython runs the frame
   if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build_value(plan.ret, run, outs, memo);

@@ -243,9 +243,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
   return nullptr;
 }
 
-int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_args,
-              const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
-              std::vector<PyRef>* outs) {
+GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_args,
+                   const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
+                   std::vector<PyRef>* outs) {
   const guards::CallInputs& in = run.in;
   std::vector<jit::TensorArg> args;
   args.reserve(graph_args.size());
@@ -264,14 +264,14 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_ar
         reg_metas.emplace_back();
         if (t == nullptr || !guards::read_tensor_meta(t, &reg_metas.back(), &why)) {
           PyErr_Format(PyExc_RuntimeError, "framejit: a plan register holds no readable tensor (%s)", why.c_str());
-          return -1;
+          return GraphRun::PythonError;
         }
         m = &reg_metas.back();
         break;
       }
     }
     void* p = data_ptr(t);
-    if (p == nullptr && PyErr_Occurred()) return -1;
+    if (p == nullptr && PyErr_Occurred()) return GraphRun::PythonError;
     args.push_back(jit::TensorArg{p, m->sizes.data(), m->strides.data(), m->rank});
   }
   std::vector<jit::TensorArg> results;
@@ -289,7 +289,7 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_ar
         const auto v = e.eval(run.b);
         if (!v || v->index() != 0) {
           PyErr_SetString(PyExc_RuntimeError, "framejit: an output size has no value");
-          return -1;
+          return GraphRun::PythonError;
         }
         sizes.push_back(std::get<int64_t>(*v));
       }
@@ -299,10 +299,10 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_ar
       strides = &st;
     }
     PyObject* t = PyObject_Call(guards::torch_refs().empty, eargs.get(), dtype_kwargs(o.dtype));
-    if (t == nullptr) return -1;
+    if (t == nullptr) return GraphRun::PythonError;
     outs->push_back(PyRef::steal(t));
     void* p = data_ptr(t);
-    if (p == nullptr && PyErr_Occurred()) return -1;
+    if (p == nullptr && PyErr_Occurred()) return GraphRun::PythonError;
     results.push_back(jit::TensorArg{p, shape->data(), strides->data(), static_cast<int>(shape->size())});
     int64_t bytes = static_cast<int64_t>(jit::dtype_size(o.dtype));
     for (int64_t v : *shape) bytes *= v;
@@ -322,7 +322,7 @@ int run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_ar
   const int64_t status = g.run(args, results, scalars.data(), &run.b);
   if (released != nullptr) PyEval_RestoreThread(released);
   // An index out of range or an int() without a value: eager raises its own error.
-  return status != 0 ? 1 : 0;
+  return status != 0 ? GraphRun::RunInCPython : GraphRun::Ok;
 }
 
 // The write is a copy_ into the input through detach(): it shares the input's memory
@@ -389,9 +389,11 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
   if (!plan.steps.empty()) return run_steps(plan, run);
   if (plan.joint) return run_joint_plan(plan, run, scalars);
   std::vector<PyRef> outs;
-  // A kernel that found an index out of range (status > 0) returns nothing without an
+  // A kernel that found an index out of range (RunInCPython) returns nothing without an
   // error: the frame then runs in CPython, which raises eager's error.
-  if (plan.graph && run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) != 0) return nullptr;
+  if (plan.graph && run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) != GraphRun::Ok) {
+    return nullptr;
+  }
   if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build_value(plan.ret, run, outs, memo);

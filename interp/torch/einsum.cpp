@@ -150,25 +150,153 @@ Expected<NodeId> arrange(jit::Graph& g, const EinsumTerm& t, const std::vector<i
   return g.reshape(*p, sizes);
 }
 
+const SymExpr& size_of(const jit::Graph& g, const EinsumTerm& t, int l) { return g.node(t.node).sym[index_of(t.labels, l)]; }
+
+// With two operands, a label of size 1 in one operand broadcasts: that operand drops the dim.
+Status drop_broadcast_ones(jit::Graph& g, std::vector<EinsumTerm>* terms) {
+  if (terms->size() != 2) return ok();
+  for (int l : std::vector<int>((*terms)[0].labels)) {
+    if (!has((*terms)[1].labels, l)) continue;
+    EinsumTerm& t = jit::is_const(size_of(g, (*terms)[0], l), 1) ? (*terms)[0] : (*terms)[1];
+    if (!jit::is_const(size_of(g, t, l), 1)) continue;
+    std::vector<int> keep;
+    jit::SymShape sizes;
+    for (size_t d = 0; d < t.labels.size(); ++d) {
+      if (t.labels[d] == l) continue;
+      keep.push_back(t.labels[d]);
+      sizes.push_back(g.node(t.node).sym[d]);
+    }
+    auto r = g.reshape(t.node, sizes);
+    if (!r) return r.take_error();
+    t = EinsumTerm{*r, keep};
+  }
+  return ok();
+}
+
+// Labels that only one operand has and the output drops are summed first.
+Status sum_lone_labels(jit::Graph& g, const std::vector<int>& output, std::vector<EinsumTerm>* terms) {
+  for (size_t k = 0; k < terms->size(); ++k) {
+    EinsumTerm& t = (*terms)[k];
+    const EinsumTerm* other = terms->size() == 2 ? &(*terms)[1 - k] : nullptr;
+    std::vector<int64_t> dims;
+    std::vector<int> keep;
+    for (size_t d = 0; d < t.labels.size(); ++d) {
+      const int l = t.labels[d];
+      if (!has(output, l) && (other == nullptr || !has(other->labels, l))) dims.push_back(static_cast<int64_t>(d));
+      else keep.push_back(l);
+    }
+    if (dims.empty()) continue;
+    auto r = g.reduce(jit::Op::Sum, t.node, dims, false);
+    if (!r) return r.take_error();
+    t = EinsumTerm{*r, keep};
+  }
+  return ok();
+}
+
+// How the labels of a product x * y split: in both and kept (batch), in one and kept
+// (left, right), in both and summed (contracted).
+struct Contraction {
+  std::vector<int> batch, left, right, contracted;
+  std::vector<int> labels() const {  // the result's: batch, left, right
+    std::vector<int> out = batch;
+    out.insert(out.end(), left.begin(), left.end());
+    out.insert(out.end(), right.begin(), right.end());
+    return out;
+  }
+};
+
+Contraction split_labels(const EinsumTerm& x, const EinsumTerm& y, const std::vector<int>& output) {
+  Contraction k;
+  for (int l : output) {
+    const bool in_x = has(x.labels, l), in_y = has(y.labels, l);
+    (in_x && in_y ? k.batch : in_x ? k.left : k.right).push_back(l);
+  }
+  for (int l : x.labels) {
+    if (has(y.labels, l) && !has(output, l)) k.contracted.push_back(l);
+  }
+  return k;
+}
+
+// An elementwise product over the union of the labels, summed over the contracted
+// ones (integers: exact in any order, as eager's bmm).
+Expected<EinsumTerm> multiply_and_sum(jit::Graph& g, const EinsumTerm& x, const EinsumTerm& y, const Contraction& k) {
+  const std::vector<int> labels = k.labels();
+  std::vector<int> all = labels;
+  all.insert(all.end(), k.contracted.begin(), k.contracted.end());
+  const NodeId px = FJ_TRY(arrange(g, x, all));
+  const NodeId py = FJ_TRY(arrange(g, y, all));
+  NodeId m = FJ_TRY(g.pointwise(jit::Op::Mul, {px, py}));
+  if (!k.contracted.empty()) {
+    std::vector<int64_t> dims;
+    for (size_t i = labels.size(); i < all.size(); ++i) dims.push_back(static_cast<int64_t>(i));
+    m = FJ_TRY(g.reduce(jit::Op::Sum, m, dims, false));
+  }
+  return EinsumTerm{m, labels};
+}
+
+// t as [batch, rows, cols] with rows and cols each flattened to one dim.
+Expected<NodeId> flatten_for_matmul(jit::Graph& g, const EinsumTerm& t, const std::vector<int>& batch,
+                                    const std::vector<int>& rows, const std::vector<int>& cols) {
+  std::vector<int> order = batch;
+  order.insert(order.end(), rows.begin(), rows.end());
+  order.insert(order.end(), cols.begin(), cols.end());
+  const NodeId p = FJ_TRY(arrange(g, t, order));
+  jit::SymShape sizes, r, c;
+  for (int l : batch) sizes.push_back(size_of(g, t, l));
+  for (int l : rows) r.push_back(size_of(g, t, l));
+  for (int l : cols) c.push_back(size_of(g, t, l));
+  sizes.push_back(jit::numel(r));
+  sizes.push_back(jit::numel(c));
+  return g.reshape(p, sizes);
+}
+
+// [batch, left, k] @ [batch, k, right]: one (batched) matmul, reshaped back.
+Expected<EinsumTerm> contract_by_matmul(jit::Graph& g, const EinsumTerm& x, const EinsumTerm& y, const Contraction& k) {
+  const NodeId fx = FJ_TRY(flatten_for_matmul(g, x, k.batch, k.left, k.contracted));
+  const NodeId fy = FJ_TRY(flatten_for_matmul(g, y, k.batch, k.contracted, k.right));
+  const NodeId m = FJ_TRY(g.matmul(fx, fy));
+  const jit::SymShape ms = g.node(m).sym;
+  jit::SymShape sizes(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(k.batch.size()));
+  for (int l : k.left) sizes.push_back(size_of(g, x, l));
+  for (int l : k.right) sizes.push_back(size_of(g, y, l));
+  const NodeId r = FJ_TRY(g.reshape(m, sizes));
+  return EinsumTerm{r, k.labels()};
+}
+
+// The result in the output's order.
+Expected<NodeId> to_output_order(jit::Graph& g, const EinsumTerm& result, const std::vector<int>& output) {
+  std::vector<int64_t> perm;
+  for (int l : output) {
+    if (!has(result.labels, l)) return Error{"an output label was lost (not lowered)"};
+    perm.push_back(static_cast<int64_t>(index_of(result.labels, l)));
+  }
+  if (perm.size() != result.labels.size()) return Error{"labels left over (not lowered)"};
+  return g.permute(result.node, perm);
+}
+
 }  // namespace
 
-Status Tracer::einsum_op(const std::vector<Value>& a) {
-  const std::string what = "einsum()";
+// The equation and the operand tensors of einsum(equation, *operands).
+Status Tracer::einsum_operands(const OpCall& c, std::string* equation, std::vector<NodeId>* nodes) {
+  const std::vector<Value>& a = c.a;
   if (a[0].kind != ValueKind::Const || is_opaque(a[0]) || !PyUnicode_CheckExact(a[0].obj.get())) {
-    return unsupported(what + " whose first argument is " + describe(a[0]) + " (the sublist form is not lowered)");
+    return unsupported(c.what + " whose first argument is " + describe(a[0]) + " (the sublist form is not lowered)");
   }
   const char* text = PyUnicode_AsUTF8(a[0].obj.get());
   if (text == nullptr) {
     guards::clear_error();
-    return unsupported(what + " with an equation that is not UTF-8");
+    return unsupported(c.what + " with an equation that is not UTF-8");
   }
-  std::vector<NodeId> nodes;
-  if (Status s = tensor_list(a[1], what + " operands", &nodes)) return s;
-  if (nodes.empty() || nodes.size() > 2) return unsupported(what + " of " + std::to_string(nodes.size()) + " operands (not lowered)");
-  std::vector<size_t> ranks;
-  for (NodeId n : nodes) ranks.push_back(graph_.node(n).rank());
-  Equation eq;
-  if (std::string e = parse_equation(text, ranks, &eq); !e.empty()) return unsupported(what + ": " + e);
+  *equation = text;
+  FJ_TRY(tensor_list(a[1], c.what + " operands", nodes));
+  if (nodes->empty() || nodes->size() > 2) return unsupported(c.what + " of " + std::to_string(nodes->size()) + " operands (not lowered)");
+  return ok();
+}
+
+// Whether the operands are lowered: one dtype that the lowering handles; sizes per
+// label equal, or 1 (broadcast), guarded. A size-0 dim is left to eager.
+Status Tracer::einsum_check(const std::vector<NodeId>& nodes, const std::vector<std::vector<int>>& labels) {
+  const std::string what = "einsum()";
   const DType dtype = graph_.node(nodes[0]).dtype;
   for (NodeId n : nodes) {
     if (graph_.node(n).dtype != dtype) return unsupported(what + " of mixed dtypes (eager raises)");
@@ -176,13 +304,12 @@ Status Tracer::einsum_op(const std::vector<Value>& a) {
   if (dtype != DType::Float32 && dtype != DType::Float64 && dtype != DType::Int64) {
     return unsupported(what + " of " + std::string(jit::dtype_name(dtype)) + " tensors (not lowered)");
   }
-  // Sizes per label: equal, or 1 (broadcast). A size-0 dim is left to eager.
   std::array<std::optional<SymExpr>, kEllipsis + 64> seen;
   for (size_t k = 0; k < nodes.size(); ++k) {
     const jit::SymShape& s = graph_.node(nodes[k]).sym;
     for (size_t d = 0; d < s.size(); ++d) {
       if (jit::is_const(s[d], 0)) return unsupported(what + " with a size-0 dim (not lowered)");
-      const size_t l = static_cast<size_t>(eq.inputs[k][d]);
+      const size_t l = static_cast<size_t>(labels[k][d]);
       if (l >= seen.size()) return unsupported(what + " with too many ellipsis dims");
       if (!seen[l] || jit::is_const(*seen[l], 1)) {
         seen[l] = s[d];
@@ -190,130 +317,47 @@ Status Tracer::einsum_op(const std::vector<Value>& a) {
       }
       if (jit::is_const(s[d], 1)) continue;
       bool same = false;
-      if (Status st = guard_truth(jit::eq(*seen[l], s[d]), &same)) return st;
+      FJ_TRY(guard_truth(jit::eq(*seen[l], s[d]), &same));
       if (!same) return unsupported(what + ": sizes that do not broadcast (eager raises)");
     }
   }
+  return ok();
+}
+
+// einsum(equation, *operands) of one or two operands.
+Status Tracer::lower_einsum(const OpCall& c) {
+  std::string text;
+  std::vector<NodeId> nodes;
+  FJ_TRY(einsum_operands(c, &text, &nodes));
+  std::vector<size_t> ranks;
+  for (NodeId n : nodes) ranks.push_back(graph_.node(n).rank());
+  Equation eq;
+  if (std::string e = parse_equation(text, ranks, &eq); !e.empty()) return unsupported(c.what + ": " + e);
+  FJ_TRY(einsum_check(nodes, eq.inputs));
   std::vector<EinsumTerm> terms;
   for (size_t k = 0; k < nodes.size(); ++k) terms.push_back(EinsumTerm{nodes[k], eq.inputs[k]});
-  const auto size_of = [&](const EinsumTerm& t, int l) { return graph_.node(t.node).sym[index_of(t.labels, l)]; };
+  Status built = drop_broadcast_ones(graph_, &terms);
+  if (built.ok()) built = sum_lone_labels(graph_, eq.output, &terms);
+  if (built.failed()) return unsupported(c.what + ": " + built.error());
+  Expected<EinsumTerm> result = terms[0];
   if (terms.size() == 2) {
-    // A label of size 1 in one operand broadcasts: that operand drops the dim.
-    for (int l : std::vector<int>(terms[0].labels)) {
-      if (!has(terms[1].labels, l)) continue;
-      EinsumTerm& t = jit::is_const(size_of(terms[0], l), 1) ? terms[0] : terms[1];
-      if (!jit::is_const(size_of(t, l), 1)) continue;
-      std::vector<int> keep;
-      jit::SymShape sizes;
-      for (size_t d = 0; d < t.labels.size(); ++d) {
-        if (t.labels[d] == l) continue;
-        keep.push_back(t.labels[d]);
-        sizes.push_back(graph_.node(t.node).sym[d]);
-      }
-      auto r = graph_.reshape(t.node, sizes);
-      if (!r) return unsupported(what + ": " + r.error());
-      t = EinsumTerm{*r, keep};
-    }
+    const Contraction k = split_labels(terms[0], terms[1], eq.output);
+    const bool by_matmul = !k.contracted.empty() && jit::is_floating(graph_.node(nodes[0]).dtype);
+    result = by_matmul ? contract_by_matmul(graph_, terms[0], terms[1], k) : multiply_and_sum(graph_, terms[0], terms[1], k);
+    if (!result) return unsupported(c.what + ": " + result.error());
   }
-  // Labels that only one operand has and the output drops are summed first.
-  for (size_t k = 0; k < terms.size(); ++k) {
-    EinsumTerm& t = terms[k];
-    const EinsumTerm* other = terms.size() == 2 ? &terms[1 - k] : nullptr;
-    std::vector<int64_t> dims;
-    std::vector<int> keep;
-    for (size_t d = 0; d < t.labels.size(); ++d) {
-      const int l = t.labels[d];
-      if (!has(eq.output, l) && (other == nullptr || !has(other->labels, l))) dims.push_back(static_cast<int64_t>(d));
-      else keep.push_back(l);
-    }
-    if (dims.empty()) continue;
-    auto r = graph_.reduce(jit::Op::Sum, t.node, dims, false);
-    if (!r) return unsupported(what + ": " + r.error());
-    t = EinsumTerm{*r, keep};
-  }
-  EinsumTerm result = terms[0];
-  bool view_of_input = false;
-  if (terms.size() == 1) {
-    view_of_input = result.node == nodes[0];  // only a permute left: eager returns a view
-  } else {
-    const EinsumTerm &x = terms[0], &y = terms[1];
-    std::vector<int> batch, left, right, contracted;
-    for (int l : eq.output) {
-      const bool in_x = has(x.labels, l), in_y = has(y.labels, l);
-      (in_x && in_y ? batch : in_x ? left : right).push_back(l);
-    }
-    for (int l : x.labels) {
-      if (has(y.labels, l) && !has(eq.output, l)) contracted.push_back(l);
-    }
-    std::vector<int> labels = batch;
-    labels.insert(labels.end(), left.begin(), left.end());
-    labels.insert(labels.end(), right.begin(), right.end());
-    if (contracted.empty() || !jit::is_floating(dtype)) {
-      // An elementwise product over the union of the labels, summed over the
-      // contracted ones (integers: exact in any order, as eager's bmm).
-      std::vector<int> all = labels;
-      all.insert(all.end(), contracted.begin(), contracted.end());
-      auto px = arrange(graph_, terms[0], all);
-      if (!px) return unsupported(what + ": " + px.error());
-      auto py = arrange(graph_, terms[1], all);
-      if (!py) return unsupported(what + ": " + py.error());
-      auto m = graph_.pointwise(jit::Op::Mul, {*px, *py});
-      if (!m) return unsupported(what + ": " + m.error());
-      if (!contracted.empty()) {
-        std::vector<int64_t> dims;
-        for (size_t i = labels.size(); i < all.size(); ++i) dims.push_back(static_cast<int64_t>(i));
-        m = graph_.reduce(jit::Op::Sum, *m, dims, false);
-        if (!m) return unsupported(what + ": " + m.error());
-      }
-      result = EinsumTerm{*m, labels};
-    } else {
-      // [batch, left, k] @ [batch, k, right], left, right and k each flattened to one dim.
-      auto flat = [&](EinsumTerm& t, const std::vector<int>& rows, const std::vector<int>& cols) -> Expected<NodeId> {
-        std::vector<int> order = batch;
-        order.insert(order.end(), rows.begin(), rows.end());
-        order.insert(order.end(), cols.begin(), cols.end());
-        auto p = arrange(graph_, t, order);
-        if (!p) return p;
-        jit::SymShape sizes, r, c;
-        for (int l : batch) sizes.push_back(size_of(t, l));
-        for (int l : rows) r.push_back(size_of(t, l));
-        for (int l : cols) c.push_back(size_of(t, l));
-        sizes.push_back(jit::numel(r));
-        sizes.push_back(jit::numel(c));
-        return graph_.reshape(*p, sizes);
-      };
-      auto fx = flat(terms[0], left, contracted);
-      if (!fx) return unsupported(what + ": " + fx.error());
-      auto fy = flat(terms[1], contracted, right);
-      if (!fy) return unsupported(what + ": " + fy.error());
-      auto m = graph_.matmul(*fx, *fy);
-      if (!m) return unsupported(what + ": " + m.error());
-      const jit::SymShape ms = graph_.node(*m).sym;
-      jit::SymShape sizes(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(batch.size()));
-      for (int l : left) sizes.push_back(size_of(terms[0], l));
-      for (int l : right) sizes.push_back(size_of(terms[1], l));
-      auto r = graph_.reshape(*m, sizes);
-      if (!r) return unsupported(what + ": " + r.error());
-      result = EinsumTerm{*r, labels};
-    }
-  }
-  // The output's order.
-  std::vector<int64_t> perm;
-  for (int l : eq.output) {
-    if (!has(result.labels, l)) return unsupported(what + ": an output label was lost (not lowered)");
-    perm.push_back(static_cast<int64_t>(index_of(result.labels, l)));
-  }
-  if (perm.size() != result.labels.size()) return unsupported(what + ": labels left over (not lowered)");
-  auto out = graph_.permute(result.node, perm);
-  if (!out) return unsupported(what + ": " + out.error());
+  // One operand and only a permute left: eager returns a view.
+  const bool view_of_input = terms.size() == 1 && result->node == nodes[0];
+  auto out = to_output_order(graph_, *result, eq.output);
+  if (!out) return unsupported(c.what + ": " + out.error());
   if (view_of_input) {
     if (*out != nodes[0]) mark_noncontig(*out);
-    return push_view(out, what, nodes[0]);
+    return push_view(out, c.what, nodes[0]);
   }
   // Eager's layout is not followed dim for dim: a reordered result is taken as
   // non-contiguous (a later .view() that would need it ends the trace).
-  if (*out != result.node) mark_noncontig(*out);
-  return push_built(out, what);
+  if (*out != result->node) mark_noncontig(*out);
+  return push_built(out, c.what);
 }
 
 }  // namespace fj::interp

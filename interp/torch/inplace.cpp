@@ -271,7 +271,7 @@ Status Tracer::finish_inplace(const Value& dst, NodeId result, size_t first_new,
   for (size_t i = 0; i < d.rank(); ++i) {
     if (r.sym[i].same(d.sym[i])) continue;
     bool eq = false;
-    if (Status s = guard_truth(jit::eq(r.sym[i], d.sym[i]), &eq)) return s;
+    FJ_TRY(guard_truth(jit::eq(r.sym[i], d.sym[i]), &eq));
     if (!eq) return unsupported(what + ": the result's shape differs from the tensor's (eager raises)");
   }
   NodeId value = result;
@@ -295,7 +295,7 @@ Status Tracer::finish_inplace(const Value& dst, NodeId result, size_t first_new,
     value = *c;
   }
   NodeId now;
-  if (Status s = write_to(dst, value, what, &now)) return s;
+  FJ_TRY(write_to(dst, value, what, &now));
   Value self = dst;
   self.node = now;
   push(std::move(self));
@@ -368,7 +368,7 @@ Status Tracer::call_inplace_method(const std::string& name, std::vector<Value> a
   if (op == nullptr) return unsupported(what + " (not supported yet)");
   // The out-of-place op, then its result written back.
   std::vector<Value> operands(args.begin() + 1, args.end());
-  if (Status s = call_py_op(*op, std::move(args), kw_names)) return s;
+  FJ_TRY(call_py_op(*op, std::move(args), kw_names));
   Value result = pop();
   if (!is_tensor(result)) return unsupported(what + " gave " + describe(result));
   return finish_inplace(dst, result.node, first_new, operands, what);
@@ -380,10 +380,10 @@ Status Tracer::inplace_binary(int nb_op, const Value& lhs, const Value& rhs) {
   const int base = nb_op - kNbInplaceAdd;
   const auto op = binary_tensor_op(base);
   if (dunder == nullptr || !op) return unsupported("in-place operator " + std::to_string(nb_op) + " on a tensor (not supported yet)");
-  if (Status s = require_tensor_attr(dunder)) return s;
+  FJ_TRY(require_tensor_attr(dunder));
   const std::string what = std::string(dunder);
   const size_t first_new = graph_.size();
-  if (Status s = call_op(*op, {lhs, rhs})) return s;
+  FJ_TRY(call_op(*op, {lhs, rhs}));
   Value result = pop();
   return finish_inplace(lhs, result.node, first_new, {rhs}, what);
 }
@@ -396,7 +396,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value container = pop();
   Value value = pop();
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
-  if (Status s = require_tensor_attr("__setitem__")) return s;
+  FJ_TRY(require_tensor_attr("__setitem__"));
   return setitem(container, index, value);
 }
 
@@ -452,7 +452,7 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
     for (size_t i = 0; i < m.rank(); ++i) {
       if (m.sym[i].same(xn.sym[i])) continue;
       bool eq = false;
-      if (Status s = guard_truth(jit::eq(m.sym[i], xn.sym[i]), &eq)) return s;
+      FJ_TRY(guard_truth(jit::eq(m.sym[i], xn.sym[i]), &eq));
       if (!eq) return unsupported(what + ": a mask whose shape differs from the tensor's (eager raises)");
     }
     if (is_tensor(value) && graph_.node(value.node).rank() != 0) {
@@ -482,7 +482,7 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
     if (!w) return unsupported(what + ": " + w.error());
     auto c = graph_.cast(*w, xn.dtype);
     if (!c) return unsupported(what + ": " + c.error());
-    if (Status s = finish_inplace(x, *c, first_new, {}, what)) return s;
+    FJ_TRY(finish_inplace(x, *c, first_new, {}, what));
     pop();
     return ok();
   }
@@ -497,7 +497,7 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
   for (const Value& i : items) {
     if (i.kind == ValueKind::Tensor) return unsupported(what + " with a tensor index (not supported yet)");
   }
-  if (Status s = subscript(x, index)) return s;
+  FJ_TRY(subscript(x, index));
   const Value target = pop();
   const jit::Node t = graph_.node(target.node);
   NodeId v;

@@ -3,6 +3,7 @@
 
 #include <opcode.h>
 
+#include <initializer_list>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -23,107 +24,35 @@ ParamDefault num(double v) { return ParamDefault{Kind::Float, v}; }
 ParamDefault integer(double v) { return ParamDefault{Kind::Int, v}; }
 ParamDefault str(const char* s) { return ParamDefault{Kind::Str, 0, s}; }
 
-// The non-pointwise ops (Binding::Tensor): every parameter is handed to the builder,
-// which checks the options itself. Names ending in "_fn" are the torch.* functions
-// whose Tensor-method twins take sizes or dims as varargs.
+// One parameter of a row of interp/torch/torch_ops.def.
+struct Param {
+  const char* name;
+  ParamDefault value;
+};
+
+PyOp tensor_op_row(const char* name, TensorOp op, int varargs, std::initializer_list<Param> params) {
+  PyOp p{name, jit::Op::Sum, {}, {}, 0, Binding::Tensor};
+  for (const Param& q : params) {
+    p.params.emplace_back(q.name);
+    p.defaults.push_back(q.value);
+  }
+  p.tensor_op = op;
+  p.varargs = varargs;
+  return p;
+}
+
+// The rows of interp/torch/torch_ops.def (Binding::Tensor): every parameter is handed
+// to the op's lowering, which checks the options itself.
 void add_tensor_ops(std::vector<PyOp>& t) {
-  using T = TensorOp;
   const ParamDefault kFalse{Kind::Bool, 0};
-  const ParamDefault kTrue{Kind::Bool, 1};
-  auto add = [&](const char* name, T op, std::vector<std::string> params, std::vector<ParamDefault> defaults,
-                 int varargs = -1) {
-    PyOp p{name, jit::Op::Sum, std::move(params), std::move(defaults), 0, Binding::Tensor};
-    p.tensor_op = op;
-    p.varargs = varargs;
-    t.push_back(std::move(p));
-  };
-  for (auto [n, o] : {std::pair{"sum", T::Sum}, {"mean", T::Mean}, {"prod", T::Prod}}) {
-    add(n, o, {"input", "dim", "keepdim", "dtype"}, {kReq, kNone, kFalse, kNone});
-  }
-  for (auto [n, o] : {std::pair{"amax", T::Amax}, {"amin", T::Amin}}) {
-    add(n, o, {"input", "dim", "keepdim"}, {kReq, ParamDefault{Kind::None}, kFalse});
-  }
-  for (auto [n, o] : {std::pair{"max", T::Max}, {"min", T::Min}, {"argmax", T::ArgMax}, {"argmin", T::ArgMin},
-                      {"any", T::Any}, {"all", T::All}}) {
-    add(n, o, {"input", "dim", "keepdim"}, {kReq, kNone, kFalse});
-  }
-  for (auto [n, o] : {std::pair{"var", T::Var}, {"std", T::Std}}) {
-    add(n, o, {"input", "dim", "unbiased", "keepdim", "correction"}, {kReq, kNone, kNone, kFalse, kNone});
-  }
-  add("norm", T::Norm, {"input", "p", "dim", "keepdim", "dtype"}, {kReq, str("fro"), kNone, kFalse, kNone});
-  add("cumsum", T::CumSum, {"input", "dim", "dtype"}, {kReq, kReq, kNone});
-  add("logsumexp", T::LogSumExp, {"input", "dim", "keepdim"}, {kReq, kReq, kFalse});
-  for (auto [n, o] : {std::pair{"softmax", T::Softmax}, {"log_softmax", T::LogSoftmax}}) {
-    add(n, o, {"input", "dim", "dtype"}, {kReq, kReq, kNone});
-  }
-  add("F_softmax", T::Softmax, {"input", "dim", "_stacklevel", "dtype"}, {kReq, kNone, integer(3), kNone});
-  add("F_log_softmax", T::LogSoftmax, {"input", "dim", "_stacklevel", "dtype"}, {kReq, kNone, integer(3), kNone});
-  add("layer_norm", T::LayerNorm, {"input", "normalized_shape", "weight", "bias", "eps"},
-      {kReq, kReq, kNone, kNone, num(1e-5)});
-  // views and movement
-  add("view", T::View, {"input", "size"}, {kReq, kReq}, 1);
-  add("reshape", T::Reshape, {"input", "shape"}, {kReq, kReq}, 1);
-  add("reshape_fn", T::Reshape, {"input", "shape"}, {kReq, kReq});
-  add("permute", T::Permute, {"input", "dims"}, {kReq, kReq}, 1);
-  add("permute_fn", T::Permute, {"input", "dims"}, {kReq, kReq});
-  add("transpose", T::Transpose, {"input", "dim0", "dim1"}, {kReq, kReq, kReq});
-  add("t", T::T, {"input"}, {kReq});
-  add("unsqueeze", T::Unsqueeze, {"input", "dim"}, {kReq, kReq});
-  add("squeeze", T::Squeeze, {"input", "dim"}, {kReq, kNone});
-  add("expand", T::Expand, {"input", "size"}, {kReq, kReq}, 1);
-  add("expand_as", T::ExpandAs, {"input", "other"}, {kReq, kReq});
-  add("broadcast_to", T::BroadcastTo, {"input", "size"}, {kReq, kReq});
-  add("flatten", T::Flatten, {"input", "start_dim", "end_dim"}, {kReq, integer(0), integer(-1)});
-  add("contiguous", T::Contiguous, {"input", "memory_format"}, {kReq, kNone});
-  add("narrow", T::Narrow, {"input", "dim", "start", "length"}, {kReq, kReq, kReq, kReq});
-  add("select", T::Select, {"input", "dim", "index"}, {kReq, kReq, kReq});
-  add("unbind", T::Unbind, {"input", "dim"}, {kReq, integer(0)});
-  add("split", T::Split, {"input", "split_size", "dim"}, {kReq, kReq, integer(0)});
-  add("split_fn", T::Split, {"tensor", "split_size_or_sections", "dim"}, {kReq, kReq, integer(0)});
-  add("chunk", T::Chunk, {"input", "chunks", "dim"}, {kReq, kReq, integer(0)});
-  add("cat", T::Cat, {"tensors", "dim"}, {kReq, integer(0)});
-  add("stack", T::Stack, {"tensors", "dim"}, {kReq, integer(0)});
-  add("flip", T::Flip, {"input", "dims"}, {kReq, kReq}, 1);
-  add("flip_fn", T::Flip, {"input", "dims"}, {kReq, kReq});
-  add("index_select", T::IndexSelect, {"input", "dim", "index"}, {kReq, kReq, kReq});
-  add("gather", T::Gather, {"input", "dim", "index", "sparse_grad"}, {kReq, kReq, kReq, kFalse});
-  add("embedding", T::Embedding,
-      {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"},
-      {kReq, kReq, kNone, kNone, num(2.0), kFalse, kFalse});
-  // creation (keyword options as torch's factories take them)
-  const std::vector<std::string> opts = {"dtype", "layout", "device", "pin_memory", "requires_grad"};
-  const std::vector<ParamDefault> opt_defaults = {kNone, kNone, kNone, kFalse, kFalse};
-  auto factory = [&](const char* name, T op, std::vector<std::string> params, std::vector<ParamDefault> defaults,
-                     int varargs = -1) {
-    params.insert(params.end(), opts.begin(), opts.end());
-    defaults.insert(defaults.end(), opt_defaults.begin(), opt_defaults.end());
-    add(name, op, std::move(params), std::move(defaults), varargs);
-  };
-  factory("zeros", T::Zeros, {"size"}, {kReq}, 0);
-  factory("ones", T::Ones, {"size"}, {kReq}, 0);
-  factory("empty", T::Empty, {"size"}, {kReq}, 0);
-  factory("full", T::Full, {"size", "fill_value"}, {kReq, kReq});
-  factory("arange", T::Arange, {"start", "end", "step"}, {kReq, kNone, integer(1)});
-  factory("linspace", T::Linspace, {"start", "end", "steps"}, {kReq, kReq, kReq});
-  factory("eye", T::Eye, {"n", "m"}, {kReq, kNone});
-  for (auto [n, o] : {std::pair{"zeros_like", T::ZerosLike}, {"ones_like", T::OnesLike},
-                      {"empty_like", T::EmptyLike}}) {
-    factory(n, o, {"input"}, {kReq});
-  }
-  factory("full_like", T::FullLike, {"input", "fill_value"}, {kReq, kReq});
-  add("tril", T::Tril, {"input", "diagonal"}, {kReq, integer(0)});
-  add("triu", T::Triu, {"input", "diagonal"}, {kReq, integer(0)});
-  // matmul family
-  add("matmul", T::Matmul, {"input", "other"}, {kReq, kReq});
-  add("mm", T::Mm, {"input", "mat2"}, {kReq, kReq});
-  add("bmm", T::Bmm, {"input", "mat2"}, {kReq, kReq});
-  add("addmm", T::Addmm, {"input", "mat1", "mat2", "beta", "alpha"}, {kReq, kReq, kReq, integer(1), integer(1)});
-  add("linear", T::Linear, {"input", "weight", "bias"}, {kReq, kReq, kNone});
-  // einsum(equation, *operands) or einsum(equation, [operands]); keywords are rejected
-  // where it is called (interp/trace/ops_call.cpp), as eager's *args signature does.
-  add("einsum", T::Einsum, {"equation", "operands"}, {kReq, kReq}, 1);
-  add("item", T::Item, {"input"}, {kReq});
-  (void)kTrue;
+#define FACTORY_OPTIONS \
+  {"dtype", kNone}, {"layout", kNone}, {"device", kNone}, {"pin_memory", kFalse}, {"requires_grad", kFalse}
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) \
+  t.push_back(tensor_op_row(#name, TensorOp::Enum, varargs, {__VA_ARGS__}));
+#define TORCH_SIGNATURE(Enum, name, varargs, ...) \
+  t.push_back(tensor_op_row(#name, TensorOp::Enum, varargs, {__VA_ARGS__}));
+#include "interp/torch/torch_ops.def"
+#undef FACTORY_OPTIONS
 }
 
 // The table: name, op, parameters with defaults, number of operand parameters.
@@ -205,6 +134,22 @@ PyObject* default_object(const ParamDefault& d) {
     case Kind::Str: return PyUnicode_FromString(d.str);
   }
   return nullptr;
+}
+
+TensorFamily family(TensorOp op) {
+  static constexpr TensorFamily kFamily[] = {
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) TensorFamily::Family,
+#include "interp/torch/torch_ops.def"
+  };
+  return kFamily[static_cast<size_t>(op)];
+}
+
+FirstArg first_arg(TensorOp op) {
+  static constexpr FirstArg kFirst[] = {
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) FirstArg::First,
+#include "interp/torch/torch_ops.def"
+  };
+  return kFirst[static_cast<size_t>(op)];
 }
 
 const PyOp* op_by_name(const std::string& name) {

@@ -20,26 +20,33 @@ enum class Binding : uint8_t {
   GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
   CastFixed,    // x.float() & co: a Cast to PyOp::dtype
   CastTo,       // x.to(dtype): a Cast to the dtype argument
-  Tensor,       // a reduction, view, creation or matmul op: PyOp::tensor_op, built by
-                // Tracer::call_tensor_op (interp/torch/tensor_ops.cpp, views.cpp)
+  Tensor,       // a row of interp/torch/torch_ops.def: PyOp::tensor_op, lowered by
+                // Tracer::call_tensor_op (interp/torch/tensor_ops.cpp)
 };
 
 // The non-pointwise ops that the tracer builds from several graph nodes or with
-// arguments that are not operands (dims, sizes, dtypes).
+// arguments that are not operands (dims, sizes, dtypes): one per row of
+// interp/torch/torch_ops.def, which also gives each its family, signature and lowering.
 enum class TensorOp : uint8_t {
-  // reductions and their decompositions
-  Sum, Mean, Prod, Amax, Amin, Max, Min, ArgMax, ArgMin, Var, Std, Norm, LogSumExp, Any, All,
-  Softmax, LogSoftmax, LayerNorm, CumSum,
-  // views and movement
-  View, Reshape, Permute, Transpose, T, Unsqueeze, Squeeze, Expand, ExpandAs, BroadcastTo, Flatten,
-  Contiguous, Narrow, Select, Unbind, Split, Chunk, Cat, Stack, Flip, IndexSelect, Gather, Embedding,
-  // creation
-  Zeros, Ones, Full, Empty, Arange, Linspace, Eye, ZerosLike, OnesLike, FullLike, EmptyLike, Tril, Triu,
-  // extern
-  Matmul, Mm, Bmm, Addmm, Linear, Einsum,
-  // Python numbers
-  Item,
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) Enum,
+#include "interp/torch/torch_ops.def"
 };
+
+// What kind of work a TensorOp is, and so which file lowers it.
+enum class TensorFamily : uint8_t {
+  Reduction,  // reductions and their decompositions (softmax, layer_norm): reductions.cpp
+  View,       // views, movement and joins (view, permute, split, cat): views.cpp
+  Indexing,   // index_select, gather, embedding: views.cpp
+  Creation,   // factories and tensors shaped like another (zeros_like, tril): creation.cpp
+  Matmul,     // extern kernels: matmul.cpp, einsum.cpp
+  Number,     // a Python number read from a tensor (item)
+};
+
+// Whether the tracer checks that the first argument is a tensor before lowering.
+enum class FirstArg : uint8_t { Tensor, Any };
+
+TensorFamily family(TensorOp op);
+FirstArg first_arg(TensorOp op);
 
 // A parameter's default: None, a number, or a string.
 struct ParamDefault {

@@ -146,10 +146,10 @@ Status Tracer::compile_joint(bool* joint) {
                                                  forward_outputs.begin())});
   }
   graph_.set_outputs(forward_outputs);
-  if (Status s = seal_outputs(extra, &plan_->outputs)) return s;
+  FJ_TRY(seal_outputs(extra, &plan_->outputs));
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);
-  if (Status s = compile_graph(&plan_->graph)) return s;
+  FJ_TRY(compile_graph(&plan_->graph));
 
   // The backward's builders may assume size equalities too: they hold where the
   // forward's do, and are guarded the same way.
@@ -165,11 +165,10 @@ Status Tracer::compile_joint(bool* joint) {
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("backward graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), bw.str());
   }
-  std::string error;
-  jit::CpuBackend* backend = cpu_backend(&error);
-  if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  Expected<jit::CpuBackend*> backend = cpu_backend();
+  if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
   PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = backend->compile(bw);
+  auto compiled = (*backend)->compile(bw);
   PyEval_RestoreThread(saved);
   if (!compiled) return unsupported("compiling the backward graph failed: " + compiled.error());
   track_graph(*compiled);
@@ -204,8 +203,8 @@ void Tracer::swap_graph_state(GraphState& o) {
   std::swap(node_grad_, o.node_grad);
 }
 
-bool Tracer::autograd_attr(const Value& owner, const std::string& name, bool method, Status* out) {
-  if (owner.kind != ValueKind::Const) return false;
+std::optional<Status> Tracer::autograd_attr(const Value& owner, const std::string& name, bool method) {
+  if (owner.kind != ValueKind::Const) return std::nullopt;
   if (owner.ctx >= 0 && owner.method.empty()) {
     AutogradCtx& c = ctxs_[static_cast<size_t>(owner.ctx)];
     static const char* kMethods[] = {"save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty"};
@@ -215,55 +214,47 @@ bool Tracer::autograd_attr(const Value& owner, const std::string& name, bool met
       Value m = owner;
       m.method = name;
       push(std::move(m));
-      *out = ok();
-      return true;
+      return ok();
     }
     if (name == "needs_input_grad") {
       std::vector<Value> items;
       for (bool b : c.needs_input_grad) items.push_back(Value::constant(PyRef::borrow(b ? Py_True : Py_False)));
       push(Value::sequence(ValueKind::Tuple, std::move(items)));
-      *out = ok();
-      return true;
+      return ok();
     }
     if (name == "saved_tensors") {
       if (!c.in_backward) {
-        *out = unsupported("ctx.saved_tensors outside backward (not supported yet)");
-        return true;
+        return unsupported("ctx.saved_tensors outside backward (not supported yet)");
       }
       std::vector<Value> items;
       for (const Value& v : c.saved) {
         Value f;
-        if ((*out = to_fragment(static_cast<size_t>(owner.ctx), v, &f))) return true;
+        FJ_TRY(to_fragment(static_cast<size_t>(owner.ctx), v, &f));
         items.push_back(std::move(f));
       }
       push(Value::sequence(ValueKind::Tuple, std::move(items)));
-      *out = ok();
-      return true;
+      return ok();
     }
     for (auto it = c.attrs.rbegin(); it != c.attrs.rend(); ++it) {
       if (it->first != name) continue;
       Value v = it->second;
-      if (c.in_backward && (*out = to_fragment(static_cast<size_t>(owner.ctx), it->second, &v))) return true;
+      if (c.in_backward) FJ_TRY(to_fragment(static_cast<size_t>(owner.ctx), it->second, &v));
       push(std::move(v));
-      *out = ok();
-      return true;
+      return ok();
     }
-    *out = unsupported("ctx." + name + " that was never set (eager raises)");
-    return true;
+    return unsupported("ctx." + name + " that was never set (eager raises)");
   }
   if (name == "apply" && !is_opaque(owner) && is_function_class(owner.obj.get())) {
     PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), "apply"));
     if (!bound || !PyMethod_Check(bound.get()) || PyMethod_GET_FUNCTION(bound.get()) != g_function_apply) {
       guards::clear_error();
-      *out = unsupported("an autograd.Function subclass that overrides apply (not supported yet)");
-      return true;
+      return unsupported("an autograd.Function subclass that overrides apply (not supported yet)");
     }
     if (method) push(Value::null());
     push(Value::constant(std::move(bound)));
-    *out = ok();
-    return true;
+    return ok();
   }
-  return false;
+  return std::nullopt;
 }
 
 // `ctx.name = value` on a custom Function's ctx (op_store_attr, interp/torch/inplace.cpp).
@@ -273,21 +264,19 @@ Status Tracer::store_ctx_attr(const std::string& name, const Value& owner, Value
   return ok();
 }
 
-bool Tracer::autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out) {
-  if (callable.kind != ValueKind::Const) return false;
+std::optional<Status> Tracer::autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names) {
+  if (callable.kind != ValueKind::Const) return std::nullopt;
   if (callable.ctx >= 0 && !callable.method.empty()) {
-    *out = kw_names ? unsupported("keyword arguments to ctx." + callable.method + "()")
-                    : ctx_method(static_cast<size_t>(callable.ctx), callable.method, args);
-    return true;
+    return kw_names ? unsupported("keyword arguments to ctx." + callable.method + "()")
+                     : ctx_method(static_cast<size_t>(callable.ctx), callable.method, args);
   }
   PyObject* target = callable.obj.get();
   if (is_opaque(callable) || !PyMethod_Check(target) || g_function_apply == nullptr ||
       PyMethod_GET_FUNCTION(target) != g_function_apply || !is_function_class(PyMethod_GET_SELF(target))) {
-    return false;
+    return std::nullopt;
   }
-  *out = kw_names ? unsupported("keyword arguments to autograd.Function.apply (not supported yet)")
+  return kw_names ? unsupported("keyword arguments to autograd.Function.apply (not supported yet)")
                   : apply_function(PyMethod_GET_SELF(target), std::move(args));
-  return true;
 }
 
 Status Tracer::ctx_method(size_t ctx, const std::string& name, std::vector<Value>& args) {
@@ -321,7 +310,7 @@ Status Tracer::to_fragment(size_t ctx, const Value& v, Value* out) {
   *out = v;
   if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List) {
     for (Value& item : out->items) {
-      if (Status s = to_fragment(ctx, Value(item), &item)) return s;
+      FJ_TRY(to_fragment(ctx, Value(item), &item));
     }
     return ok();
   }
@@ -391,13 +380,13 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   grad_enabled_ = false;
   Status s = inline_call(forward.get(), std::move(fargs), nullptr);
   Value result;
-  if (!s) result = pop();
-  if (!s && setup_fn) {
+  if (s.ok()) result = pop();
+  if (s.ok() && setup_fn) {
     s = inline_call(setup_fn.get(), {ctx_value, Value::sequence(ValueKind::Tuple, args), result}, nullptr);
-    if (!s) pop();
+    if (s.ok()) pop();
   }
   grad_enabled_ = outer;
-  if (s) return s;
+  if (s.failed()) return s;
   std::function<bool(const Value&)> has_ctx = [&](const Value& v) {
     return v.ctx >= 0 || std::any_of(v.items.begin(), v.items.end(), has_ctx);
   };
@@ -430,7 +419,7 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
     markers.push_back(*m);
     v->node = *m;
   }
-  if (Status s2 = trace_custom_backward(ctx_value, backward.get(), markers, result, args)) return s2;
+  FJ_TRY(trace_custom_backward(ctx_value, backward.get(), markers, result, args));
   push(std::move(result));
   return ok();
 }
@@ -465,12 +454,12 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
   Status s = inline_call(backward, std::move(bargs), nullptr);
   grad_enabled_ = outer;
   jit::CustomGrad custom;
-  if (!s) {
+  if (s.ok()) {
     Value grads = pop();
     std::vector<Value> items = grads.kind == ValueKind::Tuple ? grads.items : std::vector<Value>{grads};
     if (items.size() < args.size()) s = unsupported("backward returned fewer gradients than forward has inputs (eager raises)");
     std::vector<jit::NodeId> outs;
-    for (size_t i = 0; !s && i < items.size(); ++i) {
+    for (size_t i = 0; s.ok() && i < items.size(); ++i) {
       const Value& g = items[i];
       if (is_none(g)) continue;
       if (i >= args.size() || !is_tensor(g)) {
@@ -494,10 +483,10 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
       outs.push_back(g.node);
       custom.inputs.push_back(args[i].node);
     }
-    if (!s && graph_.num_inputs() != markers.size() + c.captured.size()) {
+    if (s.ok() && graph_.num_inputs() != markers.size() + c.captured.size()) {
       s = unsupported("backward reads tensors that are neither gradients nor saved on ctx (not supported yet)");
     }
-    if (!s) {
+    if (s.ok()) {
       sync_scalar_inputs();
       graph_.set_outputs(outs);
       for (const jit::SymExpr& a : graph_.assumptions()) {
@@ -513,7 +502,7 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
   c.in_backward = false;
   c.forward = nullptr;
   swap_graph_state(forward);  // back to the forward graph; `forward` holds the fragment
-  if (s) return s;
+  if (s.failed()) return s;
   // Placeholders of non-tensor results were not made: renumber the gradients' ones.
   for (const Value* r : results) {
     if (r->kind == ValueKind::Tensor) custom.outputs.push_back(r->node);

@@ -154,7 +154,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       }
       out->items.resize(v.items.size());
       for (size_t i = 0; i < v.items.size(); ++i) {
-        if (Status s = convert(v.items[i], &out->items[i], ctx)) return s;
+        FJ_TRY(convert(v.items[i], &out->items[i], ctx));
       }
       return ok();
     case ValueKind::Null:
@@ -166,7 +166,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       out->kind = PlanValue::Kind::Iter;
       out->items.resize(v.items.size() - v.next);
       for (size_t i = v.next; i < v.items.size(); ++i) {
-        if (Status s = convert(v.items[i], &out->items[i - v.next], ctx)) return s;
+        FJ_TRY(convert(v.items[i], &out->items[i - v.next], ctx));
       }
       return ok();
     case ValueKind::TensorMethod: {
@@ -192,11 +192,11 @@ Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& re
   ctx.frame_state = true;
   d->locals.resize(fs.locals.size());
   for (size_t i = 0; i < fs.locals.size(); ++i) {
-    if (Status s = convert(fs.locals[i], &d->locals[i], ctx)) return s;
+    FJ_TRY(convert(fs.locals[i], &d->locals[i], ctx));
   }
   d->stack.resize(fs.stack.size());
   for (size_t i = 0; i < fs.stack.size(); ++i) {
-    if (Status s = convert(fs.stack[i], &d->stack[i], ctx)) return s;
+    FJ_TRY(convert(fs.stack[i], &d->stack[i], ctx));
   }
   d->num_memos = ctx.num_memos;
   if (pc >= cur_.code->instructions.size()) return unsupported("resuming past the end of the bytecode");
@@ -243,14 +243,14 @@ Status Tracer::cut(std::vector<Value*> extra) {
     jit::Bindings b;  // fills in_.path_tensors for the segments (the guards hold: just read)
     if (!entry_->guards.check(in_, &b)) return unsupported("internal error: the entry's guards fail at a break");
   }
-  if (Status s = flush_block_guards()) return s;
+  FJ_TRY(flush_block_guards());
   std::vector<int> out_regs;
   if (!outputs.empty() || !graph_.checks().empty()) {
     graph_.set_outputs(outputs);
     PlanStep step;
     step.kind = PlanStep::Kind::RunGraph;
-    if (Status s = seal_outputs(outputs, &step.seg.outputs)) return s;
-    if (Status s = compile_graph(&step.seg.graph)) return s;
+    FJ_TRY(seal_outputs(outputs, &step.seg.outputs));
+    FJ_TRY(compile_graph(&step.seg.graph));
     entry_->segment_texts.push_back(graph_.str());
     step.seg.args = placeholder_slot_;
     step.seg.scalar_inputs = plan_->scalar_inputs;
@@ -301,7 +301,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
     remap[n] = graph_.placeholder(node.dtype, shape, node.sym);
     placeholder_slot_.push_back(ref);
   }
-  if (Status s = cut_storages(live, remap)) return s;
+  FJ_TRY(cut_storages(live, remap));
   walk_values(roots, [&](Value& v) {
     if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
   });
@@ -332,13 +332,13 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   if (!can_cut(*last_ins_, &why)) return unsupported(what + " (not supported yet; no graph break " + why + ")");
   std::vector<Value*> extra{&callable};
   for (Value& a : args) extra.push_back(&a);
-  if (Status s = cut(extra)) return s;
+  FJ_TRY(cut(extra));
   PlanStep step;
   step.kind = PlanStep::Kind::Call;
   ConvertCtx ctx;
   ctx.next_reg = &num_regs_;
-  if (Status s = convert(callable, &step.callable, ctx)) return s;
-  if (Status s = convert(Value::sequence(ValueKind::Tuple, args), &step.args, ctx)) return s;
+  FJ_TRY(convert(callable, &step.callable, ctx));
+  FJ_TRY(convert(Value::sequence(ValueKind::Tuple, args), &step.args, ctx));
   step.num_memos = ctx.num_memos;
   step.kw_names = PyRef::borrow(kw_names);
   step.result_reg = new_reg();
@@ -401,7 +401,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   push(std::move(result));
   if (!pure) committed_ = true;
   if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
-  if (Status s = save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt)) return s;
+  FJ_TRY(save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt));
   after_call_ = step.deopt;
   plan_->steps.push_back(std::move(step));
   if (!pure) {
@@ -426,11 +426,11 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   if (numel != 1) return unsupported("a branch on a tensor that may hold more than one element");
   const int target = cur_.code->index_at(ins.target);
   if (target < 0) return unsupported("jump to an unknown offset " + std::to_string(ins.target));
-  if (Status s = cut({&cond})) return s;
+  FJ_TRY(cut({&cond}));
   PlanStep step;
   step.kind = PlanStep::Kind::Branch;
   ConvertCtx ctx;
-  if (Status s = convert(cond, &step.cond, ctx)) return s;
+  FJ_TRY(convert(cond, &step.cond, ctx));
   std::vector<PyObject*> memo;
   PyRef obj = PyRef::steal(build_value(step.cond, *run_, {}, memo));
   const int truth = obj ? PyObject_IsTrue(obj.get()) : -1;
@@ -453,7 +453,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
     targets->offset[o] = cur_.code->instructions[rp->pc[o]].offset;
   }
   targets->resume = rp;
-  if (Status s = save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt)) return s;
+  FJ_TRY(save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt));
   step.branch = targets;
   auto next = std::make_shared<Plan>();
   next->scalar_inputs = plan_->scalar_inputs;  // the graph being built goes on in the outcome's plan
@@ -483,7 +483,7 @@ bool Tracer::end_with_deopt(const Status& why) {
   // int()) belongs to ops that CPython runs now, not to this segment.
   graph_.roll_back(snapshot_mark_);
   if (!can_resume(&whynot)) return false;
-  if (cut({})) {
+  if (cut({}).failed()) {
     // The segment itself failed (an int() of NaN before this instruction): CPython
     // redoes it from the last opaque call on, and raises as eager does.
     if (!resume_at_ || !committed_) return false;
@@ -492,8 +492,8 @@ bool Tracer::end_with_deopt(const Status& why) {
     return true;
   }
   std::shared_ptr<DeoptState> d;
-  const std::string reason = why->reason + " (the rest of the frame runs in CPython)";
-  if (save_state(root_fs_, root_fs_.pc, reason, &d)) return false;
+  const std::string reason = why.error() + " (the rest of the frame runs in CPython)";
+  if (save_state(root_fs_, root_fs_.pc, reason, &d).failed()) return false;
   PlanStep step;
   step.kind = PlanStep::Kind::Deopt;
   step.deopt = d;
@@ -541,19 +541,19 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   snapshot_ = root_fs_;
   snapshot_mark_ = graph_.mark();
   Value ret;
-  if (!s) s = execute(&ret);
-  if (!s) s = finish(ret);
-  if (!s) s = compile();
-  if (!s) s = flush_block_guards();
-  bool complete = !s;
-  if (!s) {
+  if (s.ok()) s = execute(&ret);
+  if (s.ok()) s = finish(ret);
+  if (s.ok()) s = compile();
+  if (s.ok()) s = flush_block_guards();
+  bool complete = s.ok();
+  if (s.ok()) {
     run_final();
   } else if (end_with_deopt(s)) {
     complete = true;
   } else if (!call_raised_) {
     if (!PyErr_Occurred()) {
       PyErr_Format(PyExc_RuntimeError, "framejit: cannot continue %U after a graph break: %s",
-                   st_.code->co_qualname, s->reason.c_str());
+                   st_.code->co_qualname, s.error().c_str());
     }
     result_ = PyRef();
   }
@@ -563,13 +563,12 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
 }
 
 PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run) {
-  std::string error;
-  const DecodedCode* code = run.st ? decoded_code(run.st->code, &error) : nullptr;
-  if (code == nullptr) {
-    PyErr_Format(PyExc_RuntimeError, "framejit: cannot trace a branch outcome: %s", error.c_str());
+  Expected<const DecodedCode*> code = run.st ? decoded_code(run.st->code) : Error{""};
+  if (code.failed()) {
+    PyErr_Format(PyExc_RuntimeError, "framejit: cannot trace a branch outcome: %s", code.error().c_str());
     return nullptr;
   }
-  Tracer tracer(*run.st, run.frame, run.in, *code);
+  Tracer tracer(*run.st, run.frame, run.in, **code);
   return tracer.resume(targets, outcome, run);
 }
 

@@ -16,7 +16,7 @@ struct OpcodeInfo {
 
 constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   std::array<OpcodeInfo, 256> t{};
-#define FJ_OPCODE(name, number, caches, flags) t[number] = OpcodeInfo{#name, caches, flags};
+#define FJ_OPCODE(name, number, caches, flags, handler) t[number] = OpcodeInfo{#name, caches, flags};
 #include "interp/trace/opcodes.def"
   return t;
 }

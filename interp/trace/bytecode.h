@@ -43,7 +43,7 @@ enum OpcodeFlags : uint32_t {
 
 // Every opcode that de-specialized 3.11 bytecode can contain, by its CPython name.
 enum class Opcode : uint8_t {
-#define FJ_OPCODE(name, number, caches, flags) name = number,
+#define FJ_OPCODE(name, number, caches, flags, handler) name = number,
 #include "interp/trace/opcodes.def"
 };
 

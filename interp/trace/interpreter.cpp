@@ -120,7 +120,7 @@ Status Tracer::bind_arguments() {
     if (meta) {
       std::array<int, guards::kMaxRank> dim_symbols;
       jit::NodeId n;
-      if (Status s = tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols)) return s;
+      FJ_TRY(tensor_input(*meta, "L['" + name + "']", &n, &dim_symbols));
       placeholder_slot_.push_back(InputRef{InputRef::Kind::Arg, i});
       guards().add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
@@ -166,7 +166,7 @@ Status Tracer::bind_arguments() {
         const std::string text = source_text(item);
         std::array<int, guards::kMaxRank> dims;
         jit::NodeId n;
-        if (Status s = tensor_input(meta, text, &n, &dims)) return s;
+        FJ_TRY(tensor_input(meta, text, &n, &dims));
         if (items.empty()) guards().add_sequence(i, "L['" + name + "']", a);
         const int slot = guards().add_path_tensor(text, root, item.attrs, meta, dims, !st_.dynamic);
         placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, slot});
@@ -208,7 +208,7 @@ Status Tracer::execute(Value* result) {
         (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
       take_snapshot();
     }
-    if (Status s = step(*last_ins_)) return s;
+    FJ_TRY(step(*last_ins_));
     if (cur_.fs->ret) {
       *result = std::move(*cur_.fs->ret);
       return ok();
@@ -221,17 +221,17 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
   run_ = own_run_.get();
   Value ret;
   Status s = bind_arguments();
-  if (!s) s = execute(&ret);
-  if (!s) s = finish(ret);
-  if (!s) s = compile();
-  if (!s && guards::error_kept()) s = unsupported(kInterrupted);
+  if (s.ok()) s = execute(&ret);
+  if (s.ok()) s = finish(ret);
+  if (s.ok()) s = compile();
+  if (s.ok() && guards::error_kept()) s = unsupported(kInterrupted);
   const bool has_steps = !entry_->plan.steps.empty();
-  if (!s && has_steps) s = flush_block_guards();
-  if (!s && has_steps) run_final();  // the steps so far ran while tracing: run the rest
-  if (s && end_with_deopt(s)) s = ok();
-  if (!s || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
-  if (s) {
-    why->reason = s->reason;
+  if (s.ok() && has_steps) s = flush_block_guards();
+  if (s.ok() && has_steps) run_final();  // the steps so far ran while tracing: run the rest
+  if (s.failed() && end_with_deopt(s)) s = ok();
+  if (s.ok() || committed_) st_.counters.graphs += graphs_compiled_ - (entry_->plan.graph ? 1 : 0);  // the hook counts that one
+  if (s.failed()) {
+    why->reason = s.error();
     why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
     if (guards::restore_kept_error()) {  // KeyboardInterrupt, SystemExit, MemoryError: the caller's
       ran_ = committed_ || call_raised_;
@@ -252,14 +252,14 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
 }
 
 Status Tracer::step(const Instruction& ins) {
-  Handler h = handlers()[static_cast<size_t>(ins.opcode)];
+  const Handler h = handlers()[static_cast<size_t>(ins.opcode)];
   const size_t pc = cur_.fs->pc;
   const size_t depth = cur_.fs->stack.size();
   const size_t nodes_before = graph_.size();
   const jit::Graph::Mark mark = graph_.mark();
-  Status s = h ? (this->*h)(ins) : unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
-  if (!s) s = check_new_assumptions(mark);
-  if (s) return s;
+  Status s = (this->*h)(ins);
+  if (s.ok()) s = check_new_assumptions(mark);
+  if (s.failed()) return s;
   note_grad_mode(nodes_before);
   const bool jumped = cur_.fs->pc != pc;
   if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
@@ -340,59 +340,22 @@ Status Tracer::jump_to(int offset) {
 }
 
 
+// The dispatch table, from opcodes.def's handler column: Tracer::op_<family> per
+// opcode; opcodes no family traces, and numbers 3.11 does not use, reach op_unsupported.
 const std::array<Tracer::Handler, 256>& Tracer::handlers() {
-  static const std::array<Handler, 256> table = [] {
+  static constexpr std::array<Handler, 256> kTable = [] {
     std::array<Handler, 256> t{};
-    for (int o : {op(Opcode::NOP), op(Opcode::RESUME), op(Opcode::PRECALL), op(Opcode::EXTENDED_ARG), op(Opcode::CACHE),
-                   op(Opcode::MAKE_CELL), op(Opcode::COPY_FREE_VARS)}) t[o] = &Tracer::op_nop;
-    t[op(Opcode::LOAD_FAST)] = &Tracer::op_load_fast;
-    t[op(Opcode::STORE_FAST)] = &Tracer::op_store_fast;
-    t[op(Opcode::LOAD_DEREF)] = &Tracer::op_load_deref;
-    t[op(Opcode::LOAD_CLOSURE)] = &Tracer::op_load_closure;
-    t[op(Opcode::STORE_DEREF)] = &Tracer::op_store_deref;
-    t[op(Opcode::LOAD_CONST)] = &Tracer::op_load_const;
-    t[op(Opcode::LOAD_GLOBAL)] = &Tracer::op_load_global;
-    t[op(Opcode::LOAD_ATTR)] = &Tracer::op_load_attr;
-    t[op(Opcode::STORE_ATTR)] = &Tracer::op_store_attr;
-    t[op(Opcode::LOAD_METHOD)] = &Tracer::op_load_method;
-    t[op(Opcode::PUSH_NULL)] = &Tracer::op_push_null;
-    t[op(Opcode::MAKE_FUNCTION)] = &Tracer::op_make_function;
-    t[op(Opcode::KW_NAMES)] = &Tracer::op_kw_names;
-    t[op(Opcode::CALL)] = &Tracer::op_call;
-    t[op(Opcode::BINARY_OP)] = &Tracer::op_binary_op;
-    t[op(Opcode::UNARY_NEGATIVE)] = &Tracer::op_unary_negative;
-    t[op(Opcode::UNARY_NOT)] = &Tracer::op_unary_not;
-    t[op(Opcode::UNARY_INVERT)] = &Tracer::op_unary_invert;
-    t[op(Opcode::COMPARE_OP)] = &Tracer::op_compare_op;
-    t[op(Opcode::IS_OP)] = &Tracer::op_is_op;
-    t[op(Opcode::BUILD_TUPLE)] = &Tracer::op_build_seq;
-    t[op(Opcode::BUILD_LIST)] = &Tracer::op_build_seq;
-    t[op(Opcode::LIST_APPEND)] = &Tracer::op_list_append;
-    t[op(Opcode::UNPACK_SEQUENCE)] = &Tracer::op_unpack_sequence;
-    t[op(Opcode::POP_TOP)] = &Tracer::op_pop_top;
-    t[op(Opcode::BINARY_SUBSCR)] = &Tracer::op_binary_subscr;
-    t[op(Opcode::STORE_SUBSCR)] = &Tracer::op_store_subscr;
-    t[op(Opcode::COPY)] = &Tracer::op_copy;
-    t[op(Opcode::SWAP)] = &Tracer::op_swap;
-    for (int o : {op(Opcode::JUMP_FORWARD), op(Opcode::JUMP_BACKWARD), op(Opcode::JUMP_BACKWARD_NO_INTERRUPT)}) t[o] = &Tracer::op_jump;
-    for (int o : {op(Opcode::POP_JUMP_FORWARD_IF_FALSE), op(Opcode::POP_JUMP_FORWARD_IF_TRUE), op(Opcode::POP_JUMP_BACKWARD_IF_FALSE),
-                   op(Opcode::POP_JUMP_BACKWARD_IF_TRUE), op(Opcode::POP_JUMP_FORWARD_IF_NONE), op(Opcode::POP_JUMP_FORWARD_IF_NOT_NONE),
-                   op(Opcode::POP_JUMP_BACKWARD_IF_NONE), op(Opcode::POP_JUMP_BACKWARD_IF_NOT_NONE)}) {
-      t[o] = &Tracer::op_pop_jump_if;
-    }
-    t[op(Opcode::JUMP_IF_FALSE_OR_POP)] = &Tracer::op_jump_if_or_pop;
-    t[op(Opcode::JUMP_IF_TRUE_OR_POP)] = &Tracer::op_jump_if_or_pop;
-    t[op(Opcode::RETURN_VALUE)] = &Tracer::op_return_value;
-    t[op(Opcode::RAISE_VARARGS)] = &Tracer::op_raise_varargs;
-    t[op(Opcode::BUILD_MAP)] = &Tracer::op_build_map;
-    t[op(Opcode::BUILD_CONST_KEY_MAP)] = &Tracer::op_build_map;
-    t[op(Opcode::GET_ITER)] = &Tracer::op_get_iter;
-    t[op(Opcode::BUILD_SLICE)] = &Tracer::op_build_slice;
-    t[op(Opcode::BEFORE_WITH)] = &Tracer::op_before_with;
-    t[op(Opcode::FOR_ITER)] = &Tracer::op_for_iter;
+    t.fill(&Tracer::op_unsupported);
+#define FJ_OPCODE(name, number, caches, flags, handler) t[number] = &Tracer::op_##handler;
+#include "interp/trace/opcodes.def"
     return t;
   }();
-  return table;
+  return kTable;
+}
+
+// (--): an opcode the tracer does not handle ends the trace, named.
+Status Tracer::op_unsupported(const Instruction& ins) {
+  return unsupported("opcode " + std::string(opcode_name(ins.opcode)) + " (not supported yet)");
 }
 
 
@@ -404,16 +367,16 @@ Status Tracer::finish(const Value& ret) {
   ConvertCtx ctx;
   ctx.output_index = &output_index;
   ctx.outputs = &outputs;
-  if (Status s = convert(ret, &plan_->ret, ctx)) return s;
+  FJ_TRY(convert(ret, &plan_->ret, ctx));
   plan_->num_memos = ctx.num_memos;
-  if (Status s = seal_writes(ctx)) return s;
+  FJ_TRY(seal_writes(ctx));
   // A frame without tensor arguments and without tensor results is Python's work.
   if (outputs.empty() && placeholder_slot_.empty() && entry_->plan.steps.empty() && !continuation_) {
     return unsupported("no tensor work in this frame");
   }
   graph_.set_outputs(outputs);
   plan_->graph_args = placeholder_slot_;
-  if (Status s = check_assumptions()) return s;  // also for ops whose results are unused
+  FJ_TRY(check_assumptions());  // also for ops whose results are unused
   return seal_outputs(outputs, &plan_->outputs);
 }
 
@@ -488,7 +451,7 @@ bool torch_runs_avx512() {
   return avx512;
 }
 
-jit::CpuBackend* cpu_backend(std::string* error) {
+Expected<jit::CpuBackend*> cpu_backend() {
   static std::mutex mu;
   static std::unique_ptr<jit::CpuBackend> backend;
   static std::string failure;
@@ -500,7 +463,7 @@ jit::CpuBackend* cpu_backend(std::string* error) {
     if (b) backend = std::move(*b);
     else failure = b.error();
   }
-  *error = failure;
+  if (!backend) return Error{failure};
   return backend.get();
 }
 
@@ -522,19 +485,18 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
   }
-  if (Status s = check_assumptions()) return s;
+  FJ_TRY(check_assumptions());
   // An opaque call of the plan may have changed torch's default dtype since the entry.
   if (guards::default_dtype() != guards::torch_refs().float32) {
     return unsupported("torch.get_default_dtype() changed during the trace (framejit traces under float32 only)");
   }
   guards().add_default_dtype(guards::torch_refs().float32);
-  std::string error;
-  jit::CpuBackend* backend = cpu_backend(&error);
-  if (backend == nullptr) return unsupported("the CPU backend is unavailable: " + error);
+  Expected<jit::CpuBackend*> backend = cpu_backend();
+  if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
   // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
   // of this same code waits for this trace; interp/hook.cpp).
   PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = backend->compile(graph_);
+  auto compiled = (*backend)->compile(graph_);
   PyEval_RestoreThread(saved);
   if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
   *out = *compiled;
@@ -550,7 +512,7 @@ Status Tracer::compile() {
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {
     bool joint = false;
-    if (Status s = compile_joint(&joint)) return s;
+    FJ_TRY(compile_joint(&joint));
     if (joint) return ok();
   }
   return compile_graph(&plan_->graph);
@@ -558,14 +520,12 @@ Status Tracer::compile() {
 
 std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, const guards::CallInputs& in,
                                         Fallback* why, TraceOutcome* out) {
-  std::string error;
-  const DecodedCode* code = decoded_code(state.code, &error);
-  if (code == nullptr) {
-    why->reason = error;
-    why->location = PyUnicode_AsUTF8(state.code->co_filename);
+  Expected<const DecodedCode*> code = decoded_code(state.code);
+  if (code.failed()) {
+    *why = Fallback{code.error(), PyUnicode_AsUTF8(state.code->co_filename)};
     return nullptr;
   }
-  Tracer tracer(state, f, in, *code);
+  Tracer tracer(state, f, in, **code);
   std::string trace;
   if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
   std::unique_ptr<CacheEntry> entry = tracer.run(why);

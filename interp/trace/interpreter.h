@@ -22,7 +22,10 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f,
 // A branch's outcome met for the first time on a cache hit: traces it from the
 // state saved at the branch, attaches it, and runs it (interp/trace/breaks.cpp).
 PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run);
-// The process's CPU backend (created on first use), or nullptr with the reason.
-jit::CpuBackend* cpu_backend(std::string* error);
+// Reads the builtins that traced calls dispatch on (interp/trace/ops_builtins.cpp);
+// once, at import.
+void init_builtin_calls();
+// The process's CPU backend (created on first use), or why there is none.
+Expected<jit::CpuBackend*> cpu_backend();
 
 }  // namespace fj::interp

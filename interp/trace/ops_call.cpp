@@ -20,111 +20,143 @@ bool holds_fresh(const Value& v) {
 
 }  // namespace
 
+// (NULL_or_callable, callable_or_self, args... -- result)
 Status Tracer::op_call(const Instruction& ins) {
-  const size_t argc = static_cast<size_t>(ins.arg);
-  const PyRef kw_names = std::move(cur_.fs->kw_names);  // this call's (KW_NAMES), if any
-  cur_.fs->kw_names = PyRef();
-  std::vector<Value> args(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
-  cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
-  Value second = pop();
-  Value first = pop();
-  Value callable;
-  if (first.kind == ValueKind::Null) {
-    callable = std::move(second);
-  } else {
-    callable = std::move(first);
-    args.insert(args.begin(), std::move(second));
-  }
-  if (Status s; autograd_call(callable, args, kw_names.get(), &s)) return s;
-  const PyOp* torch_op = callable.kind == ValueKind::Const && !is_opaque(callable) ? torch_function_op(callable.obj.get()) : nullptr;
+  CallSite c = pop_call(ins);
+  if (std::optional<Status> s = autograd_call(c.callable, c.args, c.kw_names.get())) return std::move(*s);
+  const PyOp* torch_op = c.callable.kind == ValueKind::Const && !is_opaque(c.callable) ? torch_function_op(c.callable.obj.get()) : nullptr;
   // einsum is handled below, where what it does not lower can become a graph break.
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
-  if (const PyOp* op = einsum ? nullptr : torch_op) {
-    const size_t npos = args.size() - (kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names.get())) : 0);
-    if (!takes_scalar_first(callable.obj.get()) && (npos == 0 || !is_tensor(args[0]))) {
-      return unsupported(op->name + "() whose first argument is not a tensor (CPython raises)");
-    }
-    return call_py_op(*op, std::move(args), kw_names.get());
-  }
+  if (torch_op != nullptr && !einsum) return call_torch_function(*torch_op, c);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
   std::string no_break;
-  const bool can_break = callable.kind == ValueKind::Const && can_cut(ins, &no_break);
-  const jit::Graph::Mark before_call = graph_.mark();
-  auto opaque_call = [&](Status failed, std::vector<Value> call_args) -> Status {
-    if (!can_break || call_raised_) return failed;
-    // A function defined in the frame cannot be an argument of a plan step (a cache
-    // hit would pass the trace's object): the frame resumes in CPython before the call.
-    bool fresh = callable.fresh;
-    for (const Value& a : call_args) fresh |= holds_fresh(a);
-    if (fresh) return failed;
-    if (autograd_) {  // plan steps would cut the autograd graph (interp/trace/autograd_trace.cpp)
-      return unsupported(failed->reason + "; no graph break where tensors require grad (not supported yet)");
-    }
-    // A frame without tensors is Python's work; a call whose result enters a with
-    // block would only resume in CPython right after it.
-    const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();
-    const size_t next = cur_.fs->pc + 1;
-    if (!tensors || (next < cur_.code->instructions.size() &&
-                     cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {
-      return failed;
-    }
-    PyObject* c = callable.obj.get();
-    // Building a builtin exception has no side effect: not a graph break.
-    const bool pure = PyExceptionClass_Check(c) && !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
-    // What an inlined attempt recorded (a size equality that fails, an int() check)
-    // belongs to a call that now runs in CPython.
-    graph_.roll_back(before_call);
-    Status s = break_call(callable, std::move(call_args), kw_names.get(), pure, failed->reason);
-    return s && !call_raised_ && !committed_ ? failed : s;
-  };
-  const std::vector<Value> orig_args = can_break ? args : std::vector<Value>{};
+  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  c.before = graph_.mark();
+  if (c.can_break) c.orig_args = c.args;
   if (einsum) {
     // Equations it does not lower, and those eager rejects, run as eager's einsum: the
     // same result, the same exception.
-    Status s = kw_names ? unsupported("einsum() with keyword arguments (CPython raises)")
-                        : call_py_op(*torch_op, args, nullptr);
-    return s ? opaque_call(std::move(s), orig_args) : s;
+    Status s = c.kw_names ? unsupported("einsum() with keyword arguments (CPython raises)")
+                          : call_py_op(*torch_op, c.args, nullptr);
+    return s.failed() ? opaque_call(c, s.take_error(), c.orig_args) : s;
   }
-  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
-    // A Python function (or a bound method, or a framejit-compiled function): its
-    // body is traced into the same graph.
-    PyObject* target = callable.obj.get();
-    if (PyObject* fn = compiled_function_target(target)) target = fn;
-    if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
-      Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
-      self.opaque = true;
-      args.insert(args.begin(), std::move(self));
-      target = PyMethod_GET_FUNCTION(target);
-    }
-    if (PyFunction_Check(target)) {
-      const int writes = writes_;
-      Status s = inline_call(target, std::move(args), kw_names.get());
-      // A callee that wrote tensors in place before failing: its writes were traced,
-      // so the call cannot run again as an opaque step.
-      if (s && writes_ != writes) return s;
-      return s ? opaque_call(std::move(s), orig_args) : s;
-    }
+  if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
+  if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
+  if (c.kw_names) {
+    return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
+                       std::move(c.args));
   }
-  if (callable.kind == ValueKind::Const && !is_opaque(callable)) {
-    if (PyObject* forward = module_forward(callable)) {  // an nn.Module without hooks
-      args.insert(args.begin(), callable);
-      const int writes = writes_;
-      Status s = inline_call(forward, std::move(args), kw_names.get());
-      if (s && writes_ != writes) return s;
-      return s ? opaque_call(std::move(s), orig_args) : s;
-    }
+  if (std::optional<Status> s = call_grad_mode(c)) return std::move(*s);
+  if (std::optional<Status> s = call_builtin(c)) return std::move(*s);
+  if (c.callable.kind == ValueKind::Const && PyCFunction_Check(c.callable.obj.get())) {
+    if (std::optional<Status> s = call_math(c.callable, c.args)) return std::move(*s);
   }
-  if (callable.kind == ValueKind::TensorMethod) {
-    if (!args.empty() && is_number(args[0])) return unsupported("method ." + callable.method + "() of a Python number");
-    if (Status s = require_tensor_attr(callable.method)) return s;
-    if (is_inplace_method(callable.method)) return call_inplace_method(callable.method, std::move(args), kw_names.get());
-    if (const PyOp* op = tensor_method_op(callable.method)) return call_py_op(*op, std::move(args), kw_names.get());
-    if (kw_names) return unsupported("keyword arguments to ." + callable.method + "()");
-    return call_shape_method(callable.method, args);
+  return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
+}
+
+// Pops CALL's operands: the callable, its arguments (self first for a method), and
+// the keyword names that KW_NAMES set for this call.
+Tracer::CallSite Tracer::pop_call(const Instruction& ins) {
+  CallSite c;
+  c.ins = &ins;
+  const size_t argc = static_cast<size_t>(ins.arg);
+  c.kw_names = std::move(cur_.fs->kw_names);
+  cur_.fs->kw_names = PyRef();
+  c.args.assign(cur_.fs->stack.end() - static_cast<std::ptrdiff_t>(argc), cur_.fs->stack.end());
+  cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
+  Value second = pop();
+  Value first = pop();
+  if (first.kind == ValueKind::Null) {
+    c.callable = std::move(second);
+  } else {
+    c.callable = std::move(first);
+    c.args.insert(c.args.begin(), std::move(second));
   }
-  if (kw_names) return opaque_call(unsupported("keyword arguments in a call to " + describe(callable) + " (not supported yet)"), std::move(args));
-  if (callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
+  return c;
+}
+
+// torch.add(x, y) & co, from the op table.
+Status Tracer::call_torch_function(const PyOp& op, CallSite& c) {
+  const size_t npos = c.args.size() - (c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0);
+  if (!takes_scalar_first(c.callable.obj.get()) && (npos == 0 || !is_tensor(c.args[0]))) {
+    return unsupported(op.name + "() whose first argument is not a tensor (CPython raises)");
+  }
+  return call_py_op(op, std::move(c.args), c.kw_names.get());
+}
+
+// A call that could not be traced (`failed` says why) runs as it is, as a plan step
+// between two graph segments, where it can; else `failed` ends the trace.
+Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args) {
+  if (!c.can_break || call_raised_) return failed;
+  // A function defined in the frame cannot be an argument of a plan step (a cache
+  // hit would pass the trace's object): the frame resumes in CPython before the call.
+  bool fresh = c.callable.fresh;
+  for (const Value& a : call_args) fresh |= holds_fresh(a);
+  if (fresh) return failed;
+  if (autograd_) {  // plan steps would cut the autograd graph (interp/trace/autograd_trace.cpp)
+    return unsupported(failed.message + "; no graph break where tensors require grad (not supported yet)");
+  }
+  // A frame without tensors is Python's work; a call whose result enters a with
+  // block would only resume in CPython right after it.
+  const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();
+  const size_t next = cur_.fs->pc + 1;
+  if (!tensors || (next < cur_.code->instructions.size() &&
+                   cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {
+    return failed;
+  }
+  PyObject* callable = c.callable.obj.get();
+  // Building a builtin exception has no side effect: not a graph break.
+  const bool pure = PyExceptionClass_Check(callable) &&
+                    !(reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  // What an inlined attempt recorded (a size equality that fails, an int() check)
+  // belongs to a call that now runs in CPython.
+  graph_.roll_back(c.before);
+  Status s = break_call(c.callable, std::move(call_args), c.kw_names.get(), pure, failed.message);
+  return s.failed() && !call_raised_ && !committed_ ? Status(std::move(failed)) : s;
+}
+
+// A Python function, a bound method or a framejit-compiled function, and an
+// nn.Module without hooks (its forward): the body is traced into the same graph.
+// nullopt: the callable is none of these.
+std::optional<Status> Tracer::call_python_function(CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  PyObject* target = c.callable.obj.get();
+  if (PyObject* fn = compiled_function_target(target)) target = fn;
+  if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
+    Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
+    self.opaque = true;
+    c.args.insert(c.args.begin(), std::move(self));
+    target = PyMethod_GET_FUNCTION(target);
+  }
+  if (!PyFunction_Check(target)) {
+    target = module_forward(c.callable);
+    if (target == nullptr) return std::nullopt;
+    c.args.insert(c.args.begin(), c.callable);
+  }
+  const int writes = writes_;
+  Status s = inline_call(target, std::move(c.args), c.kw_names.get());
+  // A callee that wrote tensors in place before failing: its writes were traced,
+  // so the call cannot run again as an opaque step.
+  if (s.failed() && writes_ != writes) return s;
+  return s.failed() ? opaque_call(c, s.take_error(), c.orig_args) : s;
+}
+
+// x.method(...): in-place methods, methods from the op table, and size methods.
+Status Tracer::call_tensor_method(CallSite& c) {
+  const std::string& method = c.callable.method;
+  if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
+  FJ_TRY(require_tensor_attr(method));
+  if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());
+  if (const PyOp* op = tensor_method_op(method)) return call_py_op(*op, std::move(c.args), c.kw_names.get());
+  if (c.kw_names) return unsupported("keyword arguments to ." + method + "()");
+  return call_shape_method(method, c.args);
+}
+
+// `with torch.no_grad():` and co: creating the manager, and its __exit__.
+// nullopt: the call is neither.
+std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
+  if (c.callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
     if (!grad_outer_.empty()) {
       grad_enabled_ = grad_outer_.back();
       grad_outer_.pop_back();
@@ -132,180 +164,31 @@ Status Tracer::op_call(const Instruction& ins) {
     push(Value::constant(PyRef::borrow(Py_None)));
     return ok();
   }
-  if (callable.kind == ValueKind::Const && args.empty() && !kw_names && is_grad_mode_class(callable.obj.get())) {
-    PyObject* mgr = PyObject_CallNoArgs(callable.obj.get());  // torch.no_grad(): no side effect
-    if (mgr == nullptr) {
-      guards::clear_error();
-      return unsupported("creating " + describe(callable) + " raised");
-    }
-    push(Value::constant(PyRef::steal(mgr)));
-    return ok();
+  if (c.callable.kind != ValueKind::Const || !c.args.empty() || !is_grad_mode_class(c.callable.obj.get())) {
+    return std::nullopt;
   }
-  if (callable.kind == ValueKind::Const && args.size() == 1 && !kw_names && args[0].kind == ValueKind::Const &&
-      !is_opaque(args[0]) && (is_plain_scalar(args[0].obj.get()) || PyUnicode_CheckExact(args[0].obj.get())) &&
-      (callable.obj.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ||
-       callable.obj.get() == reinterpret_cast<PyObject*>(&PyFloat_Type) ||
-       callable.obj.get() == reinterpret_cast<PyObject*>(&PyBool_Type))) {
-    // float("-inf"), int(2.5): plain conversions of constants, folded.
-    PyObject* r = PyObject_CallOneArg(callable.obj.get(), args[0].obj.get());
-    if (r == nullptr) {
-      guards::clear_error();
-      return unsupported("a constant conversion raised (CPython raises)");
-    }
-    push(Value::constant(PyRef::steal(r)));
-    return ok();
+  PyObject* mgr = PyObject_CallNoArgs(c.callable.obj.get());  // torch.no_grad(): no side effect
+  if (mgr == nullptr) {
+    guards::clear_error();
+    return unsupported("creating " + describe(c.callable) + " raised");
   }
-  if (callable.kind == ValueKind::Const && args.size() == 1 && (args[0].kind == ValueKind::Sym || is_tensor(args[0]) || is_number(args[0]))) {
-    // int(t), float(t), bool(t): a number read from the tensor (a graph Item node).
-    PyObject* c = callable.obj.get();
-    const std::string method = c == reinterpret_cast<PyObject*>(&PyLong_Type) ? "__int__"
-                               : c == reinterpret_cast<PyObject*>(&PyFloat_Type) ? "__float__"
-                               : c == reinterpret_cast<PyObject*>(&PyBool_Type) ? "__bool__" : "";
-    if (!method.empty()) {
-      if (is_tensor(args[0])) {
-        if (Status s = require_tensor_attr(method)) return s;
-      }
-      return to_number(args[0], method == "__int__" ? jit::ScalarKind::Int
-                                : method == "__float__" ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
-    }
-  }
-  if (callable.kind == ValueKind::Const && callable.obj.get() == reinterpret_cast<PyObject*>(&PyRange_Type)) {
-    return call_range(args);
-  }
-  if (callable.kind == ValueKind::Const && !kw_names && !args.empty() &&
-      (callable.obj.get() == builtin_named("zip") || (callable.obj.get() == builtin_named("enumerate") && args.size() <= 2))) {
-    // zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
-    // iterator of tuples, built now (loops are unrolled).
-    // What cannot be iterated here leaves the call to the paths below (a graph break).
-    const bool is_zip = callable.obj.get() == builtin_named("zip");
-    int64_t start = 0;
-    bool iterable = is_zip || args.size() == 1 || !int_arg(args[1], "enumerate() start", &start);
-    std::vector<std::vector<Value>> columns;
-    for (size_t k = 0; iterable && k < (is_zip ? args.size() : 1); ++k) {
-      push(args[k]);
-      if (op_get_iter(ins)) {  // it popped the value: the stack is as before
-        iterable = false;
-        break;
-      }
-      Value it = pop();
-      columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
-    }
-    if (iterable) {
-      size_t n = columns[0].size();
-      for (const auto& c : columns) n = std::min(n, c.size());
-      Value it;
-      it.kind = ValueKind::Iterator;
-      for (size_t i = 0; i < n; ++i) {
-        std::vector<Value> row;
-        if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
-        for (const auto& c : columns) row.push_back(c[i]);
-        Value t = Value::sequence(ValueKind::Tuple, std::move(row));
-        t.identity = next_identity_++;
-        it.items.push_back(std::move(t));
-      }
-      push(std::move(it));
-      return ok();
-    }
-  }
-  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("sum") && !args.empty() && args.size() <= 2) {
-    // sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
-    push(args[0]);
-    if (Status s = op_get_iter(ins)) return s;
-    Value it = pop();
-    Value acc = args.size() == 2 ? args[1] : Value::constant(PyRef::steal(PyLong_FromLong(0)));
-    Instruction add = ins;
-    add.arg = 0;  // NB_ADD
-    for (size_t k = static_cast<size_t>(it.next); k < it.items.size(); ++k) {
-      push(std::move(acc));
-      push(it.items[k]);
-      if (Status s = op_binary_op(add)) return s;
-      acc = pop();
-    }
-    push(std::move(acc));
-    return ok();
-  }
-  PyRef classes;  // isinstance's second argument as a Python object
-  if (callable.kind == ValueKind::Const && callable.obj.get() == builtin_named("isinstance") && args.size() == 2) {
-    if (args[1].kind == ValueKind::Const && !is_opaque(args[1])) classes = args[1].obj;
-    if (args[1].kind == ValueKind::Tuple && !args[1].obj && !args[1].torch_size) {  // (int, float)
-      classes = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args[1].items.size())));
-      for (size_t k = 0; classes && k < args[1].items.size(); ++k) {
-        const Value& c = args[1].items[k];
-        if (c.kind != ValueKind::Const || is_opaque(c) || !PyType_Check(c.obj.get())) {
-          classes = PyRef();
-          break;
-        }
-        PyTuple_SET_ITEM(classes.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
-      }
-    }
-  }
-  if (classes) {
-    // isinstance(v, cls) where v's type is known while tracing.
-    // A tensor other than an argument may be of a subclass (a Parameter): only
-    // classes that are not strict subclasses of Tensor are answered for it.
-    const Value& v = args[0];
-    PyObject* cls = classes.get();
-    PyObject* type = nullptr;
-    PyObject* tensor = guards::torch_refs().tensor_type;
-    if (is_tensor(v) && v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) {
-      type = tensor;  // an argument: subclasses are not traced
-    } else if (is_tensor(v)) {
-      const int sub = PyType_Check(cls) ? PyObject_IsSubclass(cls, tensor) : -1;
-      if (sub == 0 || cls == tensor) type = tensor;
-      if (sub < 0) guards::clear_error();
-    } else if (v.kind == ValueKind::Tuple) {
-      type = v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-    } else if (v.kind == ValueKind::List) {
-      type = reinterpret_cast<PyObject*>(&PyList_Type);
-    } else if (v.kind == ValueKind::Sym) {
-      type = reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int    ? &PyLong_Type
-                                         : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
-                                                                                : &PyBool_Type);
-    } else if (v.kind == ValueKind::Const && !is_opaque(v)) {
-      type = reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
-    }
-    if (type != nullptr) {
-      const int r = PyObject_IsSubclass(type, cls);
-      if (r < 0) {
-        guards::clear_error();
-        return unsupported("isinstance() with " + describe(args[1]) + " (CPython raises)");
-      }
-      push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
-      return ok();
-    }
-  }
-  if (callable.kind == ValueKind::Const && callable.obj.get() == len_builtin() && args.size() == 1) {
-    const Value& a = args[0];
-    if (a.kind == ValueKind::Tensor && !graph_.node(a.node).sym.empty()) {
-      push(dim_value(a.node, 0));
-      return ok();
-    }
-    if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
-      push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
-      return ok();
-    }
-    return unsupported("len() of " + describe(a));
-  }
-  if (callable.kind == ValueKind::Const && PyCFunction_Check(callable.obj.get())) {
-    Status s;
-    if (call_math(callable, args, &s)) return s;
-  }
-  return opaque_call(unsupported("call to " + describe(callable) + " (not supported yet)"), std::move(args));
+  push(Value::constant(PyRef::steal(mgr)));
+  return ok();
 }
 
 // A function of the math module on numbers: computed with the values of this call.
 // A symbolic argument is specialized to its value here and guarded (math.sqrt of a
 // head size: a new head size recompiles, a new sequence length does not reach it).
-bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, Status* out) {
+std::optional<Status> Tracer::call_math(const Value& callable, const std::vector<Value>& args) {
   PyObject* fn = callable.obj.get();
   PyObject* self = PyCFunction_GET_SELF(fn);
-  if (self == nullptr || !PyModule_Check(self)) return false;
+  if (self == nullptr || !PyModule_Check(self)) return std::nullopt;
   const char* module = PyModule_GetName(self);
   if (module == nullptr) {
     guards::clear_error();
-    return false;
+    return std::nullopt;
   }
-  if (std::string_view(module) != "math") return false;
+  if (std::string_view(module) != "math") return std::nullopt;
   PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
@@ -316,60 +199,26 @@ bool Tracer::call_math(const Value& callable, const std::vector<Value>& args, St
     } else if (a.kind == ValueKind::Sym) {
       const auto v = a.expr.eval(hints_);
       if (!v) {
-        *out = unsupported("math function of a value that does not exist");
-        return true;
+        return unsupported("math function of a value that does not exist");
       }
       item = sym_value_to_python(*v);
       entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +
                                                                               jit::SymExpr::constant(*v).str());
     } else {
-      return false;
+      return std::nullopt;
     }
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
   }
   PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
   if (r == nullptr) {
     guards::clear_error();
-    *out = unsupported("math function raised (eager raises it)");
-    return true;
-  }
-  push(Value::constant(PyRef::steal(r)));
-  *out = ok();
-  return true;
-}
-
-
-// range(...) of ints: symbolic bounds are fixed to their traced values (guarded),
-// since a loop over the range is unrolled.
-Status Tracer::call_range(const std::vector<Value>& args) {
-  if (args.empty() || args.size() > 3) return unsupported("range() with these arguments (CPython raises)");
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
-  PyRef holder = PyRef::steal(tuple);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Value& a = args[i];
-    PyObject* v = nullptr;
-    if (a.kind == ValueKind::Sym && a.expr.type() == jit::SymType::Int) {
-      const auto hint = a.expr.eval(hints_);
-      if (!hint) return unsupported("range() bound with no value");
-      const int64_t n = std::get<int64_t>(*hint);
-      guards().add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)),
-                              readable(a.expr) + " == " + std::to_string(n));
-      v = PyLong_FromLongLong(n);
-    } else if (a.kind == ValueKind::Const && !is_opaque(a) && PyLong_CheckExact(a.obj.get())) {
-      v = Py_NewRef(a.obj.get());
-    } else {
-      return unsupported("range() of " + describe(a));
-    }
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
-  }
-  PyObject* r = PyObject_Call(reinterpret_cast<PyObject*>(&PyRange_Type), tuple, nullptr);
-  if (r == nullptr) {
-    guards::clear_error();
-    return unsupported("range() raised (CPython raises)");
+    return unsupported("math function raised (eager raises it)");
   }
   push(Value::constant(PyRef::steal(r)));
   return ok();
 }
+
+
 
 // The forward of an nn.Module called as m(...), when the call would reach it
 // directly (no hooks anywhere, forward and __call__ not overridden), with guards
@@ -407,26 +256,18 @@ PyObject* Tracer::module_forward(const Value& m) {
 
 // ---- inlining ----
 
-PyObject* builtin_named(const char* name) {
-  PyObject* b = PyEval_GetBuiltins();
-  return b ? PyDict_GetItemString(b, name) : nullptr;
-}
 
 
 
-const DecodedCode* decoded_code(PyCodeObject* co, std::string* error) {
+Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
   CodeState* cs = code_state(co, true);
   if (cs == nullptr) {
     guards::clear_error();
-    *error = "cannot attach framejit state to the code object";
-    return nullptr;
+    return Error{"cannot attach framejit state to the code object"};
   }
   if (!cs->decoded) {
     auto decoded = decode(co);
-    if (!decoded) {
-      *error = "cannot decode the bytecode: " + decoded.error();
-      return nullptr;
-    }
+    if (!decoded) return Error{"cannot decode the bytecode: " + decoded.error()};
     cs->decoded = std::make_shared<const DecodedCode>(std::move(*decoded));
   }
   return static_cast<const DecodedCode*>(cs->decoded.get());
@@ -446,9 +287,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   }
   if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
   guards().add_function(fn);
-  std::string error;
-  const DecodedCode* decoded = decoded_code(co, &error);
-  if (decoded == nullptr) return unsupported(error);
+  const DecodedCode* decoded = FJ_TRY(decoded_code(co));
 
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
@@ -522,7 +361,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   }
   cur_ = caller;
   stack_drift_ = caller_drift;
-  if (s) return s;
+  if (s.failed()) return s;
   push(std::move(ret));
   return ok();
 }

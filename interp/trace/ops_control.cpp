@@ -54,7 +54,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
   Value index = pop();
   Value seq = pop();
   if (is_tensor(seq)) {
-    if (Status s = require_tensor_attr("__getitem__")) return s;
+    FJ_TRY(require_tensor_attr("__getitem__"));
     return subscript(seq, index);
   }
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
@@ -129,7 +129,7 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
       bool t = false;
       const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
       if (v.kind == ValueKind::Tensor && cur_.depth == 0) return branch_on(std::move(v), ins, want);
-      if (Status s = truth(v, &t)) return s;
+      FJ_TRY(truth(v, &t));
       jump = t == want;
       break;
     }
@@ -140,7 +140,7 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
 // (cond -- cond if jumping)
 Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
   bool t = false;
-  if (Status s = truth(top(), &t)) return s;
+  FJ_TRY(truth(top(), &t));
   if (t == (ins.opcode == op(Opcode::JUMP_IF_TRUE_OR_POP))) return jump_to(ins.target);
   pop();
   return ok();
@@ -176,11 +176,11 @@ Status Tracer::op_get_iter(const Instruction&) {
     }
   } else if (is_tensor(seq)) {
     // for row in x: the views x[0], x[1], ... (Tensor.__iter__ unbinds dim 0)
-    if (Status s = require_tensor_attr("__iter__")) return s;
+    FJ_TRY(require_tensor_attr("__iter__"));
     const jit::SymShape xs = graph_.node(seq.node).sym;
     if (xs.empty()) return unsupported("iterating over a 0-d tensor (eager raises)");
     int64_t n;
-    if (Status s = specialize(xs[0], "a loop over a tensor's rows", &n)) return s;
+    FJ_TRY(specialize(xs[0], "a loop over a tensor's rows", &n));
     if (static_cast<size_t>(n) > kMaxUnroll) return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
     for (int64_t i = 0; i < n; ++i) {
       auto r = graph_.select(seq.node, 0, jit::SymExpr::integer(i));
@@ -189,7 +189,7 @@ Status Tracer::op_get_iter(const Instruction&) {
       mark_view(*r, seq.node);
       it.items.push_back(Value::tensor(*r));
     }
-  } else if (Status s = container_items(seq, &it.items); !s) {
+  } else if (container_items(seq, &it.items).ok()) {
     // an nn.Sequential or nn.ModuleList: its submodules
   } else {
     return unsupported("iterating over " + describe(seq) + " (not supported yet)");
@@ -216,7 +216,7 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
   while (PyDict_Next(modules, &pos, &key, nullptr)) {
     if (!PyUnicode_Check(key)) return unsupported("a submodule name that is not a string");
     Value item;
-    if (Status s = attr_of(seq, PyUnicode_AsUTF8(key), &item)) return s;
+    FJ_TRY(attr_of(seq, PyUnicode_AsUTF8(key), &item));
     items->push_back(std::move(item));
   }
   return ok();

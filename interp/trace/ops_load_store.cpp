@@ -95,8 +95,9 @@ Status Tracer::op_load_global(const Instruction& ins) {
     // A global tensor: a graph input read from the globals at every call.
     guards::PathRoot root;
     PyRef holder;
-    Status s;
-    if (path_root(value, &root, &holder) && path_tensor(v, root, src, &value, &s) && s) return s;
+    if (path_root(value, &root, &holder)) {
+      if (std::optional<Status> s = path_tensor(v, root, src, &value); s && s->failed()) return std::move(*s);
+    }
   }
   push(std::move(value));
   return ok();
@@ -160,17 +161,16 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
   Source child = base.source;
   child.attrs.push_back(name);
   const std::string text = source_text(child);
-  if (Status s; path_tensor(v, root, child, out, &s)) return s;
+  if (std::optional<Status> s = path_tensor(v, root, child, out)) return std::move(*s);
   guards().add_path(text, root, child.attrs, v);
   *out = Value::constant(PyRef::borrow(v), child);
   return ok();
 }
 
 // A tensor reached by a guarded path (an attribute, a global): a graph input read
-// from that path at every call. False when v is no tensor.
-bool Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status) {
+// from that path at every call. nullopt when v is no tensor.
+std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out) {
   const std::string text = source_text(child);
-  Status& s = *status;
   auto& refs = guards::torch_refs();
   if (refs.parameter_type == nullptr) {
     PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
@@ -184,35 +184,35 @@ bool Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source
       (refs.parameter_type != nullptr && Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
     guards::TensorMeta meta;
     std::string why;
-    if (!guards::read_tensor_meta(v, &meta, &why)) return s = unsupported("tensor " + text + ": " + why), true;
+    if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
     // After an opaque call the plan's checks bind no new symbols and find no tensors.
-    if (committed_) return s = unsupported("tensor " + text + " read after a graph break (not supported yet)"), true;
+    if (committed_) return unsupported("tensor " + text + " read after a graph break (not supported yet)");
     if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
       // Read before (the guards of that read hold): the same tensor, as it is now.
       auto now = storage_now_.find(seen->second);
       *out = Value::tensor(now == storage_now_.end() ? seen->second : now->second, child);
-      return s = ok(), true;
+      return ok();
     }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
-    if ((s = tensor_input(meta, text, &n, &dims))) return true;
+    if (Status s = tensor_input(meta, text, &n, &dims); s.failed()) return s;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
     path_inputs_[text] = n;
     *out = Value::tensor(n, child);
-    return s = ok(), true;
+    return ok();
   }
   if (PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
-    return s = unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet"), true;
+    return unsupported("tensor " + text + " is a tensor subclass (" + Py_TYPE(v)->tp_name + "), not supported yet");
   }
-  return false;
+  return std::nullopt;
 }
 
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
-  if (Status s; autograd_attr(owner, name, /*method=*/false, &s)) return s;
+  if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
   if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
     push(owner.items[name == "values" ? 0 : 1]);  // torch.return_types.max & co
@@ -220,7 +220,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   }
   if (owner.kind == ValueKind::Tensor) {
     if (name == "T" || name == "mT") {
-      if (Status s = require_tensor_attr(name)) return s;
+      FJ_TRY(require_tensor_attr(name));
       const size_t r = graph_.node(owner.node).rank();
       if (name == "mT" && r < 2) return unsupported("tensor.mT of a tensor with fewer than 2 dims (eager raises)");
       if (r < 2) {
@@ -249,9 +249,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   Value out;
-  if (Status s = is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out)) {
-    return s;
-  }
+  FJ_TRY(is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out));
   push(std::move(out));
   return ok();
 }
@@ -260,7 +258,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
   Value owner = pop();
-  if (Status s; autograd_attr(owner, name, /*method=*/true, &s)) return s;
+  if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
     if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name)) {
@@ -272,7 +270,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
   }
   Value out;
   if (is_global_module(owner)) {
-    if (Status s = module_attr(owner, name, &out, guards())) return s;
+    FJ_TRY(module_attr(owner, name, &out, guards()));
     push(Value::null());
     push(std::move(out));
     return ok();
@@ -311,7 +309,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
       return ok();
     }
   }
-  if (Status s = attr_of(owner, name, &out)) return s;
+  FJ_TRY(attr_of(owner, name, &out));
   push(Value::null());
   push(std::move(out));
   return ok();

@@ -13,10 +13,6 @@ namespace fj::interp {
 
 bool is_shape_method(const std::string& name) { return name == "size" || name == "dim" || name == "numel"; }
 
-PyObject* len_builtin() {
-  static PyObject* len = PyDict_GetItemString(PyEval_GetBuiltins(), "len");
-  return len;
-}
 
 
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
@@ -218,7 +214,7 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
   switch (op.binding) {
     case Binding::Plain: {
       const size_t first_new = graph_.size();
-      if (Status s = call_op(op.op, operands); s || !inplace) return s;
+      if (Status s = call_op(op.op, operands); s.failed() || !inplace) return s;
       const Value result = pop();
       return finish_inplace(operands[0], result.node, first_new, std::vector<Value>(operands.begin() + 1, operands.end()), what);
     }
@@ -316,12 +312,12 @@ Status Tracer::op_binary_op(const Instruction& ins) {
       nb -= kNbInplaceAdd;  // a number has no in-place operator: Python computes lhs op rhs
     }
     if (nb == NB_MATRIX_MULTIPLY) {
-      if (Status s = require_tensor_attr("__matmul__")) return s;
-      if (Status s = require_tensor_attr("__rmatmul__")) return s;
+      FJ_TRY(require_tensor_attr("__matmul__"));
+      FJ_TRY(require_tensor_attr("__rmatmul__"));
       return matmul_values(lhs, rhs);
     }
     for (const char* dunder : binary_dunders(nb)) {
-      if (Status s = require_tensor_attr(dunder)) return s;
+      FJ_TRY(require_tensor_attr(dunder));
     }
     if (auto op = binary_tensor_op(nb)) return call_op(*op, {lhs, rhs});
     return unsupported("binary operator " + std::to_string(nb) + " on tensors (not supported yet)");
@@ -341,7 +337,7 @@ Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
   if (is_number(v)) return number_negative(v);
   if (v.kind == ValueKind::Tensor) {
-    if (Status s = require_tensor_attr("__neg__")) return s;
+    FJ_TRY(require_tensor_attr("__neg__"));
     return call_op(jit::Op::Neg, {v});
   }
   if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
@@ -357,7 +353,7 @@ Status Tracer::op_unary_not(const Instruction&) {
   Value v = pop();
   if (v.kind == ValueKind::Sym) return push_sym(jit::logical_not(jit::to_bool(v.expr)), "a negation");
   bool t = false;
-  if (Status s = truth(v, &t)) return s;
+  FJ_TRY(truth(v, &t));
   push(Value::constant(PyRef::borrow(t ? Py_False : Py_True)));
   return ok();
 }
@@ -366,7 +362,7 @@ Status Tracer::op_unary_not(const Instruction&) {
 Status Tracer::op_unary_invert(const Instruction&) {
   Value v = pop();
   if (v.kind == ValueKind::Tensor) {
-    if (Status s = require_tensor_attr("__invert__")) return s;
+    FJ_TRY(require_tensor_attr("__invert__"));
     return call_op(jit::Op::BitwiseNot, {v});
   }
   return unsupported("~ of " + describe(v) + " (not supported yet)");
@@ -380,8 +376,8 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
     static const char* const kReflected[] = {"__gt__", "__ge__", "__eq__", "__ne__", "__lt__", "__le__"};
-    if (Status s = require_tensor_attr(kCompare[ins.arg])) return s;
-    if (Status s = require_tensor_attr(kReflected[ins.arg])) return s;
+    FJ_TRY(require_tensor_attr(kCompare[ins.arg]));
+    FJ_TRY(require_tensor_attr(kReflected[ins.arg]));
     return call_op(compare_tensor_op(ins.arg), {lhs, rhs});
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {

@@ -4,8 +4,8 @@
 // Design: a Tracer runs the bytecode of one frame on symbolic Values (value.h),
 // recording tensor work into a jit::Graph, symbolic scalars into SymExprs, and every
 // assumption into the entry's GuardSet. Each handler implements one opcode family and
-// returns a Status: nullopt to go on, or Unsupported with a reason, which ends the
-// trace (the frame then runs in CPython and the reason is recorded with file:line).
+// returns a Status: ok() to go on, or an Error with a reason, which ends the trace
+// (the frame then runs in CPython and the reason is recorded with file:line).
 // An inlined call switches `cur_` to a FrameCtx of its own and back.
 #pragma once
 
@@ -34,14 +34,10 @@ constexpr int kMaxInlineDepth = 8;     // deeper calls end the trace
 
 constexpr int op(Opcode o) { return static_cast<int>(o); }
 
-// A reason to stop tracing; the frame runs in CPython.
-struct Unsupported {
-  std::string reason;
-};
-
-using Status = std::optional<Unsupported>;
-inline Status ok() { return std::nullopt; }
-inline Status unsupported(std::string why) { return Unsupported{std::move(why)}; }
+// Handlers return fj::Status (jit/common.h): ok() to go on, or an Error whose message
+// is the reason to stop tracing; the frame then runs in CPython (a Fallback, with the
+// location added where the trace ends).
+inline Error unsupported(std::string why) { return Error{std::move(why)}; }
 
 std::string repr_short(PyObject* o);
 bool is_plain_scalar(PyObject* o);
@@ -49,15 +45,12 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
-PyObject* len_builtin();
-// builtins.<name> (borrowed), or nullptr.
-PyObject* builtin_named(const char* name);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
 std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
-const DecodedCode* decoded_code(PyCodeObject* co, std::string* error);
+Expected<const DecodedCode*> decoded_code(PyCodeObject* co);
 
 // The tracer's state at a plan branch, for tracing the other outcome later.
 struct ResumePoint {
@@ -101,8 +94,8 @@ class Tracer {
   PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
-  // math.sqrt(n) & co: false when `callable` is not a math function on numbers.
-  bool call_math(const Value& callable, const std::vector<Value>& args, Status* out);
+  // math.sqrt(n) & co: nullopt when `callable` is not a math function on numbers.
+  std::optional<Status> call_math(const Value& callable, const std::vector<Value>& args);
   Status check_assumptions();
 
  private:
@@ -175,7 +168,9 @@ class Tracer {
   std::string describe(const Value& v) const;
   std::string location(const Instruction& ins) const;
 
-  // ---- handlers, one per opcode family; each starts with its stack effect ----
+  // ---- handlers, one per opcode family; each starts with its stack effect. The
+  // dispatch table comes from the handler column of opcodes.def (scripts/gen_opcodes.py).
+  Status op_unsupported(const Instruction&);
   Status op_nop(const Instruction&);
   Status op_load_fast(const Instruction&);
   Status op_store_fast(const Instruction&);
@@ -190,6 +185,26 @@ class Tracer {
   Status op_make_function(const Instruction&);
   Status op_kw_names(const Instruction&);
   Status op_call(const Instruction&);
+
+  // ---- CALL, in steps (interp/trace/ops_call.cpp, builtins: ops_builtins.cpp) ----
+  struct CallSite {
+    Value callable;
+    std::vector<Value> args;  // self first for a method
+    PyRef kw_names;           // KW_NAMES of this call, if any
+    const Instruction* ins = nullptr;
+    bool can_break = false;   // an untraceable call may become a graph break
+    jit::Graph::Mark before;  // the graph before the call, rolled back for a break
+    std::vector<Value> orig_args;  // the arguments as called, kept where can_break
+  };
+  friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
+  CallSite pop_call(const Instruction& ins);
+  Status call_torch_function(const PyOp& op, CallSite& c);
+  Status opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args);
+  // Each step's nullopt: the callable is not of its kind, the next step decides.
+  std::optional<Status> call_python_function(CallSite& c);
+  Status call_tensor_method(CallSite& c);
+  std::optional<Status> call_grad_mode(const CallSite& c);
+  std::optional<Status> call_builtin(const CallSite& c);
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);
@@ -225,10 +240,10 @@ class Tracer {
   // compile forward and backward; *joint is false when no output needs a gradient.
   Status compile_joint(bool* joint);
   // Attribute and method reads that autograd handles (a custom Function's ctx,
-  // Function.apply); false when `owner` is none of those.
-  bool autograd_attr(const Value& owner, const std::string& name, bool method, Status* out);
-  // MyFunction.apply(...) and ctx.<method>(...); false when `callable` is neither.
-  bool autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names, Status* out);
+  // Function.apply); nullopt when `owner` is none of those.
+  std::optional<Status> autograd_attr(const Value& owner, const std::string& name, bool method);
+  // MyFunction.apply(...) and ctx.<method>(...); nullopt when `callable` is neither.
+  std::optional<Status> autograd_call(const Value& callable, std::vector<Value>& args, PyObject* kw_names);
   Status store_ctx_attr(const std::string& name, const Value& owner, Value value);
   Status apply_function(PyObject* cls, std::vector<Value> args);
   Status trace_custom_backward(const Value& ctx_value, PyObject* backward, const std::vector<jit::NodeId>& markers,
@@ -266,17 +281,58 @@ class Tracer {
   std::vector<int8_t> node_grad_;                // per node of graph_: grad mode when recorded (-1 unknown)
   std::vector<std::pair<jit::NodeId, size_t>> markers_;  // custom Function results -> customs_ index
   bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
-  Status call_range(const std::vector<Value>& args);
 
-  // ---- non-pointwise ops (interp/torch/tensor_ops.cpp, interp/torch/views.cpp) ----
-  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);
-  Status reduction_op(const PyOp& op, const std::vector<Value>& a);
-  Status view_op(const PyOp& op, const std::vector<Value>& a);
-  Status creation_op(const PyOp& op, const std::vector<Value>& a);
-  Status matmul_op(TensorOp op, const std::vector<Value>& a);
+  // ---- the torch ops of interp/torch/torch_ops.def (interp/torch/*.cpp) ----
+  // One call of a table op: its row, its arguments (one per parameter), the name its
+  // errors use ("sum()") and, where the row's first argument is a tensor, its node.
+  struct OpCall {
+    const PyOp& op;
+    const std::vector<Value>& a;
+    std::string what;
+    jit::NodeId x;
+  };
+  Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);  // checks FirstArg, lowers
+#define TORCH_OP(Enum, name, Family, First, varargs, ...) Status lower_##name(const OpCall& c);
+#include "interp/torch/torch_ops.def"
+  // shared by the reductions (reductions.cpp)
+  Status reduce_dims(const OpCall& c, size_t dim_at, size_t keep_at, std::vector<int64_t>* dims, bool* no_dim, bool* keep);
+  Status sum_mean_prod(const OpCall& c);
+  Status amax_amin(const OpCall& c, jit::Op r);
+  Status max_min(const OpCall& c, bool is_max);
+  Status arg_reduce(const OpCall& c, jit::Op r);
+  Status var_std(const OpCall& c, bool is_std);
+  Status softmax_like(const OpCall& c, bool log);
+  Status same_sizes(const jit::SymShape& have, const jit::SymShape& want, const std::string& what);
+  // shared by the views and indexing (views.cpp)
+  bool equal_guarded(const jit::SymExpr& a, const jit::SymExpr& b);
+  bool reshape_is_view(jit::NodeId x, const jit::SymShape& to);
+  Status index_in(const OpCall& c, const Value& v, const jit::SymExpr& n, jit::SymExpr* out);
+  Status dim_of(const OpCall& c, size_t at, int64_t* d);
+  Status push_pieces(jit::NodeId x, int64_t d, const std::vector<int64_t>& lengths, bool select, const std::string& what);
+  Status push_strided_view(Expected<jit::NodeId> r, const OpCall& c);
+  Status view_or_reshape(const OpCall& c, bool view);
+  Status expand_to(const OpCall& c, const jit::SymShape& sizes);
+  Status split_or_chunk(const OpCall& c, bool chunk);
+  Status join(const OpCall& c, bool stack);
+  // shared by the creation ops (creation.cpp)
+  Status factory_options(const OpCall& c, std::optional<jit::DType>* dtype);
+  std::optional<jit::DType> fill_dtype(const Value& v) const;
+  Status fill(const OpCall& c, const jit::SymShape& sizes, const Value& value, jit::DType d);
+  Status fill_sized(const OpCall& c, long value);
+  Status fill_like(const OpCall& c, long value);
+  Status triangle(const OpCall& c, bool lower);
+  Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
+                       jit::SymExpr* length);
+  // shared by the matmul family (matmul.cpp, einsum.cpp)
   Status matmul_values(const Value& a, const Value& b);  // a @ b with torch.matmul's 1-d rules
-  Status einsum_op(const std::vector<Value>& a);  // (equation, operands): interp/torch/einsum.cpp
-  Status subscript(const Value& x, const Value& index);  // x[index] of a tensor
+  Status matmul_operands(const OpCall& c, size_t count, size_t rank);
+  Status einsum_operands(const OpCall& c, std::string* equation, std::vector<jit::NodeId>* nodes);
+  Status einsum_check(const std::vector<jit::NodeId>& nodes, const std::vector<std::vector<int>>& labels);
+  // x[index] of a tensor (views.cpp), one index item at a time
+  Status subscript(const Value& x, const Value& index);
+  Status subscript_int(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  Status subscript_slice(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  Status slice_bound(const Value& b, const jit::SymExpr& n, const jit::SymExpr& dflt, jit::SymExpr* out);
   Status op_build_slice(const Instruction&);
   // int(v), float(v), bool(v) of a tensor or a number read from one (a graph Item).
   Status to_number(const Value& v, jit::ScalarKind kind);
@@ -366,7 +422,8 @@ class Tracer {
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
   bool has_traced_cells(PyObject* obj) const;
-  bool path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out, Status* status);
+  // nullopt when v is no tensor.
+  std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
   // the same tensor (and sees what the frame wrote to it).

@@ -112,6 +112,7 @@ def torch_functions():
         "reshape_fn": [torch.reshape],
         "permute": [T.permute],
         "permute_fn": [torch.permute],
+        "movedim": [torch.movedim, T.movedim, torch.moveaxis, T.moveaxis],
         "transpose": [torch.transpose, T.transpose, torch.swapaxes, T.swapaxes, torch.swapdims, T.swapdims],
         "t": [torch.t, T.t],
         "unsqueeze": [torch.unsqueeze, T.unsqueeze],

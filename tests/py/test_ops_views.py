@@ -20,6 +20,11 @@ VIEWS = {
     "permute": lambda x: x.permute(2, 0, 1),
     "permute_fn": lambda x: torch.permute(x, (1, 2, 0)) + 1,
     "transpose": lambda x: torch.transpose(x, 0, 2),
+    "movedim": lambda x: x.movedim(0, 2),
+    "movedim_neg": lambda x: torch.movedim(x, -1, 0),
+    "movedim_tuple": lambda x: torch.movedim(x, (0, 1), (2, 0)),
+    "movedim_same": lambda x: x.movedim((0, 1), (0, 1)),
+    "moveaxis": lambda x: torch.moveaxis(x, [2, 0], [0, 1]),
     "transpose_method": lambda x: x.transpose(-1, -2),
     "t": lambda x: x[0].t(),
     "T": lambda x: x[0].T,
@@ -172,5 +177,33 @@ def test_issue4_view_n_minus1_one_compile():
     x = torch.randn(12)
     for n in (2, 3, 4, 6, 12):
         torch.testing.assert_close(cf(x, n), f(x, n))
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, (s, framejit.fallbacks(f))
+
+
+@pytest.mark.parametrize("src, dst, error", [(0, 3, IndexError), (-4, 0, IndexError),
+                                             ((0, 0), (1, 2), RuntimeError), ((0, 1), (2, 2), RuntimeError),
+                                             ((0, 1), 2, TypeError), ((0,), 2, TypeError),
+                                             (0, [2], TypeError)])
+def test_movedim_bad_dims_raise_as_eager(src, dst, error):
+    def f(x):
+        return x.movedim(src, dst)
+
+    with pytest.raises(error):
+        f(X)
+    cf = framejit.compile(f)
+    with pytest.raises(error):
+        cf(X.clone())
+
+
+def test_movedim_symbolic_sizes_one_compile():
+    def f(x):
+        return torch.movedim(x, 1, 0) * 2
+
+    cf = framejit.compile(f)
+    for n in (3, 5, 8):
+        x = torch.randn(2, n, 4)
+        got, want = cf(x), f(x)
+        assert_same(got, want)
     s = framejit.stats(f)
     assert s["compiles"] == 1 and s["fallbacks"] == 0, (s, framejit.fallbacks(f))

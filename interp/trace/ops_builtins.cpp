@@ -1,0 +1,234 @@
+// CALL of a Python builtin (len, isinstance, sum, range, zip, enumerate, int, float,
+// bool): one small handler per builtin, found in a table keyed by the builtin object.
+#include "interp/trace/tracer.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace fj::interp {
+
+// The handlers. Each returns nullopt when it does not trace these arguments: the call
+// then runs as it is (an opaque call, see Tracer::opaque_call). A friend of Tracer.
+struct BuiltinCalls {
+  using Handler = std::optional<Status> (*)(Tracer& t, const Tracer::CallSite& c);
+
+  // The builtin objects and their handlers, read from the builtins module once.
+  static const std::unordered_map<PyObject*, Handler>& table();
+
+  static std::optional<Status> len(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> isinstance(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> sum(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> range(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> zip_or_enumerate(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> number_type(Tracer& t, const Tracer::CallSite& c);
+};
+
+const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table() {
+  static const auto* table = [] {
+    static const std::pair<const char*, Handler> kHandlers[] = {
+        {"len", len},         {"isinstance", isinstance}, {"sum", sum},
+        {"range", range},     {"zip", zip_or_enumerate},  {"enumerate", zip_or_enumerate},
+        {"int", number_type}, {"float", number_type},     {"bool", number_type},
+    };
+    auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
+    PyObject* builtins = PyImport_ImportModule("builtins");
+    for (const auto& [name, handler] : kHandlers) {
+      PyObject* b = builtins ? PyObject_GetAttrString(builtins, name) : nullptr;
+      if (b != nullptr) (*t)[b] = handler;  // the reference is kept with the table
+    }
+    Py_XDECREF(builtins);
+    guards::clear_error();
+    return t;
+  }();
+  return *table;
+}
+
+void init_builtin_calls() { BuiltinCalls::table(); }
+
+std::optional<Status> Tracer::call_builtin(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const) return std::nullopt;
+  const auto& table = BuiltinCalls::table();
+  const auto it = table.find(c.callable.obj.get());
+  return it == table.end() ? std::nullopt : it->second(*this, c);
+}
+
+// len(x) of a tensor (its first size), a tuple or a list.
+std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1) return std::nullopt;
+  const Value& a = c.args[0];
+  if (a.kind == ValueKind::Tensor && !t.graph_.node(a.node).sym.empty()) {
+    t.push(t.dim_value(a.node, 0));
+    return ok();
+  }
+  if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
+    t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+    return ok();
+  }
+  return unsupported("len() of " + t.describe(a));
+}
+
+namespace {
+
+// isinstance's second argument as a Python object: a class, or a tuple of classes
+// the frame built; null when it is neither.
+PyRef classes_of(const Value& arg) {
+  if (arg.kind == ValueKind::Const && !is_opaque(arg)) return arg.obj;
+  if (arg.kind != ValueKind::Tuple || arg.obj || arg.torch_size) return PyRef();
+  PyRef classes = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(arg.items.size())));
+  for (size_t k = 0; classes && k < arg.items.size(); ++k) {
+    const Value& c = arg.items[k];
+    if (c.kind != ValueKind::Const || is_opaque(c) || !PyType_Check(c.obj.get())) return PyRef();
+    PyTuple_SET_ITEM(classes.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
+  }
+  return classes;
+}
+
+// The type of `v` as far as the trace knows it (borrowed), or nullptr. A tensor other
+// than an argument may be of a subclass (a Parameter): it is answered only for
+// classes that are not strict subclasses of Tensor.
+PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value) {
+  PyObject* tensor = guards::torch_refs().tensor_type;
+  if (tensor_value && v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) {
+    return tensor;  // an argument: subclasses are not traced
+  }
+  if (tensor_value) {
+    const int sub = PyType_Check(cls) ? PyObject_IsSubclass(cls, tensor) : -1;
+    if (sub < 0) guards::clear_error();
+    return sub == 0 || cls == tensor ? tensor : nullptr;
+  }
+  if (v.kind == ValueKind::Tuple) {
+    return v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
+  }
+  if (v.kind == ValueKind::List) return reinterpret_cast<PyObject*>(&PyList_Type);
+  if (v.kind == ValueKind::Sym) {
+    return reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int     ? &PyLong_Type
+                                       : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
+                                                                              : &PyBool_Type);
+  }
+  if (v.kind == ValueKind::Const && !is_opaque(v)) return reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
+  return nullptr;
+}
+
+}  // namespace
+
+// isinstance(v, cls) where v's type is known while tracing.
+std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 2) return std::nullopt;
+  const PyRef classes = classes_of(c.args[1]);
+  if (!classes) return std::nullopt;
+  PyObject* type = known_type(c.args[0], classes.get(), t.is_tensor(c.args[0]));
+  if (type == nullptr) return std::nullopt;
+  const int r = PyObject_IsSubclass(type, classes.get());
+  if (r < 0) {
+    guards::clear_error();
+    return unsupported("isinstance() with " + t.describe(c.args[1]) + " (CPython raises)");
+  }
+  t.push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+  return ok();
+}
+
+// sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
+std::optional<Status> BuiltinCalls::sum(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.empty() || c.args.size() > 2) return std::nullopt;
+  t.push(c.args[0]);
+  FJ_TRY(t.op_get_iter(*c.ins));
+  Value it = t.pop();
+  Value acc = c.args.size() == 2 ? c.args[1] : Value::constant(PyRef::steal(PyLong_FromLong(0)));
+  Instruction add = *c.ins;
+  add.arg = 0;  // NB_ADD
+  for (size_t k = static_cast<size_t>(it.next); k < it.items.size(); ++k) {
+    t.push(std::move(acc));
+    t.push(it.items[k]);
+    FJ_TRY(t.op_binary_op(add));
+    acc = t.pop();
+  }
+  t.push(std::move(acc));
+  return ok();
+}
+
+// range(...) of ints: symbolic bounds are fixed to their traced values (guarded),
+// since a loop over the range is unrolled.
+std::optional<Status> BuiltinCalls::range(Tracer& t, const Tracer::CallSite& c) {
+  const std::vector<Value>& args = c.args;
+  if (args.empty() || args.size() > 3) return unsupported("range() with these arguments (CPython raises)");
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
+  PyRef holder = PyRef::steal(tuple);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    PyObject* v = nullptr;
+    if (a.kind == ValueKind::Sym && a.expr.type() == jit::SymType::Int) {
+      const auto hint = a.expr.eval(t.hints_);
+      if (!hint) return unsupported("range() bound with no value");
+      const int64_t n = std::get<int64_t>(*hint);
+      t.guards().add_expr(jit::eq(a.expr, jit::SymExpr::integer(n)), t.readable(a.expr) + " == " + std::to_string(n));
+      v = PyLong_FromLongLong(n);
+    } else if (a.kind == ValueKind::Const && !is_opaque(a) && PyLong_CheckExact(a.obj.get())) {
+      v = Py_NewRef(a.obj.get());
+    } else {
+      return unsupported("range() of " + t.describe(a));
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
+  }
+  PyObject* r = PyObject_Call(reinterpret_cast<PyObject*>(&PyRange_Type), tuple, nullptr);
+  if (r == nullptr) {
+    guards::clear_error();
+    return unsupported("range() raised (CPython raises)");
+  }
+  t.push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
+// iterator of tuples, built now (loops are unrolled). What cannot be iterated here
+// is left to an opaque call (a graph break).
+std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::CallSite& c) {
+  const bool is_zip = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyZip_Type);
+  if (c.args.empty() || (!is_zip && c.args.size() > 2)) return std::nullopt;
+  int64_t start = 0;
+  if (!is_zip && c.args.size() == 2 && t.int_arg(c.args[1], "enumerate() start", &start).failed()) return std::nullopt;
+  std::vector<std::vector<Value>> columns;
+  for (size_t k = 0; k < (is_zip ? c.args.size() : 1); ++k) {
+    t.push(c.args[k]);
+    if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
+    Value it = t.pop();
+    columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+  }
+  size_t n = columns[0].size();
+  for (const auto& column : columns) n = std::min(n, column.size());
+  Value it;
+  it.kind = ValueKind::Iterator;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<Value> row;
+    if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
+    for (const auto& column : columns) row.push_back(column[i]);
+    Value tuple = Value::sequence(ValueKind::Tuple, std::move(row));
+    tuple.identity = t.next_identity_++;
+    it.items.push_back(std::move(tuple));
+  }
+  t.push(std::move(it));
+  return ok();
+}
+
+// int(x), float(x), bool(x): of a constant, folded (float("-inf"), int(2.5)); of a
+// tensor or a symbolic number, a number read from it (a graph Item node).
+std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1) return std::nullopt;
+  PyObject* type = c.callable.obj.get();
+  const Value& a = c.args[0];
+  if (a.kind == ValueKind::Const && !is_opaque(a) && (is_plain_scalar(a.obj.get()) || PyUnicode_CheckExact(a.obj.get()))) {
+    PyObject* r = PyObject_CallOneArg(type, a.obj.get());
+    if (r == nullptr) {
+      guards::clear_error();
+      return unsupported("a constant conversion raised (CPython raises)");
+    }
+    t.push(Value::constant(PyRef::steal(r)));
+    return ok();
+  }
+  if (a.kind != ValueKind::Sym && !t.is_tensor(a) && !t.is_number(a)) return std::nullopt;
+  const bool to_int = type == reinterpret_cast<PyObject*>(&PyLong_Type);
+  const bool to_float = type == reinterpret_cast<PyObject*>(&PyFloat_Type);
+  if (t.is_tensor(a)) FJ_TRY(t.require_tensor_attr(to_int ? "__int__" : to_float ? "__float__" : "__bool__"));
+  return t.to_number(a, to_int ? jit::ScalarKind::Int : to_float ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
+}
+
+}  // namespace fj::interp
