@@ -1,6 +1,9 @@
 // clone_node(): a node rebuilt in another graph through that graph's builders, one
-// builder call per op (a table indexed by op, complete over jit/ir/ops.def).
+// builder call per op that is not pointwise (a table complete over jit/ir/ops.def).
 #include "jit/autodiff/differentiator.h"
+
+#include <array>
+#include <iterator>
 
 namespace fj::jit {
 namespace {
@@ -64,74 +67,19 @@ struct RebuildEntry {
   Rebuild rebuild;
 };
 
-// Every op of jit/ir/ops.def, in its order, with its builder call: an op added there
-// without an entry here fails to compile (the static_assert below).
+// The builder call of every op that is not pointwise, in jit/ir/ops.def's order (a
+// pointwise op is rebuilt by Graph::pointwise from its op alone): an op of another
+// family added there without an entry here fails to compile (the static_assert below).
 constexpr RebuildEntry kRebuild[] = {
     {Op::Placeholder, input},
     {Op::ScalarInput, input},
     {Op::Scalar, scalar},
     // arithmetic
-    {Op::Add, pointwise},
-    {Op::Sub, pointwise},
-    {Op::Mul, pointwise},
-    {Op::Div, pointwise},
-    {Op::FloorDiv, pointwise},
-    {Op::Remainder, pointwise},
-    {Op::Neg, pointwise},
-    {Op::Abs, pointwise},
-    {Op::Sign, pointwise},
-    {Op::Maximum, pointwise},
-    {Op::Minimum, pointwise},
-    {Op::PowScalar, pointwise},
-    {Op::Pow, pointwise},
     // math
-    {Op::Exp, pointwise},
-    {Op::Log, pointwise},
-    {Op::Sqrt, pointwise},
-    {Op::Sin, pointwise},
-    {Op::Cos, pointwise},
-    {Op::Tanh, pointwise},
-    {Op::Sigmoid, pointwise},
-    {Op::Erf, pointwise},
-    {Op::Expm1, pointwise},
-    {Op::Log1p, pointwise},
-    {Op::Rsqrt, pointwise},
-    {Op::Reciprocal, pointwise},
     // activations
-    {Op::Relu, pointwise},
-    {Op::Gelu, pointwise},
-    {Op::GeluTanh, pointwise},
-    {Op::Silu, pointwise},
-    {Op::Softplus, pointwise},
     // rounding
-    {Op::Floor, pointwise},
-    {Op::Ceil, pointwise},
-    {Op::Round, pointwise},
-    {Op::Trunc, pointwise},
     // clamping and selection
-    {Op::Clamp, pointwise},
-    {Op::ClampMin, pointwise},
-    {Op::ClampMax, pointwise},
-    {Op::Where, pointwise},
-    {Op::MaskedFill, pointwise},
-    {Op::NanToNum, pointwise},
     // comparisons, predicates, logic and bits
-    {Op::Eq, pointwise},
-    {Op::Ne, pointwise},
-    {Op::Lt, pointwise},
-    {Op::Le, pointwise},
-    {Op::Gt, pointwise},
-    {Op::Ge, pointwise},
-    {Op::IsNan, pointwise},
-    {Op::IsInf, pointwise},
-    {Op::LogicalAnd, pointwise},
-    {Op::LogicalOr, pointwise},
-    {Op::LogicalXor, pointwise},
-    {Op::LogicalNot, pointwise},
-    {Op::BitwiseAnd, pointwise},
-    {Op::BitwiseOr, pointwise},
-    {Op::BitwiseXor, pointwise},
-    {Op::BitwiseNot, pointwise},
     {Op::Cast, cast},
     // reductions
     {Op::Sum, reduce_to_dtype},
@@ -165,13 +113,37 @@ constexpr RebuildEntry kRebuild[] = {
     {Op::Matmul, matmul},
 };
 
-static_assert(autodiff_detail::covers_ops_in_order(kRebuild),
-              "clone_node needs one entry per op of jit/ir/ops.def, in its order");
+constexpr bool kPointwise[] = {
+#define FJ_OP(name, aten, family, operands, rule) Family::family == Family::Pointwise && Op::name != Op::Cast,
+#include "jit/ir/ops.def"
+#undef FJ_OP
+};
+
+// The table lists exactly the ops that are not pointwise, in order.
+constexpr bool covers_other_ops() {
+  size_t k = 0;
+  for (size_t i = 0; i < std::size(kPointwise); ++i) {
+    if (kPointwise[i]) continue;
+    if (k >= std::size(kRebuild) || kRebuild[k].op != static_cast<Op>(i)) return false;
+    ++k;
+  }
+  return k == std::size(kRebuild);
+}
+static_assert(covers_other_ops(), "clone_node needs one entry per non-pointwise op of jit/ir/ops.def, in its order");
+
+// Per op: its entry in kRebuild, or -1 for a pointwise op.
+constexpr std::array<int16_t, std::size(kPointwise)> kRebuildIndex = [] {
+  std::array<int16_t, std::size(kPointwise)> index{};
+  int16_t k = 0;
+  for (size_t i = 0; i < index.size(); ++i) index[i] = kPointwise[i] ? -1 : k++;
+  return index;
+}();
 
 }  // namespace
 
 Expected<NodeId> clone_node(Graph& dst, const Node& n, const std::vector<NodeId>& in) {
-  return kRebuild[static_cast<size_t>(n.op)].rebuild(dst, n, in);
+  const int16_t k = kRebuildIndex[static_cast<size_t>(n.op)];
+  return k < 0 ? pointwise(dst, n, in) : kRebuild[k].rebuild(dst, n, in);
 }
 
 }  // namespace fj::jit
