@@ -1,5 +1,5 @@
-// CALL: torch ops from the op table, tensor methods and sizes, len(), and calls of
-// Python functions, which are inlined (traced in a frame of their own).
+// CALL in named steps: torch ops, Python functions (inlined), tensor methods, builtins
+// (ops_builtins.cpp), math functions; what none traces runs as an opaque call.
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
