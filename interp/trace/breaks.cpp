@@ -38,28 +38,28 @@ jit::DType item_dtype(jit::ScalarKind k) {
 
 // ---- conditions ----
 
-bool Tracer::can_resume(std::string* why) const {
-  if (st_.fullgraph) return *why = "fullgraph=True", false;
-  if (cur_.depth != 0) return *why = "inside an inlined call", false;
-  if (st_.code->co_ncellvars > 0) return *why = "the frame has cell variables", false;
-  if (cur_.fs->kw_names) return *why = "between KW_NAMES and CALL", false;
+Status Tracer::can_resume() const {
+  if (st_.fullgraph) return Error{"fullgraph=True"};
+  if (cur_.depth != 0) return Error{"inside an inlined call"};
+  if (st_.code->co_ncellvars > 0) return Error{"the frame has cell variables"};
+  if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
   bool grad_block = false, slice = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
     grad_block |= v.kind == ValueKind::GradModeExit;
     slice |= v.kind == ValueKind::Slice;
   });
-  if (grad_block) return *why = "inside a with block", false;
-  if (slice) return *why = "with a symbolic slice on the stack", false;
-  return true;
+  if (grad_block) return Error{"inside a with block"};
+  if (slice) return Error{"with a symbolic slice on the stack"};
+  return ok();
 }
 
-bool Tracer::can_cut(const Instruction& ins, std::string* why) const {
-  if (!can_resume(why)) return false;
+Status Tracer::can_cut(const Instruction& ins) const {
+  FJ_TRY(can_resume());
   for (const ExceptionEntry& e : cur_.code->exception_table) {
-    if (ins.offset >= e.start && ins.offset < e.end) return *why = "inside a try block", false;
+    if (ins.offset >= e.start && ins.offset < e.end) return Error{"inside a try block"};
   }
-  return true;
+  return ok();
 }
 
 // ---- values of the plan ----
@@ -344,8 +344,9 @@ Status Tracer::flush_block_guards() {
 Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure,
                           const std::string& why_not_traced) {
   const std::string what = "call to " + describe(callable);
-  std::string why;
-  if (!can_cut(*last_ins_, &why)) return unsupported(what + " (not supported yet; no graph break " + why + ")");
+  if (Status s = can_cut(*last_ins_); s.failed()) {
+    return unsupported(what + " (not supported yet; no graph break " + s.error() + ")");
+  }
   std::vector<Value*> extra{&callable};
   for (Value& a : args) extra.push_back(&a);
   FJ_TRY(cut(extra));
@@ -434,8 +435,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
 // `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
 // other one the first time it occurs.
 Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
-  std::string why;
-  if (!can_cut(ins, &why)) return unsupported("a branch on a tensor's value (no plan branch " + why + ")");
+  if (Status s = can_cut(ins); s.failed()) return unsupported("a branch on a tensor's value (no plan branch " + s.error() + ")");
   const jit::Node& n = graph_.node(cond.node);
   int64_t numel = 1;
   for (const jit::SymExpr& e : n.sym) numel = e.is_constant() ? numel * *e.as_int() : -1;
@@ -491,14 +491,13 @@ bool Tracer::end_with_deopt(const Status& why) {
     return true;
   }
   if (!(committed_ || deopt_here_) || call_raised_ || !snapshot_) return false;
-  std::string whynot;
   if (cur_.depth != 0) return false;
   root_fs_ = std::move(*snapshot_);
   snapshot_.reset();
   // What the graph recorded from there on (a size equality that fails, a check of
   // int()) belongs to ops that CPython runs now, not to this segment.
   graph_.roll_back(snapshot_mark_);
-  if (!can_resume(&whynot)) return false;
+  if (can_resume().failed()) return false;
   if (cut({}).failed()) {
     // The segment itself failed (an int() of NaN before this instruction): CPython
     // redoes it from the last opaque call on, and raises as eager does.

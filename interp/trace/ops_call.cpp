@@ -30,8 +30,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (torch_op != nullptr && !einsum) return call_torch_function(*torch_op, c);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
-  std::string no_break;
-  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins).ok();
   c.before = graph_.mark();
   if (c.can_break) c.orig_args = c.args;
   if (einsum) {

@@ -121,8 +121,9 @@ class Tracer {
   // The guards of what is read now: the entry's, or after an opaque call the set that
   // the plan checks at that point.
   guards::GuardSet& guards() { return committed_ ? *block_guards_ : entry_->guards; }
-  bool can_resume(std::string* why) const;  // the root state could be handed to CPython
-  bool can_cut(const Instruction& ins, std::string* why) const;
+  // Whether the root state could be handed to CPython here; the Error says why not.
+  Status can_resume() const;
+  Status can_cut(const Instruction& ins) const;  // ... and a plan step could start here
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx);
