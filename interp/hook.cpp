@@ -140,7 +140,6 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
   }
 }
 
-// The frame of a compiled function's call: cache hit, trace, or CPython.
 // A plan's result, or the frame run by CPython when the plan gave it back.
 PyObject* or_eager(PyObject* result, PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (result != nullptr || PyErr_Occurred()) return result;
@@ -148,6 +147,8 @@ PyObject* or_eager(PyObject* result, PyThreadState* ts, compat::Frame* f, int th
   return compat::eval_default(ts, f, throwflag);
 }
 
+// The frame of a compiled function's call: cache hit, trace, or CPython. Follows
+// CPython's evaluator convention: the frame's result, or nullptr with a Python error.
 PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int throwflag) {
   PyCodeObject* code = compat::frame_code(f);
   if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {

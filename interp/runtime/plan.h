@@ -185,12 +185,15 @@ struct PlanRun {
 PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b,
                    const std::vector<double>& scalars, CodeState* st = nullptr,
                    compat::Frame* frame = nullptr);
+// The functions below run Python code and follow CPython's convention: a new
+// reference (or true), or nullptr (false) with a Python error set, unless said otherwise.
 // plan_steps.cpp: runs the plan's steps and then its final graph and return value.
 PyObject* run_steps(const Plan& plan, PlanRun& run);
 // Runs one step (not Branch or Deopt); false with a Python error set, or with
 // *deopt set when a check failed and the rest must run in CPython.
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt);
-// Runs the final graph and builds the return value (scalars evaluated here).
+// Runs the final graph and builds the return value (scalars evaluated here); nullptr
+// without an error when the frame must run in CPython (as run_plan).
 PyObject* run_tail(const Plan& plan, PlanRun& run);
 // Rebuilds the frame from `state` and lets CPython run the rest of it.
 PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run);

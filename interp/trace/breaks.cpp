@@ -38,86 +38,38 @@ jit::DType item_dtype(jit::ScalarKind k) {
 
 // ---- conditions ----
 
-bool Tracer::can_resume(std::string* why) const {
-  if (st_.fullgraph) return *why = "fullgraph=True", false;
-  if (cur_.depth != 0) return *why = "inside an inlined call", false;
-  if (st_.code->co_ncellvars > 0) return *why = "the frame has cell variables", false;
-  if (cur_.fs->kw_names) return *why = "between KW_NAMES and CALL", false;
+Status Tracer::can_resume() const {
+  if (st_.fullgraph) return Error{"fullgraph=True"};
+  if (cur_.depth != 0) return Error{"inside an inlined call"};
+  if (st_.code->co_ncellvars > 0) return Error{"the frame has cell variables"};
+  if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
   bool grad_block = false, slice = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
     grad_block |= v.kind == ValueKind::GradModeExit;
     slice |= v.kind == ValueKind::Slice;
   });
-  if (grad_block) return *why = "inside a with block", false;
-  if (slice) return *why = "with a symbolic slice on the stack", false;
-  return true;
+  if (grad_block) return Error{"inside a with block"};
+  if (slice) return Error{"with a symbolic slice on the stack"};
+  return ok();
 }
 
-bool Tracer::can_cut(const Instruction& ins, std::string* why) const {
-  if (!can_resume(why)) return false;
+Status Tracer::can_cut(const Instruction& ins) const {
+  FJ_TRY(can_resume());
   for (const ExceptionEntry& e : cur_.code->exception_table) {
-    if (ins.offset >= e.start && ins.offset < e.end) return *why = "inside a try block", false;
+    if (ins.offset >= e.start && ins.offset < e.end) return Error{"inside a try block"};
   }
-  return true;
+  return ok();
 }
 
 // ---- values of the plan ----
 
 Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
   switch (v.kind) {
-    case ValueKind::Tensor: {
-      const jit::Node& n = graph_.node(v.node);
-      if (jit::op_family(n.op) == jit::Family::Item) {
-        // A Python number read from a tensor: a 0-d graph output, converted by the plan.
-        if (ctx.output_index == nullptr) return unsupported("internal error: a number read from a tensor at a break");
-        auto t = graph_.full({}, v.node, item_dtype(n.scalar_kind));
-        if (!t) return unsupported("returning a number read from a tensor: " + t.error());
-        auto [it, fresh] = ctx.output_index->emplace(*t, static_cast<int>(ctx.outputs->size()));
-        if (fresh) ctx.outputs->push_back(*t);
-        out->kind = PlanValue::Kind::Item;
-        out->index = it->second;
-        return ok();
-      }
-      jit::NodeId shown = v.node;
-      if (const jit::NodeId s = storage_of(v.node); ctx.output_index != nullptr && s != v.node &&
-                                                    !view_parent_.count(v.node) &&
-                                                    graph_.node(s).op == jit::Op::Placeholder) {
-        shown = s;  // an input written in place: the final graph's WriteBack gives it this value
-      }
-      if (graph_.node(shown).op == jit::Op::Placeholder) {
-        const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(shown).index)];
-        out->kind = ref.kind == InputRef::Kind::Arg    ? PlanValue::Kind::Arg
-                    : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
-                                                       : PlanValue::Kind::Reg;
-        out->index = ref.index;
-        return ok();
-      }
-      if (ctx.output_index == nullptr) return unsupported("internal error: a tensor that is no graph input at a break");
-      if (input_view(v.node, out)) return ok();
-      auto [it, fresh] = ctx.output_index->emplace(v.node, static_cast<int>(ctx.outputs->size()));
-      if (fresh) ctx.outputs->push_back(v.node);
-      out->kind = PlanValue::Kind::GraphOutput;
-      out->index = it->second;
-      return ok();
-    }
+    case ValueKind::Tensor:
+      return convert_tensor(v, out, ctx);
     case ValueKind::Const:
-      if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
-      if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
-      if (v.reg >= 0 && v.item) {
-        out->kind = PlanValue::Kind::Item;  // the number of a 0-d tensor computed before a break
-        out->reg = v.reg;
-      } else if (v.reg >= 0) {
-        out->kind = PlanValue::Kind::Reg;  // an opaque call's result, this call's own
-        out->index = v.reg;
-      } else if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
-        out->kind = PlanValue::Kind::Arg;  // the call's own argument object
-        out->index = v.source.arg;
-      } else {  // a constant, a default value or a bound method's self: fixed by guards
-        out->kind = PlanValue::Kind::Const;
-        out->obj = v.obj;
-      }
-      return ok();
+      return convert_const(v, out, ctx);
     case ValueKind::Sym:
       out->kind = PlanValue::Kind::Sym;
       out->expr = v.expr;
@@ -126,37 +78,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Tuple:
     case ValueKind::List:
     case ValueKind::Dict:
-      if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
-        out->kind = PlanValue::Kind::Arg;  // an argument list or tuple: the object itself
-        out->index = v.source.arg;
-        return ok();
-      }
-      if (v.identity >= 0) {  // one object, however often it appears
-        auto [it, fresh] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
-        if (!fresh) {
-          out->kind = PlanValue::Kind::Repeat;
-          out->index = it->second;
-          return ok();
-        }
-        out->memo = ctx.num_memos++;
-      }
-      out->obj = v.obj;  // a torch.return_types type, or null
-      out->kind = v.kind == ValueKind::List   ? PlanValue::Kind::List
-                  : v.kind == ValueKind::Dict ? PlanValue::Kind::Dict
-                  : v.torch_size              ? PlanValue::Kind::Size
-                                              : PlanValue::Kind::Tuple;
-      if (v.kind == ValueKind::Dict && ctx.next_reg != nullptr) {
-        return unsupported("a dict passed to an opaque call (not supported yet)");
-      }
-      if (v.kind == ValueKind::List && ctx.next_reg != nullptr) {  // the callee may change it
-        out->reg = (*ctx.next_reg)++;
-        if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
-      }
-      out->items.resize(v.items.size());
-      for (size_t i = 0; i < v.items.size(); ++i) {
-        FJ_TRY(convert(v.items[i], &out->items[i], ctx));
-      }
-      return ok();
+      return convert_container(v, out, ctx);
     case ValueKind::Null:
       if (!ctx.frame_state) break;
       out->kind = PlanValue::Kind::Null;
@@ -182,6 +104,100 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       break;
   }
   return unsupported((ctx.frame_state ? "resuming with " : "returning ") + describe(v));
+}
+
+// A tensor: a graph input as the plan reads it, a graph output, or a number read
+// from a tensor (a 0-d output the plan converts).
+Status Tracer::convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx) {
+  const jit::Node& n = graph_.node(v.node);
+  if (jit::op_family(n.op) == jit::Family::Item) {
+    // A Python number read from a tensor: a 0-d graph output, converted by the plan.
+    if (ctx.output_index == nullptr) return unsupported("internal error: a number read from a tensor at a break");
+    auto t = graph_.full({}, v.node, item_dtype(n.scalar_kind));
+    if (!t) return unsupported("returning a number read from a tensor: " + t.error());
+    auto [it, fresh] = ctx.output_index->emplace(*t, static_cast<int>(ctx.outputs->size()));
+    if (fresh) ctx.outputs->push_back(*t);
+    out->kind = PlanValue::Kind::Item;
+    out->index = it->second;
+    return ok();
+  }
+  jit::NodeId shown = v.node;
+  if (const jit::NodeId s = storage_of(v.node); ctx.output_index != nullptr && s != v.node &&
+                                                !view_parent_.count(v.node) &&
+                                                graph_.node(s).op == jit::Op::Placeholder) {
+    shown = s;  // an input written in place: the final graph's WriteBack gives it this value
+  }
+  if (graph_.node(shown).op == jit::Op::Placeholder) {
+    const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(shown).index)];
+    out->kind = ref.kind == InputRef::Kind::Arg    ? PlanValue::Kind::Arg
+                : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
+                                                   : PlanValue::Kind::Reg;
+    out->index = ref.index;
+    return ok();
+  }
+  if (ctx.output_index == nullptr) return unsupported("internal error: a tensor that is no graph input at a break");
+  if (input_view(v.node, out)) return ok();
+  auto [it, fresh] = ctx.output_index->emplace(v.node, static_cast<int>(ctx.outputs->size()));
+  if (fresh) ctx.outputs->push_back(v.node);
+  out->kind = PlanValue::Kind::GraphOutput;
+  out->index = it->second;
+  return ok();
+}
+
+// A Python object: a register, an argument, or a constant fixed by guards.
+Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx) {
+  if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
+  if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
+  if (v.reg >= 0 && v.item) {
+    out->kind = PlanValue::Kind::Item;  // the number of a 0-d tensor computed before a break
+    out->reg = v.reg;
+  } else if (v.reg >= 0) {
+    out->kind = PlanValue::Kind::Reg;  // an opaque call's result, this call's own
+    out->index = v.reg;
+  } else if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+    out->kind = PlanValue::Kind::Arg;  // the call's own argument object
+    out->index = v.source.arg;
+  } else {  // a constant, a default value or a bound method's self: fixed by guards
+    out->kind = PlanValue::Kind::Const;
+    out->obj = v.obj;
+  }
+  return ok();
+}
+
+// A tuple, list or dict the frame built (built again by the plan, each object once),
+// or an argument's own.
+Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx) {
+  if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+    out->kind = PlanValue::Kind::Arg;  // an argument list or tuple: the object itself
+    out->index = v.source.arg;
+    return ok();
+  }
+  if (v.identity >= 0) {  // one object, however often it appears
+    auto [it, fresh] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
+    if (!fresh) {
+      out->kind = PlanValue::Kind::Repeat;
+      out->index = it->second;
+      return ok();
+    }
+    out->memo = ctx.num_memos++;
+  }
+  out->obj = v.obj;  // a torch.return_types type, or null
+  out->kind = v.kind == ValueKind::List   ? PlanValue::Kind::List
+              : v.kind == ValueKind::Dict ? PlanValue::Kind::Dict
+              : v.torch_size              ? PlanValue::Kind::Size
+                                          : PlanValue::Kind::Tuple;
+  if (v.kind == ValueKind::Dict && ctx.next_reg != nullptr) {
+    return unsupported("a dict passed to an opaque call (not supported yet)");
+  }
+  if (v.kind == ValueKind::List && ctx.next_reg != nullptr) {  // the callee may change it
+    out->reg = (*ctx.next_reg)++;
+    if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
+  }
+  out->items.resize(v.items.size());
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    FJ_TRY(convert(v.items[i], &out->items[i], ctx));
+  }
+  return ok();
 }
 
 // The root frame's state as CPython will hold it when it resumes at instruction `pc`.
@@ -328,8 +344,9 @@ Status Tracer::flush_block_guards() {
 Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure,
                           const std::string& why_not_traced) {
   const std::string what = "call to " + describe(callable);
-  std::string why;
-  if (!can_cut(*last_ins_, &why)) return unsupported(what + " (not supported yet; no graph break " + why + ")");
+  if (Status s = can_cut(*last_ins_); s.failed()) {
+    return unsupported(what + " (not supported yet; no graph break " + s.error() + ")");
+  }
   std::vector<Value*> extra{&callable};
   for (Value& a : args) extra.push_back(&a);
   FJ_TRY(cut(extra));
@@ -418,8 +435,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
 // `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
 // other one the first time it occurs.
 Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
-  std::string why;
-  if (!can_cut(ins, &why)) return unsupported("a branch on a tensor's value (no plan branch " + why + ")");
+  if (Status s = can_cut(ins); s.failed()) return unsupported("a branch on a tensor's value (no plan branch " + s.error() + ")");
   const jit::Node& n = graph_.node(cond.node);
   int64_t numel = 1;
   for (const jit::SymExpr& e : n.sym) numel = e.is_constant() ? numel * *e.as_int() : -1;
@@ -475,14 +491,13 @@ bool Tracer::end_with_deopt(const Status& why) {
     return true;
   }
   if (!(committed_ || deopt_here_) || call_raised_ || !snapshot_) return false;
-  std::string whynot;
   if (cur_.depth != 0) return false;
   root_fs_ = std::move(*snapshot_);
   snapshot_.reset();
   // What the graph recorded from there on (a size equality that fails, a check of
   // int()) belongs to ops that CPython runs now, not to this segment.
   graph_.roll_back(snapshot_mark_);
-  if (!can_resume(&whynot)) return false;
+  if (can_resume().failed()) return false;
   if (cut({}).failed()) {
     // The segment itself failed (an int() of NaN before this instruction): CPython
     // redoes it from the last opaque call on, and raises as eager does.

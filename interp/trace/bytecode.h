@@ -23,7 +23,7 @@
 #include "jit/common.h"
 
 #if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION != 11
-#error "interp/bytecode: the bytecode, location table and exception table formats are CPython 3.11's"
+#error "interp/trace/bytecode.h: the bytecode, location table and exception table formats are CPython 3.11's"
 #endif
 
 namespace fj {

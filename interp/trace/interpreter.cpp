@@ -1,6 +1,7 @@
 // The symbolic bytecode interpreter for CPython 3.11: binding a frame's arguments,
 // the step loop, the opcode dispatch table, and the end of a trace (plan, compile).
-// The handlers live in interp/ops_*.cpp, by opcode family.
+// The handlers live in interp/trace/ops_*.cpp, by opcode family (the torch ops in
+// interp/torch/*.cpp); opcodes.def says which handles which opcode.
 #include "interp/trace/interpreter.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// CALL: torch ops from the op table, tensor methods and sizes, len(), and calls of
-// Python functions, which are inlined (traced in a frame of their own).
+// CALL in named steps: torch ops, Python functions (inlined), tensor methods, builtins
+// (ops_builtins.cpp), math functions; what none traces runs as an opaque call.
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
@@ -30,8 +30,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (torch_op != nullptr && !einsum) return call_torch_function(*torch_op, c);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
-  std::string no_break;
-  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins, &no_break);
+  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins).ok();
   c.before = graph_.mark();
   if (c.can_break) c.orig_args = c.args;
   if (einsum) {

@@ -268,8 +268,7 @@ Status Tracer::op_return_value(const Instruction&) {
 // (args[n] -- ): raising is CPython's: the frame resumes there (a Deopt step), so the
 // exception, its traceback and context are eager's own.
 Status Tracer::op_raise_varargs(const Instruction&) {
-  std::string why;
-  if (cur_.depth == 0 && can_resume(&why)) {
+  if (cur_.depth == 0 && can_resume().ok()) {
     deopt_here_ = true;
     take_snapshot();
   }

@@ -141,9 +141,19 @@ Status Tracer::call_op(jit::Op op, const std::vector<Value>& args) {
   return ok();
 }
 
-// A call of a table op: binds positional and keyword arguments to the op's
-// parameters (defaults filled in), then records the node its Binding says.
-Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
+namespace {
+
+bool is_const(const Value& v, PyObject** out) {
+  if (v.kind != ValueKind::Const || is_opaque(v)) return false;
+  *out = v.obj.get();
+  return true;
+}
+
+}  // namespace
+
+// Binds a table op's positional and keyword arguments to its parameters, defaults
+// filled in: one value per parameter.
+Expected<std::vector<Value>> Tracer::bind_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
   const std::string what = op.name + "()";
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   size_t npos = args.size() - nkw;
@@ -173,22 +183,28 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
     if (bound[slot]) return unsupported(what + " got '" + name + "' twice (CPython raises)");
     bound[slot] = std::move(args[npos + k]);
   }
+  std::vector<Value> values;
   for (size_t i = 0; i < bound.size(); ++i) {
-    if (bound[i]) continue;
+    if (bound[i]) {
+      values.push_back(std::move(*bound[i]));
+      continue;
+    }
     PyObject* d = default_object(op.defaults[i]);
     if (d == nullptr) return unsupported(what + " without '" + op.params[i] + "' (CPython raises)");
-    bound[i] = Value::constant(PyRef::steal(d));
+    values.push_back(Value::constant(PyRef::steal(d)));
   }
-  auto is_const = [](const Value& v, PyObject** out) {
-    if (v.kind != ValueKind::Const || is_opaque(v)) return false;
-    *out = v.obj.get();
-    return true;
-  };
+  return values;
+}
+
+// A call of a table op: binds its arguments, then records the node its Binding says.
+Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names) {
+  const std::string what = op.name + "()";
+  std::vector<Value> bound = FJ_TRY(bind_py_op(op, std::move(args), kw_names));
   // F.relu(x, inplace=True) & co: the op, then written into x as x.relu_() would be.
   bool inplace = false;
   for (size_t i = op.operands; i < bound.size(); ++i) {
     PyObject* o = nullptr;
-    if (op.params[i] == "inplace" && is_const(*bound[i], &o) && o == Py_True) {
+    if (op.params[i] == "inplace" && is_const(bound[i], &o) && o == Py_True) {
       inplace = true;
       bound[i] = Value::constant(PyRef::borrow(Py_False));
     }
@@ -198,19 +214,20 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
     for (size_t i = op.operands; i < bound.size(); ++i) {
       PyObject* o = nullptr;
       PyRef d = PyRef::steal(default_object(op.defaults[i]));
-      if (!is_const(*bound[i], &o) || !is_foldable(o) || PyObject_RichCompareBool(o, d.get(), Py_EQ) != 1) {
+      if (!is_const(bound[i], &o) || !is_foldable(o) || PyObject_RichCompareBool(o, d.get(), Py_EQ) != 1) {
         guards::clear_error();
-        return unsupported(what + " with " + op.params[i] + "=" + describe(*bound[i]) + " (not supported)");
+        return unsupported(what + " with " + op.params[i] + "=" + describe(bound[i]) + " (not supported)");
       }
     }
   }
-  if (op.binding == Binding::Tensor) {
-    std::vector<Value> all;
-    for (auto& b : bound) all.push_back(std::move(*b));
-    return call_tensor_op(op, all);
-  }
-  std::vector<Value> operands;
-  for (size_t i = 0; i < op.operands; ++i) operands.push_back(*bound[i]);
+  if (op.binding == Binding::Tensor) return call_tensor_op(op, bound);
+  return record_py_op(op, bound, inplace);
+}
+
+// The node of a table op whose Binding is not Tensor, from its bound arguments.
+Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, bool inplace) {
+  const std::string what = op.name + "()";
+  const std::vector<Value> operands(bound.begin(), bound.begin() + static_cast<std::ptrdiff_t>(op.operands));
   switch (op.binding) {
     case Binding::Plain: {
       const size_t first_new = graph_.size();
@@ -229,21 +246,21 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
     }
     case Binding::GeluApprox: {
       PyObject* o = nullptr;
-      if (!is_const(*bound[1], &o) || !PyUnicode_CheckExact(o)) return unsupported("gelu() with a non-constant approximate");
+      if (!is_const(bound[1], &o) || !PyUnicode_CheckExact(o)) return unsupported("gelu() with a non-constant approximate");
       const std::string mode = PyUnicode_AsUTF8(o);
       if (mode == "none") return call_op(jit::Op::Gelu, operands);
       if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
       return unsupported("gelu(approximate='" + mode + "') (eager raises)");
     }
     case Binding::Tensor:
-      break;  // handled above
+      break;  // call_tensor_op
     case Binding::CastFixed:
     case Binding::CastTo: {
       jit::DType to = op.dtype;
       if (op.binding == Binding::CastTo) {
         PyObject* o = nullptr;
-        const auto d = is_const(*bound[1], &o) ? dtype_from_torch(o) : std::nullopt;
-        if (!d) return unsupported(what + " to " + describe(*bound[1]) + " (not supported yet)");
+        const auto d = is_const(bound[1], &o) ? dtype_from_torch(o) : std::nullopt;
+        if (!d) return unsupported(what + " to " + describe(bound[1]) + " (not supported yet)");
         to = *d;
       }
       if (operands[0].kind != ValueKind::Tensor) return unsupported(what + " of " + describe(operands[0]));

@@ -1,5 +1,6 @@
 // The tracer: the state of one symbolic execution of a frame (and of the calls it
-// inlines), shared by the opcode handlers in interp/ops_*.cpp.
+// inlines), shared by the opcode handlers in interp/trace/ops_*.cpp and the torch ops
+// in interp/torch/*.cpp.
 //
 // Design: a Tracer runs the bytecode of one frame on symbolic Values (value.h),
 // recording tensor work into a jit::Graph, symbolic scalars into SymExprs, and every
@@ -120,9 +121,13 @@ class Tracer {
   // The guards of what is read now: the entry's, or after an opaque call the set that
   // the plan checks at that point.
   guards::GuardSet& guards() { return committed_ ? *block_guards_ : entry_->guards; }
-  bool can_resume(std::string* why) const;  // the root state could be handed to CPython
-  bool can_cut(const Instruction& ins, std::string* why) const;
+  // Whether the root state could be handed to CPython here; the Error says why not.
+  Status can_resume() const;
+  Status can_cut(const Instruction& ins) const;  // ... and a plan step could start here
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
+  Status convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx);
+  Status convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx);
+  Status convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status cut(std::vector<Value*> extra);
   Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
@@ -160,6 +165,8 @@ class Tracer {
   // monkeypatched), now and at every cache hit.
   Status require_tensor_attr(const std::string& name);
   Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
+  Expected<std::vector<Value>> bind_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
+  Status record_py_op(const PyOp& op, const std::vector<Value>& bound, bool inplace);
   Value dim_value(jit::NodeId node, size_t d);
   Value shape_tuple(jit::NodeId node);
   Status call_shape_method(const std::string& name, const std::vector<Value>& args);
