@@ -76,7 +76,7 @@ std::vector<PyOp> make_table() {
   for (auto [n, o] : {std::pair{"neg", Op::Neg}, {"abs", Op::Abs}, {"sign", Op::Sign}, {"exp", Op::Exp},
                       {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"sin", Op::Sin}, {"cos", Op::Cos},
                       {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
-                      {"expm1", Op::Expm1}, {"log1p", Op::Log1p}, {"rsqrt", Op::Rsqrt},
+                      {"expm1", Op::Expm1}, {"log1p", Op::Log1p}, {"log2", Op::Log2}, {"rsqrt", Op::Rsqrt},
                       {"reciprocal", Op::Reciprocal}, {"floor", Op::Floor}, {"ceil", Op::Ceil},
                       {"trunc", Op::Trunc}, {"isnan", Op::IsNan}, {"isinf", Op::IsInf},
                       {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {

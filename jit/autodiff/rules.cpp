@@ -215,6 +215,12 @@ Status log1p_grad(Backprop& r) {
   return r.acc(0, r.pw(Op::Div, {r.gy, x1}));
 }
 
+Status log2_grad(Backprop& r) {  // gy / (x ln 2)
+  const NodeId x = FJ_TRY(r.x(0));
+  const NodeId x_ln2 = FJ_TRY(r.pw(Op::Mul, {x, r.num(std::numbers::ln2)}));
+  return r.acc(0, r.pw(Op::Div, {r.gy, x_ln2}));
+}
+
 Status sqrt_grad(Backprop& r) {
   const NodeId y = FJ_TRY(r.y());
   const NodeId y2 = FJ_TRY(r.pw(Op::Mul, {y, r.num(2.0)}));
@@ -634,6 +640,7 @@ constexpr GradEntry kGradRules[] = {
     {Op::Erf, erf_grad},
     {Op::Expm1, expm1_grad},
     {Op::Log1p, log1p_grad},
+    {Op::Log2, log2_grad},
     {Op::Rsqrt, rsqrt_grad},
     {Op::Reciprocal, reciprocal_grad},
     // activations

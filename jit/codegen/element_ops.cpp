@@ -148,6 +148,10 @@ Value* ElementEmitter::emit<Op::Log1p>(const Operands& x) {
   return rounded_libm("log1pf", "log1p", x[0]);
 }
 template <>
+Value* ElementEmitter::emit<Op::Log2>(const Operands& x) {
+  return unary(llvm::Intrinsic::log2, x[0]);
+}
+template <>
 Value* ElementEmitter::emit<Op::Rsqrt>(const Operands& x) {
   return b_.CreateFDiv(one(x), unary(llvm::Intrinsic::sqrt, x[0]));
 }

@@ -54,6 +54,7 @@ def torch_functions():
         "erf": [torch.erf, torch.special.erf, T.erf],
         "expm1": [torch.expm1, torch.special.expm1, T.expm1],
         "log1p": [torch.log1p, torch.special.log1p, T.log1p],
+        "log2": [torch.log2, T.log2],
         "rsqrt": [torch.rsqrt, T.rsqrt],
         "reciprocal": [torch.reciprocal, T.reciprocal],
         "gelu": [F.gelu],

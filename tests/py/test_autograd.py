@@ -82,6 +82,10 @@ def test_exp_div():
     check_grads(lambda x, y: torch.exp(x) / (y * y + 1.0), f64(4, 6), f64(6, seed=3))
 
 
+def test_log2():
+    check_grads(lambda x: torch.log2(x * x + 0.5) * x.log2(), f64(4, 5).abs().detach().requires_grad_())
+
+
 def test_view_and_transpose():
     check_grads(lambda x, w: (x.view(2, 3, 4).transpose(1, 2) * w).reshape(8, 3), f64(6, 4), f64(3, seed=1))
 

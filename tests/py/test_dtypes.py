@@ -167,7 +167,7 @@ UNARY = {
     "neg": "-{x}", "abs": "torch.abs({x})", "sign": "{x}.sign()", "exp": "torch.exp({x})",
     "log": "torch.log({x})", "sqrt": "{x}.sqrt()", "sin": "torch.sin({x})", "cos": "torch.cos({x})",
     "tanh": "torch.tanh({x})", "sigmoid": "torch.sigmoid({x})", "erf": "torch.erf({x})",
-    "expm1": "torch.expm1({x})", "log1p": "torch.log1p({x})", "rsqrt": "torch.rsqrt({x})",
+    "expm1": "torch.expm1({x})", "log1p": "torch.log1p({x})", "log2": "torch.log2({x})", "rsqrt": "torch.rsqrt({x})",
     "reciprocal": "{x}.reciprocal()", "relu": "F.relu({x})",
     # eager's float32 gelu(+inf) is NaN on its vectorized path, inf on its scalar
     # path (one-element tensors): framejit matches both; +inf is kept out here
