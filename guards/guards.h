@@ -7,6 +7,12 @@
 // which is noexcept, allocates nothing and never touches pybind. When every entry
 // fails, check_verbose() of the first entry says what differed; that sentence is
 // the recompile reason.
+//
+// Each kind of guard is a small struct with its own payload, its fast check and its
+// texts side by side (guards/guard_kinds.h, one family per .cpp file); a GuardSet
+// is a list of them. Python references that guards hold are PyRefs
+// (guards/py_ref.h). This header is what interp/ and py/ use: building a set
+// (add_*), checking it, and the Python reads that guards and the runtime share.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "guards/py_errors.h"
+#include "jit/common.h"
 #include "jit/sym/symexpr.h"
 
 namespace fj::guards {
@@ -36,7 +43,8 @@ struct TensorMeta {
 };
 
 // The torch objects the guards and the runtime compare against; filled once by
-// framejit's Python side at import.
+// framejit's Python side at import and kept for the process (plain pointers: a
+// static destructor would release them after Python has finalized).
 struct TorchRefs {
   PyObject* tensor_type = nullptr;
   // torch.nn.Parameter (exactly): read like a tensor where it does not require grad.
@@ -64,9 +72,20 @@ PyObject* current_tensor_attr(PyObject* interned_name);
 // Records torch.Tensor's methods and operators as they are now (called at import).
 void snapshot_tensor_attrs(const std::vector<std::string>& names);
 
-// Reads a tensor's metadata. Returns false with a reason when it cannot be
-// described (rank above kMaxRank); a Python error is cleared into the reason.
-bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why);
+// A tensor's metadata, or why it cannot be described (rank above kMaxRank, a lazily
+// negated view); a Python error is cleared into the reason.
+Expected<TensorMeta> tensor_meta(PyObject* tensor);
+// tensor_meta() in the shape interp/ calls it: false with the reason in *why (when
+// given). Kept so that interp/'s call sites need not change at once.
+inline bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why) {
+  Expected<TensorMeta> m = tensor_meta(tensor);
+  if (m.failed()) {
+    if (why != nullptr) *why = m.error();
+    return false;
+  }
+  *out = *m;
+  return true;
+}
 
 struct CallInputs {
   PyObject* const* args = nullptr;  // the frame's first num_args local slots
@@ -82,11 +101,11 @@ struct CallInputs {
 };
 
 // Where an attribute path starts: an argument slot, or a global (in `globals`, or
-// the call's own globals when null).
+// the call's own globals when null). Borrowed: a guard keeps its own references.
 struct PathRoot {
   int arg = -1;
-  PyObject* global_name = nullptr;  // interned, strong
-  PyObject* globals = nullptr;      // strong or null
+  PyObject* global_name = nullptr;  // interned
+  PyObject* globals = nullptr;      // or null
 };
 
 // obj.name read the plain way, running no user code: the instance dict, a plain class
@@ -107,57 +126,11 @@ struct ModuleCallRefs {
 };
 ModuleCallRefs& module_call_refs();
 
-enum class GuardKind : uint8_t {
-  TensorMatch,  // arg is a torch.Tensor with this dtype, device, rank, sizes, strides, requires_grad
-  ScalarEquals, // arg is an int/float/bool/str/None of this exact type and value
-  GlobalIs,     // globals()[name] (or builtins) is this object
-  ModuleAttrIs, // globals()[name].a.b is this object (each step reads a module's dict)
-  ClosureIs,    // the content of closure cell `arg` is this object (numbers: equal to it)
-  CellIs,       // the content of `cell` (an inlined function's closure cell) is this object
-  FunctionUnchanged,  // an inlined function keeps its __code__, __defaults__, __kwdefaults__
-  TensorAttrIs, // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own
-  PathIs,       // root.a.b (plain attribute reads) is this object (numbers, str: equal to it)
-  PathMethodIs, // type(root.a.b).<name> is this function, not shadowed by the instance dict
-  DictsEmpty,   // these dicts (an nn.Module's hooks, the global module hooks) are empty
-  DictKeysAre,  // this dict (a container module's _modules) has exactly these keys, in order
-  SequenceIs,   // arg is exactly this type (list or tuple) with `symbol` items
-  SymbolArg,    // arg is an exact int (in int64, not 0 or 1) / float / bool: binds `symbol`
-  ExprTrue,     // `expr` is true for the call's bound symbols
-  GradModeIs,   // torch.is_grad_enabled() is `arg` (1 / 0): the trace read tensors that require grad
-  NoOverlap,    // the tensor inputs the frame updates in place share no memory with each other,
-                // with the other tensor inputs, or within themselves
-  DefaultDTypeIs,  // torch.get_default_dtype() is `object`: what creation ops and int->float promotion make
-};
-
-struct Guard {
-  GuardKind kind;
-  int arg = -1;               // TensorMatch, ScalarEquals
-  std::string name;           // argument, global, or module global name
-  std::vector<std::string> attrs;  // ModuleAttrIs: the attribute path below the global
-  bool from_builtins = false; // GlobalIs: found in builtins, not globals
-  TensorMeta meta;            // TensorMatch
-  std::array<int, kMaxRank> dim_symbols{};  // TensorMatch: symbol of each size, -1 if static
-  bool check_strides = true;                // TensorMatch
-  PyObject* object = nullptr; // strong: ScalarEquals value, GlobalIs/ModuleAttrIs object
-  PyObject* name_obj = nullptr;  // strong: interned name (and attr) for lookups
-  std::vector<PyObject*> attr_objs;  // strong, interned (FunctionUnchanged: code, defaults, kwdefaults)
-  PyObject* globals = nullptr;       // strong or null: GlobalIs / ModuleAttrIs of an inlined callee
-  PyObject* builtins = nullptr;      // strong or null
-  PyObject* cell = nullptr;          // strong: CellIs
-  int symbol = -1;                   // SymbolArg
-  jit::SymType sym_type = jit::SymType::Int;
-  jit::SymExpr expr;                 // ExprTrue
-  PathRoot root;                     // PathIs, TensorMatch of a path tensor (attr_objs: the path)
-  int path_index = -1;               // TensorMatch of a path tensor: its slot in CallInputs
-  // NoOverlap: the tensors (an argument slot k as k, a path tensor slot k as -k - 1),
-  // the first `num_updated` of them updated in place; their names are in `attrs`.
-  std::vector<int> tensors;
-  size_t num_updated = 0;
-};
+struct Guard;  // one guard: its kind and payload (guards/guard_kinds.h)
 
 class GuardSet {
  public:
-  GuardSet() = default;
+  GuardSet();
   GuardSet(const GuardSet&) = delete;
   GuardSet& operator=(const GuardSet&) = delete;
   GuardSet(GuardSet&&) noexcept;
@@ -200,8 +173,9 @@ class GuardSet {
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);
-  // The tensors (as Guard::tensors) share no memory where one of the first
-  // `num_updated` is involved, and those have no internally overlapping elements.
+  // The tensors (an argument slot k as k, a path tensor slot k as -k - 1; `names`
+  // says how each reads) share no memory where one of the first `num_updated` is
+  // involved, and those have no internally overlapping elements.
   void add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names);
   void add_default_dtype(PyObject* dtype);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
@@ -215,19 +189,16 @@ class GuardSet {
   std::optional<std::string> check_verbose(const CallInputs& in) const;
   // One line per guard, for explain() and FRAMEJIT_LOG=guards.
   std::vector<std::string> describe() const;
-  size_t size() const { return guards_.size(); }
+  size_t size() const;
 
  private:
-  bool holds(const Guard& g, const CallInputs& in, jit::Bindings& b) const noexcept;
-  // NoOverlap: true when it holds; else false, with the reason in *why when given.
-  bool overlap_free(const Guard& g, const CallInputs& in, std::string* why) const noexcept;
-  void add_object(GuardKind kind, int arg, std::string name, PyObject* object);
+  // Sizes the call's binding and path-tensor slots for this set.
+  void prepare(const CallInputs& in, jit::Bindings* b) const;
+  template <class Kind, class Same>
+  bool has(Same same) const;
   std::vector<Guard> guards_;
   int num_symbols_ = 0;
   int num_path_tensors_ = 0;
 };
-
-// The object a path guard reads now (borrowed), or nullptr when the path is broken.
-PyObject* walk_path(const Guard& g, const CallInputs& in) noexcept;
 
 }  // namespace fj::guards

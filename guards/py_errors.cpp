@@ -5,6 +5,8 @@
 namespace fj::guards {
 namespace {
 
+// Plain pointers, not PyRefs: PyErr_Fetch / PyErr_Restore hand the references over
+// explicitly, and a thread_local destructor would run at thread exit without the GIL.
 struct KeptError {
   PyObject* type = nullptr;
   PyObject* value = nullptr;

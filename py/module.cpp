@@ -51,13 +51,19 @@ py::list fallback_list(const std::vector<interp::Fallback>& fbs) {
   return out;
 }
 
-}  // namespace
+// The PTX of each graph, one module after another, or the first one's error.
+Expected<std::string> ptx_of(const std::vector<std::shared_ptr<const jit::Graph>>& graphs, const std::string& arch) {
+  std::string text;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const jit::PtxProgram p = FJ_TRY(jit::emit_ptx(*graphs[i], jit::NvptxOptions{arch}));
+    text += (i ? "\n" : "") + p.ptx;
+  }
+  return text;
+}
 
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "framejit native core";
-  if (!interp::init_hook(m.ptr())) throw py::error_already_set();
-  log::configure_from_env();
-
+// What framejit's Python side registers at import: torch's objects and functions
+// that the guards, the tracer and the runtime compare against or call.
+void bind_registration(py::module_& m) {
   m.def("_init", [](py::handle tensor_type, py::handle float32, py::handle bool_, py::handle empty,
                     py::handle size_type, py::handle float64, py::handle int32, py::handle int64,
                     py::handle uint8) {
@@ -95,6 +101,10 @@ PYBIND11_MODULE(_C, m) {
     if (!op) throw py::value_error("unknown framejit op name: " + name);
     interp::register_torch_function(fn.ptr(), op, tensor_first);
   });
+}
+
+// Compiling functions, their caches and counters.
+void bind_caches(py::module_& m) {
   m.def("compile", [](py::handle fn, bool dynamic, bool fullgraph) {
     PyObject* r = interp::make_compiled_function(fn.ptr(), dynamic, fullgraph);
     if (r == nullptr) throw py::error_already_set();
@@ -145,6 +155,10 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
+}
+
+// Looking inside: explain, PTX, decoded bytecode.
+void bind_inspection(py::module_& m) {
   m.def("explain", [](py::handle fn, py::tuple args, py::dict kwargs) {
     interp::Recorder rec;
     PyObject* r = interp::call_recorded(fn.ptr(), args.ptr(), kwargs.ptr(), &rec);
@@ -167,30 +181,12 @@ PYBIND11_MODULE(_C, m) {
       for (const interp::Fallback& b : rec.breaks) why += "; " + b.reason + " (" + b.location + ")";
       throw py::value_error(why);
     }
-    std::string text;
-    std::string error;
-    {
+    Expected<std::string> text = [&] {
       py::gil_scoped_release release;
-      for (size_t i = 0; i < rec.jit_graphs.size() && error.empty(); ++i) {
-        auto p = jit::emit_ptx(*rec.jit_graphs[i], jit::NvptxOptions{arch});
-        if (!p) error = p.error();
-        else text += (i ? "\n" : "") + p->ptx;
-      }
-    }
-    if (!error.empty()) throw py::value_error("framejit.ptx: " + error);
-    return text;
-  });
-  m.def("get_config", [] {
-    py::dict d;
-    d["cache_limit"] = interp::config().cache_limit;
-    d["fallback_limit"] = interp::config().fallback_limit;
-    return d;
-  });
-  m.def("set_config", [](const std::string& key, int value) {
-    if (value < 1) throw py::value_error("framejit.config." + key + " must be at least 1");
-    if (key == "cache_limit") interp::config().cache_limit = value;
-    else if (key == "fallback_limit") interp::config().fallback_limit = value;
-    else throw py::attribute_error("framejit.config has no setting '" + key + "'");
+      return ptx_of(rec.jit_graphs, arch);
+    }();
+    if (text.failed()) throw py::value_error("framejit.ptx: " + text.error());
+    return text.take();
   });
   m.def(
       "decode",
@@ -205,7 +201,35 @@ PYBIND11_MODULE(_C, m) {
       [](py::handle code) { return steal_or_throw(fj::exception_table_to_python(code.ptr())); },
       py::arg("code"),
       "Exception table of a code object: a list of (start, end, target, depth, lasti).");
+}
+
+// Settings: config, logging, the frame hook.
+void bind_settings(py::module_& m) {
+  m.def("get_config", [] {
+    py::dict d;
+    d["cache_limit"] = interp::config().cache_limit;
+    d["fallback_limit"] = interp::config().fallback_limit;
+    return d;
+  });
+  m.def("set_config", [](const std::string& key, int value) {
+    if (value < 1) throw py::value_error("framejit.config." + key + " must be at least 1");
+    if (key == "cache_limit") interp::config().cache_limit = value;
+    else if (key == "fallback_limit") interp::config().fallback_limit = value;
+    else throw py::attribute_error("framejit.config has no setting '" + key + "'");
+  });
   m.def("set_log", [](const std::string& spec) { return log::configure(spec); });
   m.def("set_hook", [](bool on) { interp::set_hook_installed(on); });
   m.def("hook_installed", [] { return interp::hook_installed(); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "framejit native core";
+  if (!interp::init_hook(m.ptr())) throw py::error_already_set();
+  log::configure_from_env();
+  bind_registration(m);
+  bind_caches(m);
+  bind_inspection(m);
+  bind_settings(m);
 }

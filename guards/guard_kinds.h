@@ -1,0 +1,287 @@
+// The kinds of guard, each a small struct: its payload, its fast check and its two
+// texts, declared side by side here and defined together, one family per file.
+//
+// Design (after the leaf guards of PyTorch's Dynamo): every kind answers three
+// questions.
+//   check(in, b)  does it hold for this call? noexcept, allocates nothing, no
+//                 pybind; may bind symbols into `b` (the call's symbol values) and
+//                 record path tensors in `in` for the plan
+//   failure(in)   after check() said no: what differed, in words, for the
+//                 recompile reason ("tensor 'x' size mismatch at dim 1: ...")
+//   text()        what it checks, one line, for explain() and FRAMEJIT_LOG=guards
+// Guard is a std::variant over the kinds, so adding a kind is one struct plus one
+// line in the variant, and the compiler finds every place that must know it.
+// Python references are PyRefs; the names (`name`) are how sources read to a person.
+//
+// Families: tensor_guards.cpp (tensors and their memory), value_guards.cpp
+// (arguments and closure cells by value, symbols, expressions), object_guards.cpp
+// (globals, attribute paths, functions, module dicts), torch_guards.cpp (torch's
+// global state: grad mode, default dtype, Tensor's methods).
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "guards/guards.h"
+#include "guards/py_ref.h"
+
+namespace fj::guards {
+
+// ---- shared pieces ---------------------------------------------------------
+
+// An attribute path below a root (see PathRoot): each step an attribute name, or
+// the index of an item of an exact list or tuple (a step "#i").
+struct Path {
+  struct Step {
+    PyRef name;          // interned; null for an index step
+    Py_ssize_t index = -1;
+  };
+  int arg = -1;          // root: argument slot, or -1 for a global
+  PyRef global_name;     // root: interned name of the global
+  PyRef globals;         // root: the globals dict, or null for the call's own
+  std::vector<Step> steps;
+
+  Path(const PathRoot& root, const std::vector<std::string>& attrs);
+  // The object at the end of the path now (borrowed), or nullptr when it is broken.
+  PyObject* walk(const CallInputs& in) const noexcept;
+};
+
+// What a tensor must look like: dtype, device, requires_grad, rank, sizes (each
+// static, or a symbol: any size >= 2), strides when check_strides.
+struct TensorSpec {
+  TensorMeta meta;
+  std::array<int, kMaxRank> dim_symbols{};
+  bool check_strides = true;
+
+  bool matches(const TensorMeta& m, jit::Bindings& b) const noexcept;
+  // After matches() said no: the first difference, said of `who`.
+  std::string mismatch(const TensorMeta& m, const std::string& who) const;
+  std::string text(const std::string& who) const;
+};
+
+// str(o) / repr(o) as text; "<?>" when that raises.
+std::string str_of(PyObject* o);
+std::string repr_of(PyObject* o);
+// Exact int, float or str equal by value (floats bit for bit, so NaN equals NaN and
+// 0.0 differs from -0.0); any other object by identity.
+bool scalar_equal(PyObject* a, PyObject* b) noexcept;
+
+// ---- tensor_guards.cpp -------------------------------------------------------
+
+// Argument `arg` is a torch.Tensor matching `spec`.
+struct ArgTensor {
+  int arg;
+  std::string name;
+  TensorSpec spec;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// The tensor at the end of `path` matches `spec`; check() records it and its
+// metadata in the call's path-tensor slot `slot`, for the plan.
+struct PathTensor {
+  std::string name;
+  Path path;
+  int slot;
+  TensorSpec spec;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// The tensors (argument slot k as k, path-tensor slot k as -k - 1) share no memory
+// where one of the first `num_updated` (updated in place) is involved, and those
+// have no elements that share memory.
+struct NoOverlap {
+  std::vector<int> tensors;
+  size_t num_updated;
+  std::vector<std::string> names;  // one per tensor
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// Argument `arg` is exactly a `type` (list or tuple) of `length` items.
+struct SequenceIs {
+  int arg;
+  std::string name;
+  PyRef type;
+  Py_ssize_t length;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// ---- value_guards.cpp ----------------------------------------------------------
+
+// Argument `arg` is an int/float/bool/str/None of this exact type and value.
+struct ScalarEquals {
+  int arg;
+  std::string name;
+  PyRef value;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// Argument `arg` is an exact int (in int64, not 0 or 1) / float / bool; binds `symbol`.
+struct SymbolArg {
+  int arg;
+  std::string name;
+  int symbol;
+  jit::SymType type;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// `expr` is true for the call's bound symbols; `readable` is how it reads.
+struct ExprTrue {
+  jit::SymExpr expr;
+  std::string readable;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// The content of the call's closure cell `cell` is `value` (numbers, str: equal to it).
+struct ClosureIs {
+  int cell;
+  std::string name;
+  PyRef value;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// The content of `cell` (an inlined function's closure cell) is `value`.
+struct CellIs {
+  PyRef cell;
+  std::string name;
+  PyRef value;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// ---- object_guards.cpp ---------------------------------------------------------
+
+// globals()[name] (or builtins) is `object`; `globals` / `builtins` are an inlined
+// callee's dicts, or null for the call's own.
+struct GlobalIs {
+  std::string name;
+  PyRef key;  // interned name
+  bool from_builtins;
+  PyRef globals;
+  PyRef builtins;
+  PyRef object;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// globals()[name].a.b is `object`, each step read from a module's dict.
+struct ModuleAttrIs {
+  std::string name;
+  std::vector<std::string> attrs;
+  PyRef key;                  // interned name
+  std::vector<PyRef> steps;   // interned attrs
+  PyRef globals;              // an inlined callee's, or null for the call's own
+  PyRef object;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// root.a.b (plain attribute reads) is `object` (numbers, str: equal to it).
+struct PathIs {
+  std::string name;
+  Path path;
+  PyRef object;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// type(root.a.b).<method> is `fn`, not shadowed by the instance dict.
+struct PathMethodIs {
+  std::string name;
+  Path path;
+  PyRef method;  // interned
+  PyRef fn;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// An inlined function keeps its __code__, __defaults__ and __kwdefaults__.
+struct FunctionUnchanged {
+  std::string name;  // qualname
+  PyRef fn;
+  PyRef code, defaults, kwdefaults;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// These dicts (an nn.Module's hooks, the global module hooks) are empty.
+struct DictsEmpty {
+  std::string name;
+  std::vector<PyRef> dicts;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// `dict` (a container module's _modules) has exactly `keys` (a list), in order.
+struct DictKeysAre {
+  std::string name;
+  PyRef dict;
+  PyRef keys;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// ---- torch_guards.cpp ----------------------------------------------------------
+
+// torch.is_grad_enabled() is `enabled`: the trace read tensors that require grad.
+struct GradModeIs {
+  bool enabled;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// torch.get_default_dtype() is `dtype`: what creation ops and int->float promotion make.
+struct DefaultDTypeIs {
+  PyRef dtype;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// torch.Tensor.<name> (a method or operator the trace recorded) is torch's own.
+struct TensorAttrIs {
+  std::string name;
+  PyRef key;  // interned name
+  PyRef object;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// ---- the guard ---------------------------------------------------------------
+
+struct Guard {
+  std::variant<ArgTensor, PathTensor, NoOverlap, SequenceIs,             // tensors
+               ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
+               GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
+               DictKeysAre,                                              // objects
+               GradModeIs, DefaultDTypeIs, TensorAttrIs>                 // torch state
+      kind;
+};
+
+}  // namespace fj::guards

@@ -1,0 +1,160 @@
+// Guards on objects the trace read by identity: globals and builtins, attributes of
+// modules, attribute paths below arguments and globals, the methods those reach,
+// inlined functions, and the dicts an nn.Module call depends on.
+#include "guards/guard_kinds.h"
+
+namespace fj::guards {
+
+// ---- Path ----------------------------------------------------------------------
+
+Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
+    : arg(root.arg), global_name(PyRef::borrow(root.global_name)), globals(PyRef::borrow(root.globals)) {
+  for (const std::string& a : attrs) {
+    if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
+    else steps.push_back({interned(a.c_str())});
+  }
+}
+
+PyObject* Path::walk(const CallInputs& in) const noexcept {
+  PyObject* v = nullptr;
+  if (arg >= 0) {
+    v = in.args[arg];
+  } else {
+    v = PyDict_GetItemWithError(globals ? globals.get() : in.globals, global_name.get());
+    if (v == nullptr) clear_error();
+  }
+  for (const Step& s : steps) {
+    if (v == nullptr) return nullptr;
+    if (s.name) {
+      v = plain_attr(v, s.name.get());
+    } else if (PyList_CheckExact(v) && s.index < PyList_GET_SIZE(v)) {
+      v = PyList_GET_ITEM(v, s.index);
+    } else if (PyTuple_CheckExact(v) && s.index < PyTuple_GET_SIZE(v)) {
+      v = PyTuple_GET_ITEM(v, s.index);
+    } else {
+      return nullptr;
+    }
+  }
+  return v;
+}
+
+// ---- GlobalIs ------------------------------------------------------------------
+
+bool GlobalIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* dict = globals ? globals.get() : in.globals;
+  PyObject* fallback = builtins ? builtins.get() : in.builtins;
+  PyObject* v = PyDict_GetItemWithError(dict, key.get());
+  if (v == nullptr && !PyErr_Occurred() && PyDict_Check(fallback)) v = PyDict_GetItemWithError(fallback, key.get());
+  clear_error();
+  return v == object.get();
+}
+
+std::string GlobalIs::failure(const CallInputs&) const {
+  return std::string(from_builtins ? "builtin '" : "global '") + name + "' is no longer the object the trace read";
+}
+
+std::string GlobalIs::text() const {
+  return std::string(from_builtins ? "builtin '" : "global '") + name + "' is " + repr_of(object.get());
+}
+
+// ---- ModuleAttrIs --------------------------------------------------------------
+
+bool ModuleAttrIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = PyDict_GetItemWithError(globals ? globals.get() : in.globals, key.get());
+  for (const PyRef& step : steps) {
+    if (v == nullptr || !PyModule_Check(v)) {
+      clear_error();
+      return false;
+    }
+    v = PyDict_GetItemWithError(PyModule_GetDict(v), step.get());  // the dict itself: no __getattr__ runs
+  }
+  clear_error();
+  return v == object.get();
+}
+
+namespace {
+std::string dotted(const std::string& name, const std::vector<std::string>& attrs) {
+  std::string s = name;
+  for (const std::string& a : attrs) s += "." + a;
+  return s;
+}
+}  // namespace
+
+std::string ModuleAttrIs::failure(const CallInputs&) const {
+  return "'" + dotted(name, attrs) + "' is no longer the object the trace read";
+}
+
+std::string ModuleAttrIs::text() const { return "'" + dotted(name, attrs) + "' is " + repr_of(object.get()); }
+
+// ---- PathIs --------------------------------------------------------------------
+
+bool PathIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = path.walk(in);
+  return v != nullptr && scalar_equal(v, object.get());
+}
+
+std::string PathIs::failure(const CallInputs&) const { return name + " is no longer " + repr_of(object.get()); }
+
+std::string PathIs::text() const { return name + " is " + repr_of(object.get()); }
+
+// ---- PathMethodIs --------------------------------------------------------------
+
+bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || _PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
+  PyObject** dictptr = _PyObject_GetDictPtr(v);
+  if (dictptr == nullptr || *dictptr == nullptr) return true;
+  PyObject* shadow = PyDict_GetItemWithError(*dictptr, method.get());
+  if (shadow == nullptr) clear_error();
+  return shadow == nullptr;
+}
+
+std::string PathMethodIs::failure(const CallInputs&) const { return name + " no longer calls " + repr_of(fn.get()); }
+
+std::string PathMethodIs::text() const { return name + " calls " + repr_of(fn.get()); }
+
+// ---- FunctionUnchanged ---------------------------------------------------------
+
+bool FunctionUnchanged::check(const CallInputs&, jit::Bindings&) const noexcept {
+  auto* f = reinterpret_cast<PyFunctionObject*>(fn.get());
+  return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get();
+}
+
+std::string FunctionUnchanged::failure(const CallInputs&) const {
+  return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + name + " changed";
+}
+
+std::string FunctionUnchanged::text() const {
+  return "inlined function " + name + " keeps its __code__, __defaults__ and __kwdefaults__";
+}
+
+// ---- DictsEmpty ----------------------------------------------------------------
+
+bool DictsEmpty::check(const CallInputs&, jit::Bindings&) const noexcept {
+  for (const PyRef& d : dicts) {
+    if (PyDict_GET_SIZE(d.get()) != 0) return false;
+  }
+  return true;
+}
+
+std::string DictsEmpty::failure(const CallInputs&) const { return name + " now has hooks"; }
+
+std::string DictsEmpty::text() const { return name + " has no hooks"; }
+
+// ---- DictKeysAre ---------------------------------------------------------------
+
+bool DictKeysAre::check(const CallInputs&, jit::Bindings&) const noexcept {
+  if (!keys || PyDict_GET_SIZE(dict.get()) != PyList_GET_SIZE(keys.get())) return false;
+  Py_ssize_t pos = 0, i = 0;
+  PyObject* key;
+  while (PyDict_Next(dict.get(), &pos, &key, nullptr)) {
+    if (key != PyList_GET_ITEM(keys.get(), i++)) return false;  // keys of _modules are interned names
+  }
+  return true;
+}
+
+std::string DictKeysAre::failure(const CallInputs&) const { return name + " has other submodules now"; }
+
+std::string DictKeysAre::text() const { return name + " keeps its submodules " + repr_of(keys.get()); }
+
+}  // namespace fj::guards

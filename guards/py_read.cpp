@@ -1,0 +1,169 @@
+// Reading Python and torch state without running user code: tensor metadata, plain
+// attribute reads, torch.Tensor's attributes, grad mode and the default dtype, and
+// the torch objects registered at import. Shared by the guards and interp/.
+#include <unordered_map>
+
+#include "guards/guard_kinds.h"
+
+namespace fj::guards {
+namespace {
+
+bool read_int_tuple(PyObject* seq, std::array<int64_t, kMaxRank>& out, int* rank) {
+  if (!PyTuple_Check(seq)) return false;
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  if (n > kMaxRank) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+  *rank = static_cast<int>(n);
+  return !PyErr_Occurred();
+}
+
+// torch.<name>, looked up once and kept for the process (null when it cannot be).
+PyObject* torch_function(const char* name) {
+  PyRef torch = PyRef::steal(PyImport_ImportModule("torch"));
+  PyObject* f = torch ? PyObject_GetAttrString(torch.get(), name) : nullptr;
+  if (f == nullptr) clear_error();
+  return f;
+}
+
+// The process's map of torch.Tensor attributes as they were at import (never freed:
+// its references outlive Python's finalization).
+std::unordered_map<std::string, PyObject*>& tensor_attr_snapshot() {
+  static auto* m = new std::unordered_map<std::string, PyObject*>();
+  return *m;
+}
+
+PyObject* g_module_getattr = nullptr;  // nn.Module.__getattr__, kept for the process
+
+}  // namespace
+
+TorchRefs& torch_refs() {
+  static TorchRefs refs;
+  return refs;
+}
+
+ModuleCallRefs& module_call_refs() {
+  static ModuleCallRefs refs;
+  return refs;
+}
+
+Expected<TensorMeta> tensor_meta(PyObject* t) {
+  static PyObject* s_shape = interned("shape").release();  // names kept for the process
+  static PyObject* s_stride = interned("stride").release();
+  static PyObject* s_dtype = interned("dtype").release();
+  static PyObject* s_is_cpu = interned("is_cpu").release();
+  static PyObject* s_requires_grad = interned("requires_grad").release();
+  static PyObject* s_is_neg = interned("is_neg").release();
+
+  const PyRef shape = PyRef::steal(PyObject_GetAttr(t, s_shape));
+  const PyRef strides = PyRef::steal(shape ? PyObject_CallMethodNoArgs(t, s_stride) : nullptr);
+  const PyRef dtype = PyRef::steal(strides ? PyObject_GetAttr(t, s_dtype) : nullptr);
+  const PyRef is_cpu = PyRef::steal(dtype ? PyObject_GetAttr(t, s_is_cpu) : nullptr);
+  const PyRef rg = PyRef::steal(is_cpu ? PyObject_GetAttr(t, s_requires_grad) : nullptr);
+  // A lazily negated view (x.conj().imag) reads negated values from raw memory.
+  const PyRef neg = PyRef::steal(rg ? PyObject_CallMethodNoArgs(t, s_is_neg) : nullptr);
+  TensorMeta m;
+  int srank = 0;
+  const bool read = neg.get() == Py_False && read_int_tuple(shape.get(), m.sizes, &m.rank) &&
+                    read_int_tuple(strides.get(), m.strides, &srank) && m.rank == srank;
+  clear_error();
+  if (neg.get() == Py_True) return Error{"tensor with the negative bit set (a lazily negated view)"};
+  if (neg.get() != Py_False) return Error{"cannot read tensor metadata"};
+  if (!read) return Error{"tensor of rank above " + std::to_string(kMaxRank)};
+  m.dtype = dtype.get();  // torch dtypes live as long as torch
+  m.is_cpu = is_cpu.get() == Py_True;
+  m.requires_grad = rg.get() == Py_True;
+  return m;
+}
+
+bool grad_enabled() {
+  static PyObject* fn = torch_function("is_grad_enabled");
+  if (fn == nullptr) return false;
+  const PyRef r = PyRef::steal(PyObject_CallNoArgs(fn));
+  if (!r) clear_error();
+  return r.get() == Py_True;
+}
+
+PyObject* default_dtype() noexcept {
+  static PyObject* fn = torch_function("get_default_dtype");
+  if (fn == nullptr) return nullptr;
+  const PyRef r = PyRef::steal(PyObject_CallNoArgs(fn));
+  if (!r) clear_error();
+  return r.get();  // borrowed past the release: torch's dtypes live as long as torch
+}
+
+PyObject* current_tensor_attr(PyObject* interned_name) {
+  auto* type = reinterpret_cast<PyTypeObject*>(torch_refs().tensor_type);
+  return type ? _PyType_Lookup(type, interned_name) : nullptr;
+}
+
+void snapshot_tensor_attrs(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    PyObject* v = current_tensor_attr(interned(n.c_str()).get());
+    if (v != nullptr) tensor_attr_snapshot()[n] = Py_NewRef(v);
+  }
+}
+
+PyObject* original_tensor_attr(const std::string& name) {
+  auto it = tensor_attr_snapshot().find(name);
+  return it == tensor_attr_snapshot().end() ? nullptr : it->second;
+}
+
+bool generic_getattribute(PyTypeObject* tp) noexcept {
+  static PyObject* s_getattribute = interned("__getattribute__").release();
+  static PyObject* object_getattribute = _PyType_Lookup(&PyBaseObject_Type, s_getattribute);
+  // A C type with the generic slot, or a class that does not override __getattribute__
+  // (it may define __getattr__, which only runs for missing attributes).
+  return tp->tp_getattro == PyObject_GenericGetAttr || _PyType_Lookup(tp, s_getattribute) == object_getattribute;
+}
+
+void set_module_getattr(PyObject* fn) { g_module_getattr = Py_NewRef(fn); }
+
+PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
+  static PyObject* s_getattr = interned("__getattr__").release();
+  static PyObject* module_dicts[] = {interned("_parameters").release(), interned("_buffers").release(),
+                                     interned("_modules").release()};
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!generic_getattribute(tp)) return nullptr;  // may run code
+  PyObject* descr = _PyType_Lookup(tp, name);
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property, slot
+  PyObject** dictptr = _PyObject_GetDictPtr(obj);
+  PyObject* dict = dictptr != nullptr ? *dictptr : nullptr;
+  if (dict != nullptr) {
+    PyObject* v = PyDict_GetItemWithError(dict, name);
+    if (v != nullptr) return v;
+    clear_error();
+  }
+  if (descr != nullptr) return Py_TYPE(descr)->tp_descr_get == nullptr ? descr : nullptr;
+  // Not found the normal way: nn.Module.__getattr__ looks in these dicts.
+  if (dict == nullptr || g_module_getattr == nullptr || _PyType_Lookup(tp, s_getattr) != g_module_getattr) {
+    return nullptr;
+  }
+  for (PyObject* key : module_dicts) {
+    PyObject* d = PyDict_GetItemWithError(dict, key);
+    if (d == nullptr || !PyDict_Check(d)) continue;
+    PyObject* v = PyDict_GetItemWithError(d, name);
+    if (v != nullptr) return v;
+  }
+  clear_error();
+  return nullptr;
+}
+
+// ---- text of objects, for the guards' messages -----------------------------------
+
+namespace {
+// str(o) or repr(o) through `to_text`; "<?>" when that raises.
+std::string text_of(PyObject* o, PyObject* (*to_text)(PyObject*)) {
+  const PyRef s = PyRef::steal(to_text(o));
+  const char* utf8 = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
+  if (utf8 == nullptr) {
+    clear_error();
+    return "<?>";
+  }
+  return utf8;
+}
+}  // namespace
+
+std::string str_of(PyObject* o) { return text_of(o, PyObject_Str); }
+std::string repr_of(PyObject* o) { return text_of(o, PyObject_Repr); }
+
+}  // namespace fj::guards

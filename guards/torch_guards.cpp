@@ -1,0 +1,41 @@
+// Guards on torch's global state: grad mode, the default dtype, and torch.Tensor's
+// methods and operators (which user code may monkeypatch).
+#include "guards/guard_kinds.h"
+
+namespace fj::guards {
+
+// ---- GradModeIs ----------------------------------------------------------------
+
+bool GradModeIs::check(const CallInputs&, jit::Bindings&) const noexcept { return grad_enabled() == enabled; }
+
+std::string GradModeIs::failure(const CallInputs&) const {
+  return std::string("torch.is_grad_enabled() is no longer ") + (enabled ? "True" : "False");
+}
+
+std::string GradModeIs::text() const {
+  return std::string("torch.is_grad_enabled() == ") + (enabled ? "True" : "False");
+}
+
+// ---- DefaultDTypeIs ------------------------------------------------------------
+
+bool DefaultDTypeIs::check(const CallInputs&, jit::Bindings&) const noexcept { return default_dtype() == dtype.get(); }
+
+std::string DefaultDTypeIs::failure(const CallInputs&) const {
+  PyObject* now = default_dtype();
+  return "torch.get_default_dtype() is no longer " + str_of(dtype.get()) + ": actual " +
+         (now ? str_of(now) : std::string("<unreadable>"));
+}
+
+std::string DefaultDTypeIs::text() const { return "torch.get_default_dtype() is " + str_of(dtype.get()); }
+
+// ---- TensorAttrIs --------------------------------------------------------------
+
+bool TensorAttrIs::check(const CallInputs&, jit::Bindings&) const noexcept {
+  return current_tensor_attr(key.get()) == object.get();
+}
+
+std::string TensorAttrIs::failure(const CallInputs&) const { return "torch.Tensor." + name + " was replaced"; }
+
+std::string TensorAttrIs::text() const { return "torch.Tensor." + name + " is torch's own"; }
+
+}  // namespace fj::guards

@@ -1,0 +1,123 @@
+// Guards on values: arguments and closure cells equal to what the trace saw,
+// arguments bound to symbols, and facts about the symbols (expressions).
+#include <cstring>
+
+#include "guards/guard_kinds.h"
+
+namespace fj::guards {
+
+bool scalar_equal(PyObject* a, PyObject* b) noexcept {
+  if (a == b) return true;
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  if (PyFloat_CheckExact(a)) {
+    const double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+    return std::memcmp(&x, &y, sizeof x) == 0;  // NaN equals NaN; 0.0 differs from -0.0
+  }
+  if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a)) {
+    const int r = PyObject_RichCompareBool(a, b, Py_EQ);  // exact int/str: no user code
+    if (r < 0) clear_error();
+    return r == 1;
+  }
+  return false;  // bool and None are singletons, other objects compare by identity
+}
+
+// ---- ScalarEquals --------------------------------------------------------------
+
+bool ScalarEquals::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  return scalar_equal(in.args[arg], value.get());
+}
+
+std::string ScalarEquals::failure(const CallInputs& in) const {
+  return "L['" + name + "'] == " + repr_of(value.get()) + " failed: actual " + repr_of(in.args[arg]);
+}
+
+std::string ScalarEquals::text() const { return "L['" + name + "'] == " + repr_of(value.get()); }
+
+// ---- SymbolArg -----------------------------------------------------------------
+
+namespace {
+
+const char* symbol_kind(jit::SymType t) {
+  switch (t) {
+    case jit::SymType::Int: return "an int other than 0 and 1";
+    case jit::SymType::Float: return "a float";
+    case jit::SymType::Bool: return "a bool";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
+  PyObject* v = in.args[arg];
+  auto& slot = b.values[static_cast<size_t>(symbol)];
+  switch (type) {
+    case jit::SymType::Int: {
+      if (!PyLong_CheckExact(v)) return false;
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0 || x == 0 || x == 1) return false;  // 0 and 1 are specialized
+      slot = static_cast<int64_t>(x);
+      return true;
+    }
+    case jit::SymType::Float:
+      if (!PyFloat_CheckExact(v)) return false;
+      slot = PyFloat_AS_DOUBLE(v);
+      return true;
+    case jit::SymType::Bool:
+      if (!PyBool_Check(v)) return false;
+      slot = v == Py_True;
+      return true;
+  }
+  return false;
+}
+
+std::string SymbolArg::failure(const CallInputs& in) const {
+  return "L['" + name + "'] is not " + symbol_kind(type) + ": actual " + repr_of(in.args[arg]);
+}
+
+std::string SymbolArg::text() const {
+  return "L['" + name + "'] is " + symbol_kind(type) + " (" + jit::SymExpr::symbol(symbol, type).str() + ")";
+}
+
+// ---- ExprTrue ------------------------------------------------------------------
+
+bool ExprTrue::check(const CallInputs&, jit::Bindings& b) const noexcept {
+  const auto v = expr.eval(b);
+  return v && std::holds_alternative<bool>(*v) && std::get<bool>(*v);
+}
+
+std::string ExprTrue::failure(const CallInputs&) const { return readable + " is no longer true"; }
+
+std::string ExprTrue::text() const { return readable; }
+
+// ---- ClosureIs -----------------------------------------------------------------
+
+bool ClosureIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  if (in.closure == nullptr || cell >= PyTuple_GET_SIZE(in.closure)) return false;
+  PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in.closure, cell));
+  return v != nullptr && scalar_equal(v, value.get());
+}
+
+std::string ClosureIs::failure(const CallInputs&) const {
+  return "closure variable '" + name + "' is no longer " + repr_of(value.get());
+}
+
+std::string ClosureIs::text() const { return "closure variable '" + name + "' is " + repr_of(value.get()); }
+
+// ---- CellIs --------------------------------------------------------------------
+
+bool CellIs::check(const CallInputs&, jit::Bindings&) const noexcept {
+  PyObject* v = PyCell_GET(cell.get());
+  return v != nullptr && scalar_equal(v, value.get());
+}
+
+std::string CellIs::failure(const CallInputs&) const {
+  return "closure variable '" + name + "' of an inlined function is no longer " + repr_of(value.get());
+}
+
+std::string CellIs::text() const {
+  return "closure variable '" + name + "' (inlined) is " + repr_of(value.get());
+}
+
+}  // namespace fj::guards
