@@ -82,7 +82,7 @@ std::vector<PyOp> make_table() {
                       {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {
     unary(n, o);
   }
-  // F.relu(x, inplace=False) and F.silu: inplace=True ends the trace (in-place ops are not traced yet).
+  // F.relu(x, inplace=False) and F.silu: inplace=True ends the trace (the inplace= form is not traced; in-place methods such as x.add_() are, interp/torch/inplace.cpp).
   t.push_back(PyOp{"relu", Op::Relu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
   t.push_back(PyOp{"silu", Op::Silu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
   t.push_back(PyOp{"round", Op::Round, {"input", "decimals"}, {kReq, integer(0)}, 1});
