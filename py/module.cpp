@@ -96,6 +96,7 @@ void bind_registration(py::module_& m) {
   m.def("_snapshot_tensor_attrs", [](const std::vector<std::string>& names) {
     guards::snapshot_tensor_attrs(names);
   });
+  m.def("_unary_pointwise_names", [] { return interp::unary_pointwise_names(); });
   m.def("_register_op", [](py::handle fn, const std::string& name, bool tensor_first) {
     const interp::PyOp* op = interp::op_by_name(name);
     if (!op) throw py::value_error("unknown framejit op name: " + name);

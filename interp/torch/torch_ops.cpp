@@ -55,6 +55,15 @@ void add_tensor_ops(std::vector<PyOp>& t) {
 #undef FACTORY_OPTIONS
 }
 
+// The graph op named "aten.<name>.default", if ops.def has one.
+std::optional<jit::Op> op_of_aten_name(const std::string& name) {
+  for (size_t k = 0; k < jit::kNumOps; ++k) {
+    const auto op = static_cast<jit::Op>(k);
+    if (jit::aten_name(op) == "aten." + name + ".default") return op;
+  }
+  return std::nullopt;
+}
+
 // The table: name, op, parameters with defaults, number of operand parameters.
 std::vector<PyOp> make_table() {
   using jit::Op;
@@ -72,15 +81,6 @@ std::vector<PyOp> make_table() {
                       {"logical_xor", Op::LogicalXor}, {"bitwise_and", Op::BitwiseAnd},
                       {"bitwise_or", Op::BitwiseOr}, {"bitwise_xor", Op::BitwiseXor}}) {
     binary(n, o);
-  }
-  for (auto [n, o] : {std::pair{"neg", Op::Neg}, {"abs", Op::Abs}, {"sign", Op::Sign}, {"exp", Op::Exp},
-                      {"log", Op::Log}, {"sqrt", Op::Sqrt}, {"sin", Op::Sin}, {"cos", Op::Cos},
-                      {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid}, {"erf", Op::Erf},
-                      {"expm1", Op::Expm1}, {"log1p", Op::Log1p}, {"log2", Op::Log2}, {"rsqrt", Op::Rsqrt},
-                      {"reciprocal", Op::Reciprocal}, {"floor", Op::Floor}, {"ceil", Op::Ceil},
-                      {"trunc", Op::Trunc}, {"isnan", Op::IsNan}, {"isinf", Op::IsInf},
-                      {"logical_not", Op::LogicalNot}, {"bitwise_not", Op::BitwiseNot}}) {
-    unary(n, o);
   }
   // F.relu(x, inplace=False) and F.silu: inplace=True ends the trace (the inplace= form is not traced; in-place methods such as x.add_() are, interp/torch/inplace.cpp).
   t.push_back(PyOp{"relu", Op::Relu, {"input", "inplace"}, {kReq, ParamDefault{Kind::Bool, 0}}, 1});
@@ -105,6 +105,10 @@ std::vector<PyOp> make_table() {
     t.push_back(PyOp{n, Op::Cast, {"input"}, {kReq}, 1, Binding::CastFixed, d});
   }
   add_tensor_ops(t);
+  // Last, so that a row above with its own signature (relu, round, ...) keeps the name.
+  for (const std::string& name : unary_pointwise_names()) {
+    unary(name.c_str(), *op_of_aten_name(name));
+  }
   return t;
 }
 
@@ -150,6 +154,18 @@ FirstArg first_arg(TensorOp op) {
 #include "interp/torch/torch_ops.def"
   };
   return kFirst[static_cast<size_t>(op)];
+}
+
+std::vector<std::string> unary_pointwise_names() {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < jit::kNumOps; ++k) {
+    const auto op = static_cast<jit::Op>(k);
+    const std::string_view aten = jit::aten_name(op);
+    if (jit::op_family(op) != jit::Family::Pointwise || jit::op_operands(op) != "T" || op == jit::Op::Cast) continue;
+    if (!aten.starts_with("aten.") || !aten.ends_with(".default")) continue;  // not gelu[tanh]
+    out.emplace_back(aten.substr(5, aten.size() - 5 - 8));
+  }
+  return out;
 }
 
 const PyOp* op_by_name(const std::string& name) {

@@ -78,6 +78,10 @@ struct PyOp {
 // A default as a Python object (new reference).
 PyObject* default_object(const ParamDefault& d);
 
+// The one-tensor pointwise ops that are callable by their ATen name: "exp" for
+// aten.exp.default (torch.exp, Tensor.exp). The table binds each name with the
+// signature (input) unless it lists the name with a signature of its own.
+std::vector<std::string> unary_pointwise_names();
 // The op for a name used by the Python-side table ("add", "relu", ...).
 const PyOp* op_by_name(const std::string& name);
 // Registers a torch callable (torch.relu, torch.nn.functional.relu, ...) as `op`.

@@ -13,11 +13,7 @@
 namespace fj::jit::autodiff_detail {
 
 // The number of ops in jit/ir/ops.def.
-inline constexpr size_t kNumOps = 0
-#define FJ_OP(name, aten, family, operands, rule) +1
-#include "jit/ir/ops.def"
-#undef FJ_OP
-    ;
+using ::fj::jit::kNumOps;  // jit/ir/graph.h
 
 // A per-op table (entries with an `op` field) lists every op of jit/ir/ops.def once,
 // in its order, so that it can be indexed by op and a new op cannot be forgotten.

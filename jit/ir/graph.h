@@ -41,6 +41,13 @@ enum class Op : uint8_t {
 #undef FJ_OP
 };
 
+// How many ops jit/ir/ops.def defines (tables indexed by Op have this many rows).
+inline constexpr size_t kNumOps = 0
+#define FJ_OP(name, aten, family, operands, rule) +1
+#include "jit/ir/ops.def"
+#undef FJ_OP
+    ;
+
 // How an op's result elements relate to its operands':
 //   Input, Constant  placeholders, scalar inputs, Python number constants
 //   Pointwise  element i of the result from element i of each (broadcast) operand

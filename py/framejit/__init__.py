@@ -7,7 +7,7 @@ from framejit import ops as _ops
 
 _C._init(torch.Tensor, torch.float32, torch.bool, torch.empty, torch.Size,
          torch.float64, torch.int32, torch.int64, torch.uint8)
-for _fn, _name in _ops.torch_functions():
+for _fn, _name in _ops.torch_functions(_C._unary_pointwise_names()):
     _C._register_op(_fn, _name, _ops.tensor_first(_fn))
 del _fn, _name
 # Tensor methods and operators as torch defines them: a trace records them by meaning,

@@ -20,8 +20,11 @@ def tensor_first(fn):
                 or fn is torch.pow or fn is abs or fn in _not_tensor_first())
 
 
-def torch_functions():
-    """Pairs (callable, op name) for every torch function framejit can record."""
+def torch_functions(pointwise_names=()):
+    """Pairs (callable, op name) for every torch function framejit can record.
+    `pointwise_names`: the one-tensor pointwise ops named by their ATen name
+    (framejit._C._unary_pointwise_names()); torch.<name> and Tensor.<name> are added
+    for each name the table below does not list."""
     T = torch.Tensor
     table = {
         "add": [operator.add, torch.add, T.add],
@@ -30,11 +33,6 @@ def torch_functions():
         "div": [operator.truediv, torch.div, torch.true_divide, T.div],
         "neg": [operator.neg, torch.neg, torch.negative, T.neg],
         "abs": [operator.abs, torch.abs, torch.absolute, T.abs, abs],
-        "exp": [torch.exp, T.exp],
-        "log": [torch.log, T.log],
-        "sqrt": [torch.sqrt, T.sqrt],
-        "sin": [torch.sin, T.sin],
-        "cos": [torch.cos, T.cos],
         "tanh": [torch.tanh, T.tanh, F.tanh],
         "sigmoid": [torch.sigmoid, T.sigmoid, F.sigmoid],
         "relu": [torch.relu, T.relu, F.relu],
@@ -50,18 +48,12 @@ def torch_functions():
         "ge": [operator.ge, torch.ge, torch.greater_equal, T.ge],
         "floor_divide": [operator.floordiv, torch.floor_divide, T.floor_divide],
         "remainder": [operator.mod, torch.remainder, T.remainder],
-        "sign": [torch.sign, T.sign],
         "erf": [torch.erf, torch.special.erf, T.erf],
         "expm1": [torch.expm1, torch.special.expm1, T.expm1],
         "log1p": [torch.log1p, torch.special.log1p, T.log1p],
-        "log2": [torch.log2, T.log2],
-        "rsqrt": [torch.rsqrt, T.rsqrt],
-        "reciprocal": [torch.reciprocal, T.reciprocal],
         "gelu": [F.gelu],
         "silu": [F.silu],
         "softplus": [F.softplus],
-        "floor": [torch.floor, T.floor],
-        "ceil": [torch.ceil, T.ceil],
         "round": [torch.round, T.round],
         "trunc": [torch.trunc, torch.fix, T.trunc],
         "clamp": [torch.clamp, torch.clip, T.clamp, T.clip],
@@ -69,12 +61,9 @@ def torch_functions():
         "clamp_max": [torch.clamp_max, T.clamp_max],
         "masked_fill": [torch.masked_fill, T.masked_fill],
         "nan_to_num": [torch.nan_to_num, T.nan_to_num],
-        "isnan": [torch.isnan, T.isnan],
-        "isinf": [torch.isinf, T.isinf],
         "logical_and": [torch.logical_and, T.logical_and],
         "logical_or": [torch.logical_or, T.logical_or],
         "logical_xor": [torch.logical_xor, T.logical_xor],
-        "logical_not": [torch.logical_not, T.logical_not],
         "bitwise_and": [operator.and_, torch.bitwise_and, T.bitwise_and],
         "bitwise_or": [operator.or_, torch.bitwise_or, T.bitwise_or],
         "bitwise_xor": [operator.xor, torch.bitwise_xor, T.bitwise_xor],
@@ -159,6 +148,9 @@ def torch_functions():
         "einsum": [torch.einsum],
         "item": [T.item],
     }
+    for name in pointwise_names:
+        if name not in table:
+            table[name] = [fn for fn in (getattr(torch, name, None), getattr(T, name, None)) if fn is not None]
     for name, fns in table.items():
         for fn in fns:
             yield fn, name
