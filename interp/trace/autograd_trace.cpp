@@ -165,14 +165,8 @@ Status Tracer::compile_joint(bool* joint) {
   if (log::enabled(log::Channel::Graph)) {
     log::interp().info("backward graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), bw.str());
   }
-  Expected<jit::CpuBackend*> backend = cpu_backend();
-  if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
-  PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = (*backend)->compile(bw);
-  PyEval_RestoreThread(saved);
-  if (!compiled) return unsupported("compiling the backward graph failed: " + compiled.error());
-  track_graph(*compiled);
-  graphs_compiled_++;
+  Expected<std::shared_ptr<jit::CompiledGraph>> compiled = compile_on_cpu(bw, "the backward graph");
+  if (compiled.failed()) return compiled.take_error();
 
   jp->forward = plan_->graph;
   jp->backward = *compiled;

@@ -492,18 +492,22 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
     return unsupported("torch.get_default_dtype() changed during the trace (framejit traces under float32 only)");
   }
   guards().add_default_dtype(guards::torch_refs().float32);
+  *out = FJ_TRY(compile_on_cpu(graph_, "the graph"));
+  return ok();
+}
+
+Expected<std::shared_ptr<jit::CompiledGraph>> Tracer::compile_on_cpu(const jit::Graph& g, const char* what) {
   Expected<jit::CpuBackend*> backend = cpu_backend();
   if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
   // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
   // of this same code waits for this trace; interp/hook.cpp).
   PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = (*backend)->compile(graph_);
+  auto compiled = (*backend)->compile(g);
   PyEval_RestoreThread(saved);
-  if (!compiled) return unsupported("compiling the graph failed: " + compiled.error());
-  *out = *compiled;
-  track_graph(*out);
+  if (!compiled) return unsupported(std::string("compiling ") + what + " failed: " + compiled.error());
+  track_graph(*compiled);
   graphs_compiled_++;
-  return ok();
+  return compiled;
 }
 
 Status Tracer::compile() {

@@ -115,6 +115,9 @@ class Tracer {
   Status finish(const Value& ret);
   Status compile();
   Status compile_graph(std::shared_ptr<jit::CompiledGraph>* out);
+  // Compiles `g` on the CPU backend with the GIL released, and counts and tracks it;
+  // `what` names it in the error ("the graph", "the backward graph").
+  Expected<std::shared_ptr<jit::CompiledGraph>> compile_on_cpu(const jit::Graph& g, const char* what);
   Status seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs);
 
   // ---- plan steps: graph breaks, branches, deopt (interp/trace/breaks.cpp) ----
