@@ -48,3 +48,19 @@ def run_python(code, env=None):
     full_env.update(env or {})
     return subprocess.run(PYTHON + ["-c", code], capture_output=True, text=True,
                           env=full_env, timeout=300)
+
+
+def probe(code, timeout=60, env=None, args=(), cwd=None, input=None):
+    """Runs a snippet in its own interpreter for the hostile-condition probes: a hang
+    past `timeout` seconds or a death by signal (a crash, an abort) fails the test
+    instead of stopping the run. Returns the finished process (stdout, stderr, code)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    try:
+        r = subprocess.run(PYTHON + ["-c", code, *args], capture_output=True, text=True,
+                           env=full_env, timeout=timeout, cwd=cwd, input=input)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"probe hung for {timeout} s; output so far:\n{e.stdout}\n{e.stderr}")
+    if r.returncode < 0:
+        pytest.fail(f"probe killed by signal {-r.returncode}:\n{r.stdout}\n{r.stderr[-3000:]}")
+    return r
