@@ -43,6 +43,82 @@ inline void set_eval_frame(EvalFn fn) {
   _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), fn);
 }
 
+// ---- the thread's frame chain ----
+// CPython links a frame into tstate->cframe->current_frame only inside its own
+// evaluator; a frame that framejit runs itself (a plan, a trace) is otherwise
+// invisible: sys._getframe(), warnings and inspect in the code it calls would see
+// its caller, and no traceback entry would name it. link_frame() puts the frame on
+// the chain as CPython would, at its first traceable instruction; set_instruction()
+// moves it to the instruction being run, so its line number is that instruction's.
+
+// A trace or profile function is set on this thread (sys.settrace, sys.setprofile:
+// pdb, coverage.py): its events come only from frames that CPython evaluates.
+inline bool tracing_active(PyThreadState* ts) {
+  return ts->c_tracefunc != nullptr || ts->c_profilefunc != nullptr;
+}
+
+// 3.11's COPY_FREE_VARS (opcode.h's macros would clash with interp/trace/opcodes.def).
+constexpr int kCopyFreeVars = 149;
+
+inline _Py_CODEUNIT* entry_instr(Frame* f) { return _PyCode_CODE(f->f_code) - 1; }
+
+// The instruction at byte offset `offset` is the frame's current one.
+inline void set_instruction(Frame* f, int offset) { f->prev_instr = _PyCode_CODE(f->f_code) + offset / 2; }
+
+inline bool frame_linked(PyThreadState* ts, Frame* f) { return ts->cframe->current_frame == f; }
+
+// Links `f` (at entry: prev_instr before the first instruction) as the thread's
+// current frame. A linked frame counts as started, so its prologue's effect on the
+// locals is made too: COPY_FREE_VARS's cells (frame.f_locals reads them), not
+// MAKE_CELL's (CPython reads a cell variable that is not yet a cell as a plain value).
+inline void link_frame(PyThreadState* ts, Frame* f) {
+  Frame* outer = ts->cframe->current_frame;
+  PyCodeObject* co = f->f_code;
+  if (f->prev_instr == entry_instr(f)) {
+    if (co->co_nfreevars > 0 && _Py_OPCODE(_PyCode_CODE(co)[0]) == kCopyFreeVars) {
+      PyObject* closure = f->f_func->func_closure;
+      const int first = co->co_nlocalsplus - co->co_nfreevars;
+      for (int k = 0; k < co->co_nfreevars; ++k) {
+        Py_XSETREF(f->localsplus[first + k], closure ? Py_XNewRef(PyTuple_GET_ITEM(closure, k)) : nullptr);
+      }
+    }
+    f->prev_instr = _PyCode_CODE(co) + co->_co_firsttraceable;
+  }
+  f->previous = outer;
+  ts->cframe->current_frame = f;
+}
+
+// Takes a linked `f` off the chain (CPython's evaluator links it again when it runs it).
+inline void unlink_frame(PyThreadState* ts, Frame* f) {
+  if (ts->cframe->current_frame == f) ts->cframe->current_frame = f->previous;
+}
+
+// Puts a linked frame back in its entry state, for CPython to run it from the start.
+inline void reset_to_entry(Frame* f) {
+  if (f->prev_instr == entry_instr(f)) return;
+  PyCodeObject* co = f->f_code;
+  if (co->co_nfreevars > 0 && _Py_OPCODE(_PyCode_CODE(co)[0]) == kCopyFreeVars) {
+    for (int k = co->co_nlocalsplus - co->co_nfreevars; k < co->co_nlocalsplus; ++k) Py_CLEAR(f->localsplus[k]);
+  }
+  f->prev_instr = entry_instr(f);
+}
+
+// Adds a traceback entry for the linked frame `f` (at its current instruction) to the
+// pending exception, unless its traceback already starts at `f` (CPython ran it).
+inline void add_traceback_entry(PyThreadState* ts, Frame* f) {
+  if (!frame_linked(ts, f) || !PyErr_Occurred()) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  const bool present = tb != nullptr && f->frame_obj != nullptr &&
+                       reinterpret_cast<PyTracebackObject*>(tb)->tb_frame == f->frame_obj;
+  PyErr_Restore(type, value, tb);
+  if (present) return;
+  PyFrameObject* fo = PyThreadState_GetFrame(ts);  // f's, created if need be
+  if (fo == nullptr) return;
+  PyTraceBack_Here(fo);
+  Py_DECREF(fo);
+}
+
 // The layout of co_extra in 3.11 (Objects/codeobject.c keeps it private).
 struct CodeExtra {
   Py_ssize_t ce_size;

@@ -140,11 +140,19 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
   }
 }
 
+// The frame run by CPython from its start: off the frame chain (CPython's evaluator
+// links it itself) and back in its entry state.
+PyObject* run_in_cpython(PyThreadState* ts, compat::Frame* f, int throwflag) {
+  compat::unlink_frame(ts, f);
+  compat::reset_to_entry(f);
+  return compat::eval_default(ts, f, throwflag);
+}
+
 // A plan's result, or the frame run by CPython when the plan gave it back.
 PyObject* or_eager(PyObject* result, PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (result != nullptr || PyErr_Occurred()) return result;
   if (guards::restore_kept_error()) return nullptr;  // interrupted: not redone in CPython
-  return compat::eval_default(ts, f, throwflag);
+  return run_in_cpython(ts, f, throwflag);
 }
 
 // The frame of a compiled function's call: cache hit, trace, or CPython. Follows
@@ -153,7 +161,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   PyCodeObject* code = compat::frame_code(f);
   if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
     record_fallback(st, {"generator or coroutine code", location_of(code)});
-    return compat::eval_default(ts, f, throwflag);
+    return run_in_cpython(ts, f, throwflag);
   }
   st.counters.calls++;
   guards::CallInputs in;
@@ -175,7 +183,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     if (guards::restore_kept_error()) return nullptr;  // a guard met a KeyboardInterrupt & co
     if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
       if (!wait_for_other_trace(st)) return nullptr;
-      if (st.skip) return compat::eval_default(ts, f, throwflag);
+      if (st.skip) return run_in_cpython(ts, f, throwflag);
       continue;
     }
     if (static_cast<int>(st.entries.size()) >= config().cache_limit) {
@@ -190,7 +198,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
           return nullptr;  // warnings configured as errors
         }
       }
-      return compat::eval_default(ts, f, throwflag);
+      return run_in_cpython(ts, f, throwflag);
     }
     break;
   }
@@ -230,7 +238,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     }
     record_fallback(st, std::move(why));
     tracing.reset();
-    return compat::eval_default(ts, f, throwflag);
+    return run_in_cpython(ts, f, throwflag);
   }
   st.fallbacks_in_a_row = 0;
   // The trace's own guards bind this call's symbols (they hold: the trace saw it).
@@ -238,7 +246,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     FJ_DEBUG_CHECK(false, "a fresh trace's guards fail on the call that made it");
     record_fallback(st, {"internal error: a fresh trace does not match its own call", location_of(code)});
     tracing.reset();
-    return compat::eval_default(ts, f, throwflag);
+    return run_in_cpython(ts, f, throwflag);
   }
   if (t_recorder != nullptr) {
     t_recorder->graphs.insert(t_recorder->graphs.end(), entry->segment_texts.begin(), entry->segment_texts.end());
@@ -282,10 +290,19 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && st->direct)) {
     return compat::eval_default(ts, f, throwflag);  // resumed generators included
   }
+  // Under sys.settrace / sys.setprofile (pdb, coverage.py) the frame runs in CPython,
+  // whose events the trace function expects: not a fallback, nothing is recorded.
+  if (compat::tracing_active(ts)) return compat::eval_default(ts, f, throwflag);
   // explain() records the frame it armed, not the watched frames (framejit.hook) that
   // this frame calls: those trace and cache as they always do.
   Recorder* recorder = armed ? t_recorder : std::exchange(t_recorder, nullptr);
+  // While framejit runs the frame it is the thread's current one, as in CPython: the
+  // code it calls sees it as the caller, and an error leaving it gets its traceback
+  // entry (at the instruction that raised) unless CPython ran the frame and added it.
+  compat::link_frame(ts, f);
   PyObject* result = run_frame(*st, ts, f, throwflag);
+  if (result == nullptr) compat::add_traceback_entry(ts, f);
+  compat::unlink_frame(ts, f);
   t_recorder = recorder;
   // A KeyboardInterrupt, SystemExit or MemoryError that framejit's own code met (and
   // set aside, guards/py_errors.h) reaches the caller, even where the frame finished.

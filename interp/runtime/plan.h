@@ -117,6 +117,8 @@ struct PlanStep {
   PlanValue args;                          // Call: a Tuple
   PyRef kw_names;                          // Call: names of the last arguments, or null
   int result_reg = -1;                     // Call
+  int offset = -1;                         // Call: the CALL instruction's byte offset (the frame's
+                                           // current instruction while it runs: line numbers)
   ResultCheck check;                       // Call
   std::shared_ptr<guards::GuardSet> guards;  // CheckGuards
   std::shared_ptr<DeoptState> deopt;       // Call / CheckGuards failing; Deopt; Branch (its state)

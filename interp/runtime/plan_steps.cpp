@@ -84,6 +84,7 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       return true;
     }
     case PlanStep::Kind::Call: {
+      if (step.offset >= 0 && run.frame != nullptr) compat::set_instruction(run.frame, step.offset);
       PyObject* r = call_step(step, run);
       if (r == nullptr) return false;  // raised: the frame raises it, as eager's would
       set_reg(run, step.result_reg, PyRef::steal(r));
@@ -213,7 +214,9 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
   f->stacktop = n + static_cast<int>(stack.size());
   // CPython continues after prev_instr, as when it resumes a generator.
   f->prev_instr = _PyCode_CODE(co) + state.offset / 2 - 1;
-  return compat::eval_default(PyThreadState_Get(), f, 0);
+  PyThreadState* ts = PyThreadState_Get();
+  compat::unlink_frame(ts, f);  // CPython's evaluator links it itself
+  return compat::eval_default(ts, f, 0);
 }
 
 }  // namespace fj::interp

@@ -359,6 +359,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   step.num_memos = ctx.num_memos;
   step.kw_names = PyRef::borrow(kw_names);
   step.result_reg = new_reg();
+  step.offset = cur_.code->instructions[cur_.fs->pc].offset;  // breaks happen in the root frame
   const DeoptState* deopt = nullptr;
   if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here
     call_raised_ = true;
