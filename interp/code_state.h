@@ -24,9 +24,15 @@ struct Counters {
   long graph_breaks = 0;
   long fallbacks = 0;
   long graphs = 0;
+  // Give-up states, 0 or 1 per code object (sums count code objects): compiling no new
+  // entries (calls that match a cached one still run it; others run in CPython), and
+  // skipped altogether (nothing ever compiled: every call runs in CPython).
+  long stopped_compiling = 0;
+  long skipped = 0;
   void add(const Counters& o) {
     calls += o.calls; compiles += o.compiles; recompiles += o.recompiles; cache_hits += o.cache_hits;
     graph_breaks += o.graph_breaks; fallbacks += o.fallbacks; graphs += o.graphs;
+    stopped_compiling += o.stopped_compiling; skipped += o.skipped;
   }
 };
 
@@ -54,7 +60,11 @@ struct CodeState {
   Counters counters;
   std::vector<Fallback> fallbacks;  // most recent last, bounded
   int fallbacks_in_a_row = 0;       // identical fallbacks in a row
+  // Giving up (record_fallback, interp/hook.cpp), as torch.compile does past its cache
+  // limit: a code object with cache entries stops tracing (`frozen`) but keeps using
+  // them; one without any is left to CPython for good (`skip`).
   bool skip = false;                // gave up: calls go straight to CPython
+  bool frozen = false;              // no new entries: misses run in CPython untraced
   bool dynamic = true;              // tensor sizes are symbols (framejit.compile(dynamic=...))
   bool fullgraph = false;           // a frame that cannot be traced raises GraphBreakError
   bool warned_cache_limit = false;
@@ -66,8 +76,8 @@ struct CodeState {
 };
 
 struct Config {
-  int cache_limit = 8;     // entries per code object before falling back for good
-  int fallback_limit = 2;  // identical fallbacks in a row before a code object is skipped
+  int cache_limit = 8;     // entries per code object; past it, misses run in CPython
+  int fallback_limit = 2;  // identical fallbacks in a row before a code object stops tracing
 };
 Config& config();
 

@@ -52,6 +52,23 @@ std::string location_of(PyCodeObject* code) {
   return std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno);
 }
 
+// The same fallback again and again: stop tracing this code. What it compiled stays in
+// use (calls that match an entry still hit it); with no entry at all, calls go
+// straight to CPython.
+void give_up(CodeState& st) {
+  if (st.entries.empty()) {
+    st.skip = true;
+    st.counters.skipped = 1;
+  } else {
+    st.frozen = true;
+    st.counters.stopped_compiling = 1;
+  }
+  if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
+    log::interp().info("giving up on {}: {}", PyUnicode_AsUTF8(st.code->co_qualname),
+                       st.skip ? "every call runs in CPython" : "no new entries; cached ones stay in use");
+  }
+}
+
 void record_fallback(CodeState& st, Fallback fb) {
   st.counters.fallbacks++;
   if (log::enabled(log::Channel::GraphBreaks)) {
@@ -64,7 +81,7 @@ void record_fallback(CodeState& st, Fallback fb) {
   const bool same = !st.fallbacks.empty() && st.fallbacks.back().reason == fb.reason &&
                     st.fallbacks.back().location == fb.location;
   st.fallbacks_in_a_row = same ? st.fallbacks_in_a_row + 1 : 1;
-  if (st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) st.skip = true;
+  if (st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) give_up(st);
   st.fallbacks.push_back(std::move(fb));
   if (st.fallbacks.size() > 16) st.fallbacks.erase(st.fallbacks.begin());
 }
@@ -181,6 +198,10 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       }
     }
     if (guards::restore_kept_error()) return nullptr;  // a guard met a KeyboardInterrupt & co
+    if (st.frozen) {  // gave up tracing this code: a miss runs in CPython as it is
+      st.counters.fallbacks++;
+      return run_in_cpython(ts, f, throwflag);
+    }
     if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
       if (!wait_for_other_trace(st)) return nullptr;
       if (st.skip) return run_in_cpython(ts, f, throwflag);
@@ -464,6 +485,8 @@ void reset_all() {
     st->fallbacks.clear();
     st->fallbacks_in_a_row = 0;
     st->skip = false;
+    st->frozen = false;
+    st->warned_cache_limit = false;
     st->recompile_reasons.clear();
     st->compile_seconds = 0;
   }

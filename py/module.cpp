@@ -26,6 +26,8 @@ py::dict counters_dict(const interp::Counters& c) {
   d["graph_breaks"] = c.graph_breaks;
   d["fallbacks"] = c.fallbacks;
   d["graphs"] = c.graphs;
+  d["stopped_compiling"] = c.stopped_compiling;
+  d["skipped"] = c.skipped;
   return d;
 }
 
@@ -149,6 +151,7 @@ void bind_caches(py::module_& m) {
       d["filename"] = PyUnicode_AsUTF8(st->code->co_filename);
       d["line"] = st->code->co_firstlineno;
       d["direct"] = st->direct;
+      d["entries"] = st->entries.size();
       d["compile_seconds"] = st->compile_seconds;
       d["recompile_reasons"] = st->recompile_reasons;
       d["fallback_reasons"] = fallback_list(st->fallbacks);

@@ -64,9 +64,13 @@ class CompiledModule(torch.nn.Module):
 
 
 def stats(fn=None):
-    """Counters: compiles, recompiles, cache_hits, graph_breaks, fallbacks, graphs.
+    """Counters: calls, compiles, recompiles, cache_hits, graph_breaks, fallbacks,
+    graphs, and the give-up states stopped_compiling (framejit traces no new entries:
+    calls that match a cached one still run compiled, the others run in CPython and
+    count as fallbacks) and skipped (nothing compiled: every call runs in CPython).
 
-    With `fn`, those of fn's code object; without, the sums over all code.
+    With `fn`, those of fn's code object (the states are 0 or 1); without, the sums
+    over all code (the states count code objects).
     """
     return _C.stats(fn)
 
@@ -95,13 +99,16 @@ class ExplainOutput:
     graph_breaks: list = field(default_factory=list)
     result: object = None
     recompile_reasons: list = field(default_factory=list)
+    # Whether framejit still compiles new entries for fn: "compiling", "stopped
+    # compiling: ..." (cached entries still run) or "skipped: ..." (all in CPython).
+    status: str = "compiling"
 
     @property
     def graph_count(self):
         return len(self.graphs)
 
     def __str__(self):
-        lines = [f"graphs: {self.graph_count}"]
+        lines = [f"graphs: {self.graph_count}", f"status: {self.status}"]
         for i, g in enumerate(self.graphs):
             lines.append(f"--- graph {i} ---")
             lines.append(g.rstrip())
@@ -126,13 +133,15 @@ def explain(fn, *args, **kwargs):
         fn, args = fn.__func__, (fn.__self__,) + args
     result, info = _C.explain(fn, args, kwargs)
     target = getattr(fn, "__wrapped__", fn)
-    reasons = []
+    reasons, status = [], "compiling"
     if isinstance(target, types.FunctionType):
-        reasons = [r["recompile_reasons"] for r in _C.watched()
+        records = [r for r in _C.watched()
                    if r["qualname"] == target.__code__.co_qualname
                    and r["filename"] == target.__code__.co_filename and r["line"] == target.__code__.co_firstlineno]
-        reasons = reasons[0] if reasons else []
+        if records:
+            reasons, status = records[0]["recompile_reasons"], _status(records[0])
     return ExplainOutput(
+        status=status,
         recompile_reasons=list(reasons),
         graphs=info["graphs"],
         ops=info["ops"],
@@ -140,6 +149,17 @@ def explain(fn, *args, **kwargs):
         graph_breaks=[GraphBreak(r, loc) for r, loc in info["breaks"]],
         result=result,
     )
+
+
+def _status(record):
+    """What framejit does with new calls of a watched function (see ExplainOutput.status)."""
+    why = record["fallback_reasons"][-1][0] if record["fallback_reasons"] else "?"
+    if record["skipped"]:
+        return f"skipped: every call runs in CPython (fallback_limit identical fallbacks: {why})"
+    if record["stopped_compiling"]:
+        return (f"stopped compiling: calls that match one of its {record['entries']} cached entries "
+                f"run compiled, others run in CPython ({why})")
+    return "compiling"
 
 
 def ptx(fn, *example_args, arch="sm_90"):
@@ -155,8 +175,10 @@ def ptx(fn, *example_args, arch="sm_90"):
 
 
 class _Config:
-    """framejit.config: cache_limit (entries per code object), fallback_limit
-    (fallbacks in a row before a function is left to CPython for good)."""
+    """framejit.config: cache_limit (entries per code object; calls that match none
+    of them run in CPython), fallback_limit (identical fallbacks in a row before
+    framejit stops tracing a function: its cached entries stay in use, and a
+    function with none is left to CPython for good)."""
 
     __slots__ = ()
 
