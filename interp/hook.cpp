@@ -322,16 +322,16 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   // entry (at the instruction that raised) unless CPython ran the frame and added it.
   compat::link_frame(ts, f);
   PyObject* result = run_frame(*st, ts, f, throwflag);
-  if (result == nullptr) compat::add_traceback_entry(ts, f);
-  compat::unlink_frame(ts, f);
   t_recorder = recorder;
   // A KeyboardInterrupt, SystemExit or MemoryError that framejit's own code met (and
   // set aside, guards/py_errors.h) reaches the caller, even where the frame finished.
   if (guards::error_kept()) {
     Py_XDECREF(result);
+    result = nullptr;
     guards::restore_kept_error();
-    return nullptr;
   }
+  if (result == nullptr) compat::add_traceback_entry(ts, f);
+  compat::unlink_frame(ts, f);
   return result;
 }
 

@@ -79,6 +79,15 @@ def shape_mismatch(x, w):
     return y @ w
 
 
+def helper_matmul(y, w):
+    return y @ w
+
+
+def inlined_shape_mismatch(x, w):
+    y = x + 1
+    return helper_matmul(y, w)
+
+
 def shape_mismatch_after_break(x, w):
     y = x + 1
     CALLS.append(0)
@@ -131,6 +140,18 @@ def opaque_raises_on_a_cache_hit(x):
     return z * 2
 
 
+@framejit.compile
+def compiled_inner(y):
+    z = y * 3
+    CALLS.append(0)
+    raise ValueError("in a compiled callee")
+
+
+def calls_a_compiled_function(x):
+    y = x + 1
+    return compiled_inner(y)
+
+
 def frames_of(fn, *args):
     """(exception type, message, [(name, file, line), ...]) of fn(*args), the
     caller's own entry left out."""
@@ -151,6 +172,8 @@ CASES = {
     "shape_mismatch": (shape_mismatch, [(torch.ones(2, 3), torch.ones(7, 3))]),
     "shape_mismatch_at_run_time": (shape_mismatch, [(torch.ones(2, 3), torch.ones(3, 4)),
                                                     (torch.ones(2, 3), torch.ones(5, 4))]),
+    "inlined_shape_mismatch": (inlined_shape_mismatch, [(torch.ones(2, 3), torch.ones(3, 4)),
+                                                        (torch.ones(2, 3), torch.ones(5, 4))]),
     "shape_mismatch_after_break": (shape_mismatch_after_break, [(torch.ones(2, 3), torch.ones(3, 4)),
                                                                 (torch.ones(2, 3), torch.ones(5, 4))]),
     "missing_attribute": (missing_attribute, [(torch.ones(3),)]),
@@ -159,6 +182,7 @@ CASES = {
     "call_non_callable": (call_non_callable, [(torch.ones(3),)]),
     "call_non_callable_attr": (call_non_callable_attr, [(torch.ones(3),)]),
     "raise_after_break": (raise_after_break, [(torch.ones(3),)]),
+    "compiled_callee": (calls_a_compiled_function, [(torch.ones(3),)]),
     "attr_after_break": (attr_after_break, [(torch.ones(3),)]),
 }
 
@@ -214,6 +238,12 @@ def warn_here(x):
     return y * 2
 
 
+def warn_at_caller(x):
+    y = x + 1
+    warnings.warn("at the caller", stacklevel=2)
+    return y * 2
+
+
 def warn_helper(msg):
     warnings.warn(msg, stacklevel=2)
 
@@ -257,7 +287,8 @@ def warnings_of(fn, *args):
     return out, [(str(w.message), w.filename, w.lineno) for w in caught]
 
 
-@pytest.mark.parametrize("fn", [warn_here, warn_from_helper, warn_twice_from_helper], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [warn_here, warn_at_caller, warn_from_helper, warn_twice_from_helper],
+                         ids=lambda f: f.__name__)
 def test_warnings_report_eagers_file_and_line(fn):
     x = torch.ones(3)
     want_out, want = warnings_of(fn, x)
