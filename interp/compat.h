@@ -60,6 +60,13 @@ inline bool tracing_active(PyThreadState* ts) {
 // 3.11's COPY_FREE_VARS (opcode.h's macros would clash with interp/trace/opcodes.def).
 constexpr int kCopyFreeVars = 149;
 
+// A debugger set a trace function on this frame itself (pdb.set_trace() / breakpoint()
+// marks every frame on the chain) while a trace function is set: from here on the
+// frame's line events are expected, which only CPython's evaluator gives.
+inline bool frame_traced(PyThreadState* ts, Frame* f) {
+  return ts->c_tracefunc != nullptr && f->frame_obj != nullptr && f->frame_obj->f_trace != nullptr;
+}
+
 inline _Py_CODEUNIT* entry_instr(Frame* f) { return _PyCode_CODE(f->f_code) - 1; }
 
 // The instruction at byte offset `offset` is the frame's current one.

@@ -141,6 +141,12 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
       case PlanStep::Kind::CheckGuards: {
         const DeoptState* deopt = nullptr;
         if (!run_step(step, run, &deopt)) return deopt ? resume_in_cpython(*deopt, run) : nullptr;
+        // The call started a debugger on this frame (breakpoint()): the rest runs in
+        // CPython, which gives the debugger its line events.
+        if (step.kind == PlanStep::Kind::Call && step.deopt && run.frame != nullptr &&
+            compat::frame_traced(PyThreadState_Get(), run.frame)) {
+          return resume_in_cpython(*step.deopt, run);
+        }
         break;
       }
       case PlanStep::Kind::Deopt:

@@ -208,6 +208,11 @@ Status Tracer::execute(Value* result) {
     if (committed_ && cur_.depth == 0 && !cur_.fs->kw_names &&
         (cur_.fs->pc == 0 || cur_.code->instructions[cur_.fs->pc - 1].opcode != op(Opcode::EXTENDED_ARG))) {
       take_snapshot();
+      // An opaque call started a debugger on this frame (breakpoint()): CPython runs
+      // the rest, from here, and gives the debugger its line events.
+      if (frame_ != nullptr && compat::frame_traced(PyThreadState_Get(), frame_)) {
+        return unsupported("a debugger traces this frame (breakpoint())");
+      }
     }
     FJ_TRY(step(*last_ins_));
     if (cur_.fs->ret) {

@@ -471,3 +471,28 @@ def test_pdb_stops_at_a_breakpoint_in_a_compiled_function(tmp_path):
     assert got.returncode == 0, got.stderr
     assert "[2.0, 2.0]" in eager.stdout and "[4.0, 4.0]" in eager.stdout
     assert got.stdout == eager.stdout
+
+
+BREAKPOINT_SCRIPT = textwrap.dedent("""
+    import importlib, sys, torch, framejit
+    sys.path.insert(0, sys.argv[2])
+    f = importlib.import_module("bp_target").f
+    fn = framejit.compile(f) if sys.argv[1] == "compiled" else f
+    x = torch.ones(2)
+    print("result", fn(x).tolist())  # the first call traces: the debugger starts mid-trace
+    print("result", fn(x).tolist())  # a cache hit
+    print("result", fn(x).tolist())
+""")
+
+
+def test_breakpoint_in_a_compiled_function_stops_as_in_eager(tmp_path):
+    (tmp_path / "bp_target.py").write_text(
+        "def f(x):\n    y = x + 1\n    breakpoint()\n    z = y * 2\n    return z\n")
+    commands = "p y.tolist()\nn\np z.tolist()\nc\n" * 4
+    env = {"PYTHONBREAKPOINT": "pdb.set_trace"}
+    eager = probe(BREAKPOINT_SCRIPT, timeout=120, args=["eager", str(tmp_path)], input=commands, env=env)
+    got = probe(BREAKPOINT_SCRIPT, timeout=120, args=["compiled", str(tmp_path)], input=commands, env=env)
+    assert eager.returncode == 0, eager.stderr
+    assert got.returncode == 0, got.stderr
+    assert eager.stdout.count("[2.0, 2.0]") >= 3 and "bp_target.py(4)f()" in eager.stdout
+    assert got.stdout == eager.stdout
