@@ -415,9 +415,11 @@ class Tracer {
   Expected<jit::NodeId> fresh_copy(jit::NodeId x);
   // Finish: the inputs the frame wrote become outputs and the plan's WriteBacks.
   Status seal_writes(ConvertCtx& ctx);
-  // A returned tensor that is a view of an input: built from the input at run time
-  // (PlanValue::View), so that it aliases it as eager's does. False: not such a view.
-  bool input_view(jit::NodeId n, PlanValue* out);
+  // A returned tensor that is a view (of an input, or of a tensor the graph computes):
+  // built at run time from its base (PlanValue::View), so that it aliases it as eager's
+  // does; a computed base becomes an output of the final graph. False: not such a view.
+  bool aliasing_view(jit::NodeId n, ConvertCtx& ctx, PlanValue* out);
+  bool view_base(jit::NodeId base, ConvertCtx& ctx, PlanValue* out);
   // Cut: what in-place ops need to know of the old segment, for the new one.
   Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
   std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views
