@@ -167,6 +167,8 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
       return unsupported(what + " of a tensor computed before a graph break (not supported yet)");
     }
     if (committed_ || continuation_) return unsupported(what + " of an input after a graph break (not supported yet)");
+    // Eager refuses it outside inference mode and allows it inside; either way eager does it.
+    if (inference_inputs_.count(storage)) return unsupported(what + " of an inference tensor (eager checks it)");
     if (grad_inputs_.count(storage) && grad_enabled_) {
       return unsupported(what + " of an input that requires grad, with grad mode on (eager raises)");
     }
@@ -340,6 +342,7 @@ Status Tracer::call_inplace_method(const std::string& name, std::vector<Value> a
         auto c = graph_.cast(args[1].node, d.dtype);
         value = c ? graph_.expand(*c, d.sym) : c;
       } else {
+        FJ_TRY(check_fill_value(args[1], d.dtype, what));
         auto v = operand(args[1]);
         if (!v) return unsupported(what + ": " + v.error());
         value = graph_.full(d.sym, *v, d.dtype);
@@ -715,6 +718,7 @@ Status Tracer::cut_storages(const std::vector<NodeId>& live, const std::unordere
   storage_key_.clear();
   storage_now_.clear();
   grad_inputs_ = std::move(next_grad);
+  inference_inputs_.clear();  // inputs are not written after a break
   input_names_ = std::move(next_names);
   alias_lost_ = std::move(next_lost);
   return ok();
