@@ -37,6 +37,7 @@ struct TensorMeta {
   PyObject* dtype = nullptr;  // borrowed: torch dtypes are immortal singletons
   bool is_cpu = false;
   bool requires_grad = false;
+  bool is_inference = false;  // made under torch.inference_mode(): eager refuses writes to it outside
   int rank = 0;
   std::array<int64_t, kMaxRank> sizes{};
   std::array<int64_t, kMaxRank> strides{};

@@ -53,6 +53,9 @@ Expected<TensorMeta> tensor_meta(PyObject* t) {
   static PyObject* s_is_cpu = interned("is_cpu").release();
   static PyObject* s_requires_grad = interned("requires_grad").release();
   static PyObject* s_is_neg = interned("is_neg").release();
+  static PyObject* s_layout = interned("layout").release();
+  static PyObject* s_is_inference = interned("is_inference").release();
+  static PyObject* strided = torch_function("strided");  // torch.strided, kept for the process
 
   const PyRef shape = PyRef::steal(PyObject_GetAttr(t, s_shape));
   const PyRef strides = PyRef::steal(shape ? PyObject_CallMethodNoArgs(t, s_stride) : nullptr);
@@ -61,17 +64,23 @@ Expected<TensorMeta> tensor_meta(PyObject* t) {
   const PyRef rg = PyRef::steal(is_cpu ? PyObject_GetAttr(t, s_requires_grad) : nullptr);
   // A lazily negated view (x.conj().imag) reads negated values from raw memory.
   const PyRef neg = PyRef::steal(rg ? PyObject_CallMethodNoArgs(t, s_is_neg) : nullptr);
+  // Only dense tensors in memory are compiled: a sparse, a mkldnn tensor, ... has other
+  // layouts (and some of them strides that mean nothing); eager handles it.
+  const PyRef layout = PyRef::steal(neg ? PyObject_GetAttr(t, s_layout) : nullptr);
+  const PyRef inference = PyRef::steal(layout ? PyObject_CallMethodNoArgs(t, s_is_inference) : nullptr);
   TensorMeta m;
   int srank = 0;
   const bool read = neg.get() == Py_False && read_int_tuple(shape.get(), m.sizes, &m.rank) &&
                     read_int_tuple(strides.get(), m.strides, &srank) && m.rank == srank;
   clear_error();
   if (neg.get() == Py_True) return Error{"tensor with the negative bit set (a lazily negated view)"};
-  if (neg.get() != Py_False) return Error{"cannot read tensor metadata"};
+  if (neg.get() != Py_False || !inference) return Error{"cannot read tensor metadata"};
+  if (strided == nullptr || layout.get() != strided) return Error{"tensor with layout " + str_of(layout.get()) + " (not strided)"};
   if (!read) return Error{"tensor of rank above " + std::to_string(kMaxRank)};
   m.dtype = dtype.get();  // torch dtypes live as long as torch
   m.is_cpu = is_cpu.get() == Py_True;
   m.requires_grad = rg.get() == Py_True;
+  m.is_inference = inference.get() == Py_True;
   return m;
 }
 

@@ -25,7 +25,7 @@ std::string dims_str(const std::array<int64_t, kMaxRank>& d, int rank) {
 
 bool TensorSpec::matches(const TensorMeta& m, jit::Bindings& b) const noexcept {
   if (m.dtype != meta.dtype || m.is_cpu != meta.is_cpu || m.requires_grad != meta.requires_grad ||
-      m.rank != meta.rank) {
+      m.is_inference != meta.is_inference || m.rank != meta.rank) {
     return false;
   }
   for (size_t i = 0; i < static_cast<size_t>(meta.rank); ++i) {
@@ -47,6 +47,9 @@ std::string TensorSpec::mismatch(const TensorMeta& m, const std::string& who) co
   if (m.is_cpu != e.is_cpu) return who + " device mismatch: expected " + (e.is_cpu ? "cpu" : "non-cpu");
   if (m.requires_grad != e.requires_grad) {
     return who + " requires_grad mismatch: expected " + (e.requires_grad ? "True" : "False");
+  }
+  if (m.is_inference != e.is_inference) {
+    return who + " is_inference mismatch: expected " + (e.is_inference ? "True" : "False");
   }
   if (m.rank != e.rank) {
     return who + " rank mismatch: expected " + std::to_string(e.rank) + ", actual " + std::to_string(m.rank);
@@ -84,7 +87,7 @@ std::string TensorSpec::text(const std::string& who) const {
   sizes += "]";
   return who + ": torch.Tensor " + str_of(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
          (check_strides ? " stride=" + dims_str(meta.strides, meta.rank) : "") +
-         (meta.requires_grad ? " requires_grad" : "");
+         (meta.requires_grad ? " requires_grad" : "") + (meta.is_inference ? " inference" : "");
 }
 
 // ---- ArgTensor -----------------------------------------------------------------

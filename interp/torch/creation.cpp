@@ -3,6 +3,7 @@
 #include "interp/trace/tracer.h"
 
 #include <cmath>
+#include <limits>
 
 namespace fj::interp {
 
@@ -71,7 +72,44 @@ std::optional<DType> Tracer::fill_dtype(const Value& v) const {
 }
 
 // A tensor of these sizes filled with `value`.
+Status Tracer::check_fill_value(const Value& value, DType d, const std::string& what) {
+  const std::optional<SymExpr> e = as_sym(value);
+  if (!e || e->type() == jit::SymType::Bool) return ok();  // a bool fits every dtype
+  const bool real = e->type() == jit::SymType::Float;
+  // c10's rule: a float fits a floating type when in range, infinite or NaN; a number
+  // fits an integer type when in its range, where an unsigned type also takes ints
+  // down to -max (they wrap) but no negative float.
+  auto between = [&](double lo, double hi) {
+    return real ? jit::logical_and(jit::ge(*e, SymExpr::real(lo)), jit::le(*e, SymExpr::real(hi)))
+                : jit::logical_and(jit::ge(*e, SymExpr::integer(static_cast<int64_t>(lo))),
+                                   jit::le(*e, SymExpr::integer(static_cast<int64_t>(hi))));
+  };
+  SymExpr fits = SymExpr::boolean(true);
+  switch (d) {
+    case DType::Bool: case DType::Float64: return ok();
+    case DType::Int64:
+      if (!real) return ok();
+      fits = between(-9223372036854775808.0, 9223372036854775807.0);
+      break;
+    case DType::Int32: fits = between(-2147483648.0, 2147483647.0); break;
+    case DType::UInt8: fits = between(real ? 0.0 : -255.0, 255.0); break;
+    case DType::Float32: {
+      if (!real) return ok();
+      const double inf = std::numeric_limits<double>::infinity();
+      const SymExpr special = jit::logical_or(jit::logical_or(jit::eq(*e, SymExpr::real(inf)), jit::eq(*e, SymExpr::real(-inf))),
+                                              jit::ne(*e, *e));
+      fits = jit::logical_or(between(-std::numeric_limits<float>::max(), std::numeric_limits<float>::max()), special);
+      break;
+    }
+  }
+  bool in = false;
+  FJ_TRY(guard_truth(fits, &in));
+  if (!in) return unsupported(what + " with a value out of the range of " + std::string(jit::dtype_name(d)) + " (eager raises)");
+  return ok();
+}
+
 Status Tracer::fill(const OpCall& c, const jit::SymShape& sizes, const Value& value, DType d) {
+  FJ_TRY(check_fill_value(value, d, c.what));
   auto v = operand(value);
   if (!v) return unsupported(c.what + ": " + v.error());
   return push_built(graph_.full(sizes, *v, d), c.what);

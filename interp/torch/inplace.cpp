@@ -75,6 +75,8 @@ const char* inplace_dunder(int nb_op) {
 // ---- storages and views ----
 
 Status Tracer::push_view(Expected<NodeId> n, const std::string& what, NodeId of) {
+  // A view that changes nothing is still a tensor of its own in eager (y.view(y.shape) is not y).
+  if (n && *n == of) n = graph_.alias(of);
   if (n) mark_view(*n, of);
   return push_built(std::move(n), what, of);
 }
@@ -165,6 +167,8 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
       return unsupported(what + " of a tensor computed before a graph break (not supported yet)");
     }
     if (committed_ || continuation_) return unsupported(what + " of an input after a graph break (not supported yet)");
+    // Eager refuses it outside inference mode and allows it inside; either way eager does it.
+    if (inference_inputs_.count(storage)) return unsupported(what + " of an inference tensor (eager checks it)");
     if (grad_inputs_.count(storage) && grad_enabled_) {
       return unsupported(what + " of an input that requires grad, with grad mode on (eager raises)");
     }
@@ -338,6 +342,7 @@ Status Tracer::call_inplace_method(const std::string& name, std::vector<Value> a
         auto c = graph_.cast(args[1].node, d.dtype);
         value = c ? graph_.expand(*c, d.sym) : c;
       } else {
+        FJ_TRY(check_fill_value(args[1], d.dtype, what));
         auto v = operand(args[1]);
         if (!v) return unsupported(what + ": " + v.error());
         value = graph_.full(d.sym, *v, d.dtype);
@@ -544,17 +549,47 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
 
 // ---- the end of a trace, and graph breaks ----
 
-bool Tracer::input_view(NodeId n, PlanValue* out) {
+// The tensor a view chain starts from, as the plan reads it: an input (an argument, a
+// path tensor, a register of an earlier segment), or the base node itself made an
+// output of the final graph. False when the base has no such form.
+bool Tracer::view_base(NodeId base, ConvertCtx& ctx, PlanValue* out) {
+  const NodeId storage = storage_of(base);
+  const jit::Node& root = graph_.node(storage);
+  if (root.op == jit::Op::Placeholder) {
+    const InputRef ref = placeholder_slot_[static_cast<size_t>(root.index)];
+    out->kind = ref.kind == InputRef::Kind::Arg    ? PlanValue::Kind::Arg
+                : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
+                                                   : PlanValue::Kind::Reg;
+    out->index = ref.index;
+    // A register is never written in place (write_to refuses it): base is the register.
+    return ref.kind != InputRef::Kind::Reg || base == storage;
+  }
+  if (ctx.output_index == nullptr) return false;
+  auto [it, fresh] = ctx.output_index->emplace(base, static_cast<int>(ctx.outputs->size()));
+  if (fresh) ctx.outputs->push_back(base);
+  out->kind = PlanValue::Kind::GraphOutput;
+  out->index = it->second;
+  return true;
+}
+
+bool Tracer::aliasing_view(NodeId n, ConvertCtx& ctx, PlanValue* out) {
   std::vector<NodeId> chain;
   NodeId cur = n;
   for (auto p = view_parent_.find(cur); p != view_parent_.end(); p = view_parent_.find(cur)) {
     chain.push_back(cur);
     cur = p->second;
   }
-  const NodeId storage = storage_of(cur);
-  if (chain.empty() || graph_.node(storage).op != jit::Op::Placeholder) return false;
-  const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(storage).index)];
-  if (ref.kind == InputRef::Kind::Reg) return false;
+  if (chain.empty()) return false;
+  for (NodeId c : chain) {
+    switch (graph_.node(c).op) {
+      case jit::Op::Permute: case jit::Op::Reshape: case jit::Op::Expand: case jit::Op::Select: case jit::Op::Slice:
+        continue;
+      default:
+        return false;  // a step build_view cannot take: the view is computed as an output of its own
+    }
+  }
+  PlanValue base;
+  if (!view_base(cur, ctx, &base)) return false;
   auto constant = [](PyObject* o) {
     PlanValue c;
     c.kind = PlanValue::Kind::Const;
@@ -571,9 +606,6 @@ bool Tracer::input_view(NodeId n, PlanValue* out) {
   };
   PlanValue v;
   v.kind = PlanValue::Kind::View;
-  PlanValue base;
-  base.kind = ref.kind == InputRef::Kind::Arg ? PlanValue::Kind::Arg : PlanValue::Kind::PathTensor;
-  base.index = ref.index;
   v.items.push_back(std::move(base));
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const jit::Node& node = graph_.node(*it);
@@ -686,6 +718,7 @@ Status Tracer::cut_storages(const std::vector<NodeId>& live, const std::unordere
   storage_key_.clear();
   storage_now_.clear();
   grad_inputs_ = std::move(next_grad);
+  inference_inputs_.clear();  // inputs are not written after a break
   input_names_ = std::move(next_names);
   alias_lost_ = std::move(next_lost);
   return ok();

@@ -281,10 +281,7 @@ Status Tracer::lower_transpose(const OpCall& c) {
 Status Tracer::lower_t(const OpCall& c) {
   const size_t rank = graph_.node(c.x).rank();
   if (rank > 2) return unsupported("t() of a tensor with more than 2 dims (eager raises)");
-  if (rank < 2) {
-    push(c.a[0]);
-    return ok();
-  }
+  if (rank < 2) return push_view(c.x, c.what, c.x);  // a view that changes nothing
   return push_strided_view(graph_.transpose(c.x, 0, 1), c);
 }
 
@@ -542,6 +539,11 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
     if (!r) return unsupported(what + ": " + r.error());
     x = *r;
     noncontig = false;  // advanced indexing copies
+  } else if (x == xv.node) {  // y[:], y[...]: a view of y of its own, as eager's
+    auto a = graph_.alias(x);
+    if (!a) return unsupported(what + ": " + a.error());
+    mark_view(*a, x);
+    x = *a;
   }
   if (noncontig) mark_noncontig(x);
   push(Value::tensor(x));

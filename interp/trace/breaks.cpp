@@ -136,7 +136,7 @@ Status Tracer::convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     return ok();
   }
   if (ctx.output_index == nullptr) return unsupported("internal error: a tensor that is no graph input at a break");
-  if (input_view(v.node, out)) return ok();
+  if (aliasing_view(v.node, ctx, out)) return ok();
   auto [it, fresh] = ctx.output_index->emplace(v.node, static_cast<int>(ctx.outputs->size()));
   if (fresh) ctx.outputs->push_back(v.node);
   out->kind = PlanValue::Kind::GraphOutput;

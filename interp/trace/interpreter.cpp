@@ -81,6 +81,7 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   if (placeholder_requires_grad_.size() <= index) placeholder_requires_grad_.resize(index + 1, false);
   placeholder_requires_grad_[index] = meta.requires_grad;
   if (meta.requires_grad) grad_inputs_.insert(*node);
+  if (meta.is_inference) inference_inputs_.insert(*node);
   input_names_[*node] = source;
   return ok();
 }

@@ -328,6 +328,9 @@ class Tracer {
   Status factory_options(const OpCall& c, std::optional<jit::DType>* dtype);
   std::optional<jit::DType> fill_dtype(const Value& v) const;
   Status fill(const OpCall& c, const jit::SymShape& sizes, const Value& value, jit::DType d);
+  // A number that fill_ or full converts to dtype d: out of d's range, eager raises
+  // ("value cannot be converted ... without overflow"), so the trace stops (guarded).
+  Status check_fill_value(const Value& value, jit::DType d, const std::string& what);
   Status fill_sized(const OpCall& c, long value);
   Status fill_like(const OpCall& c, long value);
   Status triangle(const OpCall& c, bool lower);
@@ -415,9 +418,11 @@ class Tracer {
   Expected<jit::NodeId> fresh_copy(jit::NodeId x);
   // Finish: the inputs the frame wrote become outputs and the plan's WriteBacks.
   Status seal_writes(ConvertCtx& ctx);
-  // A returned tensor that is a view of an input: built from the input at run time
-  // (PlanValue::View), so that it aliases it as eager's does. False: not such a view.
-  bool input_view(jit::NodeId n, PlanValue* out);
+  // A returned tensor that is a view (of an input, or of a tensor the graph computes):
+  // built at run time from its base (PlanValue::View), so that it aliases it as eager's
+  // does; a computed base becomes an output of the final graph. False: not such a view.
+  bool aliasing_view(jit::NodeId n, ConvertCtx& ctx, PlanValue* out);
+  bool view_base(jit::NodeId base, ConvertCtx& ctx, PlanValue* out);
   // Cut: what in-place ops need to know of the old segment, for the new one.
   Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
   std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views
@@ -425,6 +430,7 @@ class Tracer {
   std::unordered_map<jit::NodeId, jit::NodeId> storage_now_;  // storage -> its base node now
   std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
   std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
+  std::unordered_set<jit::NodeId> inference_inputs_;  // placeholders of inference tensors (never written here)
   std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
   // Cells made by LOAD_CLOSURE for a function defined in the frame (a comprehension,
   // a lambda): each stands for a local of a traced frame, read when the function's
