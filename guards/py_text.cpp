@@ -118,16 +118,10 @@ std::string describe_items(PyObject* seq, size_t max_chars, int depth) {
   return s + (size ? "])" : list ? "]" : ")");
 }
 
-std::string address(PyObject* o) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", static_cast<void*>(o));
-  return buf;
-}
-
 // A plain tensor's metadata: "tensor(shape=[2, 3], dtype=torch.float32)".
 std::string describe_tensor(PyObject* t) {
   const Expected<TensorMeta> m = tensor_meta(t);
-  if (!m) return "<torch.Tensor object at " + address(t) + ">";
+  if (!m) return "<torch.Tensor object>";
   std::string shape;
   for (int d = 0; d < m->rank; ++d) shape += (d ? ", " : "") + std::to_string(m->sizes[static_cast<size_t>(d)]);
   return "tensor(shape=[" + shape + "], dtype=" + describe(m->dtype, 40, 1) + (m->is_cpu ? "" : ", not on the cpu") +
@@ -156,7 +150,15 @@ std::string describe(PyObject* o, size_t max_chars, int depth) {
     return "<function " + utf8_lossy(reinterpret_cast<PyFunctionObject*>(o)->func_qualname, 200) + ">";
   }
   if (PyCFunction_Check(o)) {
-    return std::string("<built-in function ") + reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name + ">";
+    auto* fn = reinterpret_cast<PyCFunctionObject*>(o);
+    const std::string name = fn->m_ml->ml_name;
+    PyObject* self = fn->m_self;
+    if (self == nullptr || PyModule_Check(self)) return "<built-in function " + name + ">";
+    return "<built-in method " + name + " of " + type_name(Py_TYPE(self)) + " object>";
+  }
+  if (tp == &PyMethodDescr_Type) {
+    auto* d = reinterpret_cast<PyDescrObject*>(o);
+    return "<method '" + utf8_lossy(d->d_name, 100) + "' of '" + d->d_type->tp_name + "' objects>";
   }
   if (PyModule_CheckExact(o)) {
     const PyRef name = PyRef::steal(PyModule_GetNameObject(o));
@@ -168,7 +170,9 @@ std::string describe(PyObject* o, size_t max_chars, int depth) {
                        (refs.parameter_type && tp == reinterpret_cast<PyTypeObject*>(refs.parameter_type)))) {
     return describe_tensor(o);
   }
-  return "<" + type_name(tp) + " object at " + address(o) + ">";
+  // No address: a reason that names the object must read the same for every object of
+  // the type, so that the same fallback again and again is seen as the same (hook.cpp).
+  return "<" + type_name(tp) + " object>";
 }
 
 }  // namespace

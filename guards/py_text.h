@@ -10,7 +10,7 @@
 //   describe_object(o)  repr-like text of any object that runs no Python code: the
 //                       value of plain numbers, strings, None, bools and torch's own
 //                       dtypes and devices, a tensor's metadata, a function's or a
-//                       class's name, and "<type object at 0x...>" for everything else
+//                       class's name, and "<module.Type object>" for everything else
 //                       (a user's __repr__ is never called)
 //
 // Nothing in framejit may build a std::string from PyUnicode_AsUTF8's result
