@@ -118,6 +118,7 @@ def test_surrogate_qualname_of_an_inlined_helper_and_of_the_function(tmp_path):
         x = torch.randn(5)
         compare("inlined", "g", x, env={"g": g})
         compare("called directly", "h", x, env={"h": h})
+        print(json.dumps({"explain": str(framejit.explain(g, x)), "fallbacks": framejit.fallbacks(h)}))
         framejit._C.watch(g.__code__)
         g(x)
         print(json.dumps({"watched": [w["qualname"] for w in framejit._C.watched()]}))
@@ -158,11 +159,13 @@ def test_function_from_a_file_whose_path_is_not_utf8_with_a_graph_break(tmp_path
         compiled = framejit.compile(mod.f)
         log = []
         out = compiled(x, log)
-        print(json.dumps({{"stats": framejit.stats(mod.f)}}))
+        print(json.dumps({{"stats": framejit.stats(mod.f), "explain": str(framejit.explain(mod.f, x, []))}}))
     ''', env={"FRAMEJIT_LOG": "all", "FRAMEJIT_TRACE_DIR": str(dump)})
-    stats = json.loads(next(line for line in r.stdout.splitlines() if '"stats"' in line))["stats"]
+    row = json.loads(next(line for line in r.stdout.splitlines() if '"stats"' in line))
+    stats = row["stats"]
     assert stats["graph_breaks"] >= 1 and stats["calls"] >= 1, stats
-    assert r.stdout.count("inside f") == 4  # eager once, compiled three times
+    assert r.stdout.count("inside f") == 5  # eager once, compiled three times, explain once
+    assert "mod_\\udcff.py" in row["explain"]  # explain() names the file, escaped
     assert "mod_\\udcff.py" in r.stderr
     outcome = [open(dump / d / "outcome.txt", encoding="utf-8").read() for d in os.listdir(dump)]
     assert any("mod_\\udcff.py" in o for o in outcome), outcome
