@@ -81,7 +81,7 @@ std::string type_name(PyTypeObject* tp) {
   auto* ht = reinterpret_cast<PyHeapTypeObject*>(tp);
   static PyObject* s_module = PyUnicode_InternFromString("__module__");  // kept for the process
   PyObject* mod = tp->tp_dict ? PyDict_GetItemWithError(tp->tp_dict, s_module) : nullptr;
-  clear_error();
+  if (mod == nullptr) clear_error();
   std::string name = utf8_lossy(ht->ht_qualname, 200);
   if (mod != nullptr && PyUnicode_CheckExact(mod) && PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
     name = utf8_lossy(mod, 200) + "." + name;
@@ -166,13 +166,15 @@ std::string describe(PyObject* o, size_t max_chars, int depth) {
     return "<module '" + utf8_lossy(name.get(), 200) + "'>";
   }
   const auto& refs = torch_refs();
-  if ((tp == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
-                       (refs.parameter_type && tp == reinterpret_cast<PyTypeObject*>(refs.parameter_type)))) {
+  if (tp == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
+      (refs.parameter_type && tp == reinterpret_cast<PyTypeObject*>(refs.parameter_type))) {
     return describe_tensor(o);
   }
   // No address: a reason that names the object must read the same for every object of
   // the type, so that the same fallback again and again is seen as the same (hook.cpp).
-  return "<" + type_name(tp) + " object>";
+  std::string s = "<";  // (appended, not "<" + string&&: GCC 12 warns a false -Wrestrict)
+  s += type_name(tp);
+  return s + " object>";
 }
 
 }  // namespace
@@ -190,7 +192,8 @@ Expected<std::string> utf8_of(PyObject* o) {
 }
 
 std::string utf8_lossy(PyObject* o, size_t max_chars) {
-  if (o == nullptr || !PyUnicode_Check(o) || PyUnicode_READY(o) < 0) {
+  if (o == nullptr || !PyUnicode_Check(o)) return "<?>";
+  if (PyUnicode_READY(o) < 0) {
     clear_error();
     return "<?>";
   }
