@@ -25,6 +25,7 @@
 
 #include "guards/guards.h"
 #include "guards/py_ref.h"
+#include "guards/py_text.h"
 
 namespace fj::guards {
 
@@ -60,9 +61,6 @@ struct TensorSpec {
   std::string text(const std::string& who) const;
 };
 
-// str(o) / repr(o) as text; "<?>" when that raises.
-std::string str_of(PyObject* o);
-std::string repr_of(PyObject* o);
 // Exact int, float or str equal by value (floats bit for bit, so NaN equals NaN and
 // 0.0 differs from -0.0); any other object by identity.
 bool scalar_equal(PyObject* a, PyObject* b) noexcept;

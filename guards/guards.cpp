@@ -142,7 +142,7 @@ void GuardSet::add_path_method(std::string name, const PathRoot& root, const std
 void GuardSet::add_function(PyObject* fn) {
   if (has<FunctionUnchanged>([&](const FunctionUnchanged& g) { return g.fn.get() == fn; })) return;
   auto* f = reinterpret_cast<PyFunctionObject*>(fn);
-  guards_.push_back({FunctionUnchanged{PyUnicode_AsUTF8(f->func_qualname), PyRef::borrow(fn), PyRef::borrow(f->func_code),
+  guards_.push_back({FunctionUnchanged{utf8_lossy(f->func_qualname), PyRef::borrow(fn), PyRef::borrow(f->func_code),
                                        PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults)}});
 }
 

@@ -54,7 +54,7 @@ std::string GlobalIs::failure(const CallInputs&) const {
 }
 
 std::string GlobalIs::text() const {
-  return std::string(from_builtins ? "builtin '" : "global '") + name + "' is " + repr_of(object.get());
+  return std::string(from_builtins ? "builtin '" : "global '") + name + "' is " + describe_object(object.get());
 }
 
 // ---- ModuleAttrIs --------------------------------------------------------------
@@ -84,7 +84,7 @@ std::string ModuleAttrIs::failure(const CallInputs&) const {
   return "'" + dotted(name, attrs) + "' is no longer the object the trace read";
 }
 
-std::string ModuleAttrIs::text() const { return "'" + dotted(name, attrs) + "' is " + repr_of(object.get()); }
+std::string ModuleAttrIs::text() const { return "'" + dotted(name, attrs) + "' is " + describe_object(object.get()); }
 
 // ---- PathIs --------------------------------------------------------------------
 
@@ -93,9 +93,9 @@ bool PathIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   return v != nullptr && scalar_equal(v, object.get());
 }
 
-std::string PathIs::failure(const CallInputs&) const { return name + " is no longer " + repr_of(object.get()); }
+std::string PathIs::failure(const CallInputs&) const { return name + " is no longer " + describe_object(object.get()); }
 
-std::string PathIs::text() const { return name + " is " + repr_of(object.get()); }
+std::string PathIs::text() const { return name + " is " + describe_object(object.get()); }
 
 // ---- PathMethodIs --------------------------------------------------------------
 
@@ -109,9 +109,9 @@ bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   return shadow == nullptr;
 }
 
-std::string PathMethodIs::failure(const CallInputs&) const { return name + " no longer calls " + repr_of(fn.get()); }
+std::string PathMethodIs::failure(const CallInputs&) const { return name + " no longer calls " + describe_object(fn.get()); }
 
-std::string PathMethodIs::text() const { return name + " calls " + repr_of(fn.get()); }
+std::string PathMethodIs::text() const { return name + " calls " + describe_object(fn.get()); }
 
 // ---- FunctionUnchanged ---------------------------------------------------------
 
@@ -155,6 +155,6 @@ bool DictKeysAre::check(const CallInputs&, jit::Bindings&) const noexcept {
 
 std::string DictKeysAre::failure(const CallInputs&) const { return name + " has other submodules now"; }
 
-std::string DictKeysAre::text() const { return name + " keeps its submodules " + repr_of(keys.get()); }
+std::string DictKeysAre::text() const { return name + " keeps its submodules " + describe_object(keys.get()); }
 
 }  // namespace fj::guards

@@ -157,22 +157,4 @@ PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
   return nullptr;
 }
 
-// ---- text of objects, for the guards' messages -----------------------------------
-
-namespace {
-// str(o) or repr(o) through `to_text`; "<?>" when that raises.
-std::string text_of(PyObject* o, PyObject* (*to_text)(PyObject*)) {
-  const PyRef s = PyRef::steal(to_text(o));
-  const char* utf8 = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
-  if (utf8 == nullptr) {
-    clear_error();
-    return "<?>";
-  }
-  return utf8;
-}
-}  // namespace
-
-std::string str_of(PyObject* o) { return text_of(o, PyObject_Str); }
-std::string repr_of(PyObject* o) { return text_of(o, PyObject_Repr); }
-
 }  // namespace fj::guards

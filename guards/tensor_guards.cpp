@@ -43,7 +43,7 @@ bool TensorSpec::matches(const TensorMeta& m, jit::Bindings& b) const noexcept {
 
 std::string TensorSpec::mismatch(const TensorMeta& m, const std::string& who) const {
   const TensorMeta& e = meta;
-  if (m.dtype != e.dtype) return who + " dtype mismatch: expected " + str_of(e.dtype) + ", actual " + str_of(m.dtype);
+  if (m.dtype != e.dtype) return who + " dtype mismatch: expected " + describe_object(e.dtype) + ", actual " + describe_object(m.dtype);
   if (m.is_cpu != e.is_cpu) return who + " device mismatch: expected " + (e.is_cpu ? "cpu" : "non-cpu");
   if (m.requires_grad != e.requires_grad) {
     return who + " requires_grad mismatch: expected " + (e.requires_grad ? "True" : "False");
@@ -85,7 +85,7 @@ std::string TensorSpec::text(const std::string& who) const {
     sizes += (i ? ", " : "") + (dim_symbols[k] >= 0 ? "s" + std::to_string(dim_symbols[k]) : std::to_string(meta.sizes[k]));
   }
   sizes += "]";
-  return who + ": torch.Tensor " + str_of(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
+  return who + ": torch.Tensor " + describe_object(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
          (check_strides ? " stride=" + dims_str(meta.strides, meta.rank) : "") +
          (meta.requires_grad ? " requires_grad" : "") + (meta.is_inference ? " inference" : "");
 }

@@ -22,11 +22,11 @@ bool DefaultDTypeIs::check(const CallInputs&, jit::Bindings&) const noexcept { r
 
 std::string DefaultDTypeIs::failure(const CallInputs&) const {
   PyObject* now = default_dtype();
-  return "torch.get_default_dtype() is no longer " + str_of(dtype.get()) + ": actual " +
-         (now ? str_of(now) : std::string("<unreadable>"));
+  return "torch.get_default_dtype() is no longer " + describe_object(dtype.get()) + ": actual " +
+         (now ? describe_object(now) : std::string("<unreadable>"));
 }
 
-std::string DefaultDTypeIs::text() const { return "torch.get_default_dtype() is " + str_of(dtype.get()); }
+std::string DefaultDTypeIs::text() const { return "torch.get_default_dtype() is " + describe_object(dtype.get()); }
 
 // ---- TensorAttrIs --------------------------------------------------------------
 

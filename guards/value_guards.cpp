@@ -28,10 +28,10 @@ bool ScalarEquals::check(const CallInputs& in, jit::Bindings&) const noexcept {
 }
 
 std::string ScalarEquals::failure(const CallInputs& in) const {
-  return "L['" + name + "'] == " + repr_of(value.get()) + " failed: actual " + repr_of(in.args[arg]);
+  return "L['" + name + "'] == " + describe_object(value.get()) + " failed: actual " + describe_object(in.args[arg]);
 }
 
-std::string ScalarEquals::text() const { return "L['" + name + "'] == " + repr_of(value.get()); }
+std::string ScalarEquals::text() const { return "L['" + name + "'] == " + describe_object(value.get()); }
 
 // ---- SymbolArg -----------------------------------------------------------------
 
@@ -73,7 +73,7 @@ bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
 }
 
 std::string SymbolArg::failure(const CallInputs& in) const {
-  return "L['" + name + "'] is not " + symbol_kind(type) + ": actual " + repr_of(in.args[arg]);
+  return "L['" + name + "'] is not " + symbol_kind(type) + ": actual " + describe_object(in.args[arg]);
 }
 
 std::string SymbolArg::text() const {
@@ -100,10 +100,10 @@ bool ClosureIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
 }
 
 std::string ClosureIs::failure(const CallInputs&) const {
-  return "closure variable '" + name + "' is no longer " + repr_of(value.get());
+  return "closure variable '" + name + "' is no longer " + describe_object(value.get());
 }
 
-std::string ClosureIs::text() const { return "closure variable '" + name + "' is " + repr_of(value.get()); }
+std::string ClosureIs::text() const { return "closure variable '" + name + "' is " + describe_object(value.get()); }
 
 // ---- CellIs --------------------------------------------------------------------
 
@@ -113,11 +113,11 @@ bool CellIs::check(const CallInputs&, jit::Bindings&) const noexcept {
 }
 
 std::string CellIs::failure(const CallInputs&) const {
-  return "closure variable '" + name + "' of an inlined function is no longer " + repr_of(value.get());
+  return "closure variable '" + name + "' of an inlined function is no longer " + describe_object(value.get());
 }
 
 std::string CellIs::text() const {
-  return "closure variable '" + name + "' (inlined) is " + repr_of(value.get());
+  return "closure variable '" + name + "' (inlined) is " + describe_object(value.get());
 }
 
 }  // namespace fj::guards

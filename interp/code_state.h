@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "guards/guards.h"
+#include "guards/py_text.h"
 #include "interp/runtime/plan.h"
 
 namespace fj::interp {

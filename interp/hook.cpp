@@ -49,7 +49,7 @@ PyObject* eval_previous(PyThreadState* ts, compat::Frame* f, int throwflag) {
 }
 
 std::string location_of(PyCodeObject* code) {
-  return std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno);
+  return guards::utf8_lossy(code->co_filename) + ":" + std::to_string(code->co_firstlineno);
 }
 
 // The same fallback again and again: stop tracing this code. What it compiled stays in
@@ -72,7 +72,7 @@ void give_up(CodeState& st) {
 void record_fallback(CodeState& st, Fallback fb) {
   st.counters.fallbacks++;
   if (log::enabled(log::Channel::GraphBreaks)) {
-    log::interp().info("fallback in {}: {} ({})", PyUnicode_AsUTF8(st.code->co_qualname), fb.reason,
+    log::interp().info("fallback in {}: {} ({})", guards::utf8_lossy(st.code->co_qualname), fb.reason,
                        fb.location);
   }
   if (t_recorder != nullptr) t_recorder->breaks.push_back(fb);
@@ -232,7 +232,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     recompile_reason = st.entries.front()->guards.check_verbose(in).value_or(
         "a scalar expression of the plan has no value for these arguments");
     if (log::enabled(log::Channel::Guards) || log::enabled(log::Channel::Recompiles)) {
-      log::guards().info("recompiling {} ({}): {}", PyUnicode_AsUTF8(code->co_qualname), location_of(code),
+      log::guards().info("recompiling {} ({}): {}", guards::utf8_lossy(code->co_qualname), location_of(code),
                          recompile_reason);
     }
   }
@@ -244,7 +244,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   st.compile_seconds += seconds;
   if (log::enabled(log::Channel::Perf)) {
-    log::interp().info("perf: {} ({}): trace and compile {:.1f} ms{}", PyUnicode_AsUTF8(code->co_qualname),
+    log::interp().info("perf: {} ({}): trace and compile {:.1f} ms{}", guards::utf8_lossy(code->co_qualname),
                        location_of(code), seconds * 1e3, entry ? "" : " (fell back)");
   }
   if (ran.ran && !entry) return ran.result;

@@ -147,8 +147,9 @@ void bind_caches(py::module_& m) {
     py::list out;
     for (interp::CodeState* st : interp::watched_states()) {
       py::dict d = counters_dict(st->counters);
-      d["qualname"] = PyUnicode_AsUTF8(st->code->co_qualname);
-      d["filename"] = PyUnicode_AsUTF8(st->code->co_filename);
+      // The code's own str objects: a lone surrogate in them reaches Python unchanged.
+      d["qualname"] = py::reinterpret_borrow<py::object>(st->code->co_qualname);
+      d["filename"] = py::reinterpret_borrow<py::object>(st->code->co_filename);
       d["line"] = st->code->co_firstlineno;
       d["direct"] = st->direct;
       d["entries"] = st->entries.size();

@@ -212,7 +212,7 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
     if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release(), nullptr;
   }
   if (log::enabled(log::Channel::GraphBreaks)) {
-    log::interp().info("resuming {} in CPython at offset {}: {}", PyUnicode_AsUTF8(co->co_qualname), state.offset,
+    log::interp().info("resuming {} in CPython at offset {}: {}", guards::utf8_lossy(co->co_qualname), state.offset,
                        state.reason);
   }
   for (int i = 0; i < n; ++i) Py_XSETREF(f->localsplus[i], locals[static_cast<size_t>(i)]);

@@ -6,6 +6,7 @@
 
 #include <sys/mman.h>
 
+#include "guards/py_text.h"
 #include "interp/runtime/plan.h"
 #include "jit/log.h"
 
@@ -357,7 +358,7 @@ PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>&
     PyRef step = PyRef::steal(build_value(v.items[k], run, outs, memo));
     if (!step) return nullptr;
     PyObject* s = step.get();
-    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(s, 0));
+    const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(s, 0));  // a step name of framejit's own
     const Py_ssize_t n = PyTuple_GET_SIZE(s);
     if (name == "permute") {
       t = PyRef::steal(PyObject_CallMethod(t.get(), "permute", "(O)", PyTuple_GET_ITEM(s, 1)));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 namespace fj::interp {
 
@@ -17,14 +18,17 @@ constexpr size_t kFactoryOptions = 5;  // dtype, layout, device, pin_memory, req
 
 bool device_ok(PyObject* o) {
   if (o == Py_None) return true;
-  if (PyUnicode_Check(o)) return std::string(PyUnicode_AsUTF8(o)) == "cpu";
+  if (PyUnicode_Check(o)) return guards::str_is(o, "cpu");
+  // torch.device's own getters only: an object of another type is not read.
+  if (std::string_view(Py_TYPE(o)->tp_name) != "torch.device" || (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return false;
+  }
   PyObject* type = PyObject_GetAttrString(o, "type");
   if (type == nullptr) {
     guards::clear_error();
     return false;
   }
-  const bool cpu = PyUnicode_Check(type) && std::string(PyUnicode_AsUTF8(type)) == "cpu" &&
-                   std::string(Py_TYPE(o)->tp_name) == "torch.device";
+  const bool cpu = guards::str_is(type, "cpu");
   Py_DECREF(type);
   PyObject* index = cpu ? PyObject_GetAttrString(o, "index") : nullptr;
   const bool no_index = index == Py_None;

@@ -282,12 +282,7 @@ Status Tracer::einsum_operands(const OpCall& c, std::string* equation, std::vect
   if (a[0].kind != ValueKind::Const || is_opaque(a[0]) || !PyUnicode_CheckExact(a[0].obj.get())) {
     return unsupported(c.what + " whose first argument is " + describe(a[0]) + " (the sublist form is not lowered)");
   }
-  const char* text = PyUnicode_AsUTF8(a[0].obj.get());
-  if (text == nullptr) {
-    guards::clear_error();
-    return unsupported(c.what + " with an equation that is not UTF-8");
-  }
-  *equation = text;
+  *equation = FJ_TRY(guards::utf8_of(a[0].obj.get()));
   FJ_TRY(tensor_list(a[1], c.what + " operands", nodes));
   if (nodes->empty() || nodes->size() > 2) return unsupported(c.what + " of " + std::to_string(nodes->size()) + " operands (not lowered)");
   return ok();

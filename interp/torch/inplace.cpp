@@ -410,7 +410,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
 // attribute stores back the very tensor that __iadd__ updated in place (nn.Module's
 // or object's __setattr__, guarded, sets it to itself).
 Status Tracer::op_store_attr(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   Value value = pop();
   if (owner.kind == ValueKind::Const && owner.ctx >= 0 && owner.method.empty()) {

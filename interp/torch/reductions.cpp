@@ -195,7 +195,7 @@ Status Tracer::lower_norm(const OpCall& c) {
   if (!jit::is_floating(graph_.node(x).dtype)) return unsupported(c.what + " of a non-floating tensor");
   PyObject* p = a[1].kind == ValueKind::Const && !is_opaque(a[1]) ? a[1].obj.get() : nullptr;
   double pv = 0;
-  if (p != nullptr && PyUnicode_Check(p) && std::string(PyUnicode_AsUTF8(p)) == "fro") pv = 2;
+  if (guards::str_is(p, "fro")) pv = 2;
   else if (p != nullptr && (PyLong_CheckExact(p) || PyFloat_CheckExact(p))) pv = PyFloat_AsDouble(p);
   else return unsupported(c.what + " with p=" + describe(a[1]));
   if (pv == 1) {

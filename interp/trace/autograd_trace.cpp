@@ -163,7 +163,7 @@ Status Tracer::compile_joint(bool* joint) {
   }
   if (!bw.scalar_ranges().empty()) return unsupported("a backward with range-checked scalar operands (not supported yet)");
   if (log::enabled(log::Channel::Graph)) {
-    log::interp().info("backward graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), bw.str());
+    log::interp().info("backward graph of {}:\n{}", guards::utf8_lossy(st_.code->co_qualname), bw.str());
   }
   Expected<std::shared_ptr<jit::CompiledGraph>> compiled = compile_on_cpu(bw, "the backward graph");
   if (compiled.failed()) return compiled.take_error();

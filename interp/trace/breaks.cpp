@@ -426,7 +426,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
     st_.counters.graph_breaks++;
     entry_->breaks.push_back({what + " (graph break: " + why_not_traced + ")", location(*last_ins_)});
     if (log::enabled(log::Channel::GraphBreaks)) {
-      log::interp().info("graph break in {}: {} ({})", PyUnicode_AsUTF8(st_.code->co_qualname), what,
+      log::interp().info("graph break in {}: {} ({})", guards::utf8_lossy(st_.code->co_qualname), what,
                          location(*last_ins_));
     }
   }

@@ -18,18 +18,6 @@
 
 namespace fj::interp {
 
-std::string repr_short(PyObject* o) {
-  PyObject* r = PyObject_Repr(o);
-  if (r == nullptr) {
-    guards::clear_error();
-    return "<?>";
-  }
-  std::string s = PyUnicode_AsUTF8(r);
-  Py_DECREF(r);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
 bool is_plain_scalar(PyObject* o) {
   return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o);
 }
@@ -53,7 +41,7 @@ bool is_foldable(PyObject* o) {
 Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
                             std::array<int, guards::kMaxRank>* dim_symbols) {
   const std::optional<jit::DType> known = dtype_from_torch(meta.dtype);
-  if (!known) return unsupported("tensor " + source + " has dtype " + repr_short(meta.dtype) + " (not supported yet)");
+  if (!known) return unsupported("tensor " + source + " has dtype " + guards::describe_object(meta.dtype) + " (not supported yet)");
   if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
   if (meta.requires_grad) {
     // With grad mode on the plan compiles a backward too (compile_joint); the mode at
@@ -94,7 +82,7 @@ Status Tracer::bind_arguments() {
   // checks that it still holds.
   PyObject* dflt = guards::default_dtype();
   if (dflt != guards::torch_refs().float32) {
-    return unsupported("torch.get_default_dtype() is " + (dflt ? repr_short(dflt) : std::string("unreadable")) +
+    return unsupported("torch.get_default_dtype() is " + (dflt ? guards::describe_object(dflt) : std::string("unreadable")) +
                        " (framejit traces under float32 only)");
   }
   entry_->guards.add_default_dtype(dflt);
@@ -106,14 +94,14 @@ Status Tracer::bind_arguments() {
     if (in_.closure == nullptr) return unsupported("free variables without a closure");
     PyObject* v = PyCell_GET(PyTuple_GET_ITEM(in_.closure, k));
     if (v == nullptr) continue;  // an empty cell: reading it ends the trace
-    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
+    const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
     guards().add_closure(k, name, v);
     cur_.fs->locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
   }
   const auto& refs = guards::torch_refs();
   for (int i = 0; i < in_.num_args; ++i) {
     PyObject* a = in_.args[i];
-    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
+    const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(code->co_localsplusnames, i));
     Source src;
     src.kind = Source::Kind::Arg;
     src.arg = i;
@@ -310,7 +298,7 @@ std::string Tracer::describe(const Value& v) const {
       for (size_t i = 0; i < n.rank(); ++i) s += (i ? ", " : "") + n.sym[i].str();
       return s + "]";
     }
-    case ValueKind::Const: return repr_short(v.obj.get());
+    case ValueKind::Const: return guards::describe_object(v.obj.get());
     case ValueKind::Sym: return v.expr.str();
     case ValueKind::Tuple:
     case ValueKind::List: {
@@ -335,7 +323,7 @@ std::string Tracer::describe(const Value& v) const {
 
 std::string Tracer::location(const Instruction& ins) const {
   PyCodeObject* co = last_co_ ? last_co_ : cur_.co;
-  return std::string(PyUnicode_AsUTF8(co->co_filename)) + ":" +
+  return guards::utf8_lossy(co->co_filename) + ":" +
          std::to_string(ins.line >= 0 ? ins.line : co->co_firstlineno);
 }
 
@@ -490,7 +478,7 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
     if (live[i] && f != jit::Family::Input && f != jit::Family::Constant) entry_->ops.emplace_back(jit::aten_name(n.op));
   }
   if (log::enabled(log::Channel::Graph)) {
-    log::interp().info("graph of {}:\n{}", PyUnicode_AsUTF8(st_.code->co_qualname), graph_.str());
+    log::interp().info("graph of {}:\n{}", guards::utf8_lossy(st_.code->co_qualname), graph_.str());
   }
   FJ_TRY(check_assumptions());
   // An opaque call of the plan may have changed torch's default dtype since the entry.
@@ -533,7 +521,7 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, cons
                                         Fallback* why, TraceOutcome* out) {
   Expected<const DecodedCode*> code = decoded_code(state.code);
   if (code.failed()) {
-    *why = Fallback{code.error(), PyUnicode_AsUTF8(state.code->co_filename)};
+    *why = Fallback{code.error(), guards::utf8_lossy(state.code->co_filename)};
     return nullptr;
   }
   Tracer tracer(state, f, in, **code);

@@ -277,7 +277,7 @@ Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
   auto* func = reinterpret_cast<PyFunctionObject*>(fn);
   auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
-  const std::string qualname = PyUnicode_AsUTF8(co->co_qualname);
+  const std::string qualname = guards::utf8_lossy(co->co_qualname);
   if (cur_.depth >= kMaxInlineDepth) {
     return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
   }
@@ -340,7 +340,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     }
     PyObject* v = PyCell_GET(cell);
     if (v == nullptr) continue;
-    guards().add_cell(cell, PyUnicode_AsUTF8(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
+    guards().add_cell(cell, guards::utf8_lossy(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
     fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
   }
 

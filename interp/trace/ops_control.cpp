@@ -216,7 +216,8 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
   while (PyDict_Next(modules, &pos, &key, nullptr)) {
     if (!PyUnicode_Check(key)) return unsupported("a submodule name that is not a string");
     Value item;
-    FJ_TRY(attr_of(seq, PyUnicode_AsUTF8(key), &item));
+    const std::string name = FJ_TRY(guards::utf8_of(key));
+    FJ_TRY(attr_of(seq, name, &item));
     items->push_back(std::move(item));
   }
   return ok();

@@ -81,8 +81,8 @@ Status Tracer::op_load_global(const Instruction& ins) {
     v = PyDict_GetItemWithError(cur_.builtins, name);
     from_builtins = true;
   }
-  if (v == nullptr) return unsupported(std::string("global name '") + PyUnicode_AsUTF8(name) + "' is not defined");
-  const std::string n = PyUnicode_AsUTF8(name);
+  if (v == nullptr) return unsupported("global name '" + guards::utf8_lossy(name) + "' is not defined");
+  const std::string n = FJ_TRY(guards::utf8_of(name));
   guards().add_global(n, v, from_builtins, cur_.guard_globals, cur_.guard_builtins);
   if (ins.arg & 1) push(Value::null());
   Source src;
@@ -210,7 +210,7 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
 
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
@@ -256,7 +256,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 
 // (owner -- method_or_NULL, self_or_value)
 Status Tracer::op_load_method(const Instruction& ins) {
-  const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg));
+  const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");

@@ -176,7 +176,7 @@ Expected<std::vector<Value>> Tracer::bind_py_op(const PyOp& op, std::vector<Valu
   std::vector<std::optional<Value>> bound(op.params.size());
   for (size_t i = 0; i < npos; ++i) bound[i] = std::move(args[i]);
   for (size_t k = 0; k < nkw; ++k) {
-    const std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k)));
+    const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k))));
     const auto it = std::find(op.params.begin(), op.params.end(), name);
     if (it == op.params.end()) return unsupported(what + " with keyword '" + name + "' (not supported)");
     const size_t slot = static_cast<size_t>(it - op.params.begin());
@@ -247,7 +247,7 @@ Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, boo
     case Binding::GeluApprox: {
       PyObject* o = nullptr;
       if (!is_const(bound[1], &o) || !PyUnicode_CheckExact(o)) return unsupported("gelu() with a non-constant approximate");
-      const std::string mode = PyUnicode_AsUTF8(o);
+      const std::string mode = FJ_TRY(guards::utf8_of(o));
       if (mode == "none") return call_op(jit::Op::Gelu, operands);
       if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
       return unsupported("gelu(approximate='" + mode + "') (eager raises)");

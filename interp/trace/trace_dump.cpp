@@ -1,20 +1,97 @@
 // Writing FRAMEJIT_TRACE_DIR dumps (see trace_dump.h).
 #include "interp/trace/trace_dump.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "jit/log.h"
 
 namespace fj::interp {
 namespace {
 
-std::atomic<int> g_dump_counter{0};
+std::atomic<unsigned> g_dump_counter{0};
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
+// One dump's folder, created new inside FRAMEJIT_TRACE_DIR and held open: every file
+// is created through its descriptor, never by a path that a symlink could redirect.
+class DumpFolder {
+ public:
+  DumpFolder(const DumpFolder&) = delete;
+  DumpFolder& operator=(const DumpFolder&) = delete;
+  ~DumpFolder() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // A new folder "<pid>-<counter>-<name>" in `root` (created if missing; the root is
+  // the user's choice and may itself be a link). mkdirat fails on any existing entry,
+  // a planted symlink included, so a name in use is skipped for the next counter.
+  static std::unique_ptr<DumpFolder> create(const std::string& root, const std::string& name) {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) return fail("cannot open " + root);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      char prefix[48];
+      std::snprintf(prefix, sizeof prefix, "%ld-%04u-", static_cast<long>(::getpid()), g_dump_counter.fetch_add(1));
+      const std::string folder = prefix + name;
+      if (::mkdirat(root_fd, folder.c_str(), 0777) != 0) {
+        if (errno == EEXIST) continue;
+        break;
+      }
+      const int fd = ::openat(root_fd, folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      ::close(root_fd);
+      if (fd < 0) return fail("cannot open the new folder " + folder + " in " + root);
+      return std::unique_ptr<DumpFolder>(new DumpFolder(fd));
+    }
+    const int err = errno;
+    ::close(root_fd);
+    errno = err;
+    return fail("cannot create a folder in " + root);
+  }
+
+  // Writes a new file `file` in the folder (O_EXCL | O_NOFOLLOW: an entry already
+  // there, a symlink included, is left alone and the file is skipped).
+  void write(const char* file, const std::string& text) const {
+    const int fd = ::openat(fd_, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      fail(std::string("cannot create ") + file);
+      return;
+    }
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fail(std::string("cannot write ") + file);
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+
+ private:
+  explicit DumpFolder(int fd) : fd_(fd) {}
+  static std::unique_ptr<DumpFolder> fail(const std::string& what) {
+    log::interp().error("FRAMEJIT_TRACE_DIR: {}: {}", what, std::strerror(errno));
+    return nullptr;
+  }
+  int fd_;
+};
+
+// The function's name as a folder name: letters, digits, '_' and '.' kept, anything
+// else (a '/', a NUL, a surrogate, any non-ASCII letter) written '_', at most 100 bytes.
+std::string folder_name(PyObject* qualname) {
+  std::string name = guards::utf8_lossy(qualname, 100);
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.') ch = '_';
+  }
+  return name.substr(0, 100);
 }
 
 std::string describe_value(const PlanValue& v) {
@@ -38,13 +115,7 @@ std::string describe_value(const PlanValue& v) {
       for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe_value(v.items[i]);
       return s + (v.kind == PlanValue::Kind::Dict ? "}" : ")");
     }
-    case PlanValue::Kind::Const: {
-      PyObject* r = PyObject_Repr(v.obj.get());
-      std::string s = r ? PyUnicode_AsUTF8(r) : "<?>";
-      Py_XDECREF(r);
-      guards::clear_error();
-      return "constant " + s;
-    }
+    case PlanValue::Kind::Const: return "constant " + guards::describe_object(v.obj.get());
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List:
     case PlanValue::Kind::Size: {
@@ -94,37 +165,24 @@ std::string describe_plan(const Plan& plan) {
 
 void write_trace_dump(PyCodeObject* code, const std::string& bytecode, const CacheEntry* entry,
                       const Fallback& why) {
-  namespace fs = std::filesystem;
-  std::string name = PyUnicode_AsUTF8(code->co_qualname);
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.') ch = '_';
-  }
-  char prefix[16];
-  std::snprintf(prefix, sizeof prefix, "%04d-", g_dump_counter.fetch_add(1));
-  const fs::path dir = fs::path(log::trace_dir()) / (prefix + name);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    log::interp().error("FRAMEJIT_TRACE_DIR: cannot create {}: {}", dir.string(), ec.message());
-    return;
-  }
-  const std::string where = std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" +
-                            std::to_string(code->co_firstlineno);
-  write_file(dir / "bytecode.txt", bytecode);
+  const std::unique_ptr<DumpFolder> dir = DumpFolder::create(log::trace_dir(), folder_name(code->co_qualname));
+  if (!dir) return;
+  const std::string qualname = guards::utf8_lossy(code->co_qualname);
+  const std::string where = guards::utf8_lossy(code->co_filename) + ":" + std::to_string(code->co_firstlineno);
+  dir->write("bytecode.txt", bytecode);
   if (entry == nullptr) {
-    write_file(dir / "outcome.txt", "fallback " + std::string(PyUnicode_AsUTF8(code->co_qualname)) + " (" + where +
-                                        ")\n" + why.reason + " (" + why.location + ")\n");
+    dir->write("outcome.txt", "fallback " + qualname + " (" + where + ")\n" + why.reason + " (" + why.location + ")\n");
     return;
   }
-  write_file(dir / "outcome.txt", "compiled " + std::string(PyUnicode_AsUTF8(code->co_qualname)) + " (" + where + ")\n");
-  write_file(dir / "graph.txt", entry->graph_text);
-  write_file(dir / "plan.txt", describe_plan(entry->plan));
+  dir->write("outcome.txt", "compiled " + qualname + " (" + where + ")\n");
+  dir->write("graph.txt", entry->graph_text);
+  dir->write("plan.txt", describe_plan(entry->plan));
   std::string guards;
   for (const std::string& g : entry->guards.describe()) guards += g + "\n";
-  write_file(dir / "guards.txt", guards);
+  dir->write("guards.txt", guards);
   if (entry->plan.graph) {
-    write_file(dir / "ir.ll", entry->plan.graph->ir());
-    write_file(dir / "ir_optimized.ll", entry->plan.graph->optimized_ir());
+    dir->write("ir.ll", entry->plan.graph->ir());
+    dir->write("ir_optimized.ll", entry->plan.graph->optimized_ir());
   }
 }
 

@@ -40,7 +40,6 @@ constexpr int op(Opcode o) { return static_cast<int>(o); }
 // location added where the trace ends).
 inline Error unsupported(std::string why) { return Error{std::move(why)}; }
 
-std::string repr_short(PyObject* o);
 bool is_plain_scalar(PyObject* o);
 // Constants whose operations run no user code: numbers, None, strings, tuples of these.
 bool is_foldable(PyObject* o);

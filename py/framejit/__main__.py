@@ -12,6 +12,7 @@ pass an option of the same name to the script."""
 
 import atexit
 import os
+import stat
 import sys
 import types
 
@@ -113,20 +114,32 @@ def run(argv):
     return 0
 
 
+def _read_dump_file(path):
+    """A dump file's text, or "" when it is not a regular file (a link, a FIFO planted
+    there): trace-view only reads, and never blocks or leaves the folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return fh.read().decode("utf-8", "backslashreplace")
+
+
 def trace_view(directory):
     """A summary of a FRAMEJIT_TRACE_DIR folder: one line per trace."""
     if not os.path.isdir(directory):
-        print(f"trace-view: {directory} is not a folder", file=sys.stderr)
+        print(f"trace-view: {directory!a} is not a folder", file=sys.stderr)
         return 2
-    traces = sorted(d for d in os.listdir(directory) if os.path.isdir(os.path.join(directory, d)))
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # folder names need not be UTF-8
+    traces = sorted(d for d in os.listdir(directory)
+                    if stat.S_ISDIR(os.lstat(os.path.join(directory, d)).st_mode))
     print(f"{len(traces)} traces in {directory}")
     for name in traces:
         path = os.path.join(directory, name)
-
-        def read(f):
-            p = os.path.join(path, f)
-            return open(p).read() if os.path.exists(p) else ""
-
+        read = lambda f: _read_dump_file(os.path.join(path, f))
         outcome = read("outcome.txt").splitlines()
         instructions = len(read("bytecode.txt").splitlines())
         ops = [l for l in read("graph.txt").splitlines() if "aten." in l]
