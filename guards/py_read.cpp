@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "guards/guard_kinds.h"
+#include "guards/py_text.h"
 
 namespace fj::guards {
 namespace {
@@ -75,7 +76,7 @@ Expected<TensorMeta> tensor_meta(PyObject* t) {
   clear_error();
   if (neg.get() == Py_True) return Error{"tensor with the negative bit set (a lazily negated view)"};
   if (neg.get() != Py_False || !inference) return Error{"cannot read tensor metadata"};
-  if (strided == nullptr || layout.get() != strided) return Error{"tensor with layout " + str_of(layout.get()) + " (not strided)"};
+  if (strided == nullptr || layout.get() != strided) return Error{"tensor with layout " + describe_object(layout.get()) + " (not strided)"};
   if (!read) return Error{"tensor of rank above " + std::to_string(kMaxRank)};
   m.dtype = dtype.get();  // torch dtypes live as long as torch
   m.is_cpu = is_cpu.get() == Py_True;
