@@ -229,6 +229,8 @@ PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<doubl
     PyErr_SetString(PyExc_RuntimeError, "framejit: the autograd glue is not registered (framejit.autograd)");
     return nullptr;
   }
+  // Sizes past int64 (both halves, before anything is allocated): eager raises, in CPython.
+  if (!plan.joint->forward->sizes_fit(run.b) || !plan.joint->backward->sizes_fit(run.b)) return nullptr;
   const guards::CallInputs& in = run.in;
   PyRef inputs = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(plan.graph_args.size())));
   if (!inputs) return nullptr;

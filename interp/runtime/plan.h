@@ -206,8 +206,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 enum class GraphRun {
   Ok,
   PythonError,  // a Python error is set
-  // A kernel found an index out of range (or an int() without a value); no Python
-  // error is set: the frame runs in CPython, which raises eager's own error.
+  // A kernel found an index out of range (or an int() without a value), or a size of
+  // this call passes int64 (checked before anything is allocated); no Python error
+  // is set: the frame runs in CPython, which raises eager's own error.
   RunInCPython,
 };
 // Runs a graph on inputs from arguments, path tensors and registers; outputs new tensors.

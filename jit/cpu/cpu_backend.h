@@ -40,8 +40,12 @@ class CompiledGraph {
   // input's size). Returns 0, or a KernelStatus when an index was out of range or an
   // int() had no value: the outputs are then meaningless and the caller must
   // compute the result another way (eager raises the error).
+  // The caller checks sizes_fit() first (before it allocates the outputs).
   virtual int64_t run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
                       const double* scalars = nullptr, const Bindings* bindings = nullptr) const = 0;
+  // Whether every size, stride and byte count of the graph's values fits in int64 for
+  // these bindings (jit/ir/size_check.h); false: the graph must not run (eager raises).
+  virtual bool sizes_fit(const Bindings& bindings) const = 0;
   virtual size_t num_kernels() const = 0;
   // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
   virtual const std::string& ir() const = 0;

@@ -11,6 +11,7 @@
 
 #include "jit/cpu/blas.h"
 #include "jit/cpu/thread_pool.h"
+#include "jit/ir/size_check.h"
 
 namespace fj::jit {
 namespace {
@@ -84,7 +85,7 @@ class CpuCompiledGraph final : public CompiledGraph {
   CpuCompiledGraph(std::shared_ptr<const void> code, Graph graph, Schedule schedule, std::vector<Kernel> kernels,
                    std::string ir, std::string optimized_ir, size_t num_threads)
       : code_(std::move(code)), g_(std::move(graph)), s_(std::move(schedule)), kernels_(std::move(kernels)),
-        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads) {}
+        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads), sizes_(g_) {}
 
   ~CpuCompiledGraph() override {
     for (auto& [size, p] : pool_) std::free(p);
@@ -143,6 +144,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     return status;
   }
 
+  bool sizes_fit(const Bindings& bindings) const override { return sizes_.fit(bindings); }
   size_t num_kernels() const override { return kernels_.size(); }
   const std::string& ir() const override { return ir_; }
   const std::string& optimized_ir() const override { return optimized_ir_; }
@@ -366,6 +368,7 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::string ir_;
   std::string optimized_ir_;
   size_t num_threads_;  // chunks per large loop at most; 1: no threads
+  SizeChecks sizes_;    // the shapes sizes_fit() checks
   // Temporary buffers kept for the next call (fresh pages are slow to touch).
   mutable std::mutex pool_mu_;
   mutable std::multimap<size_t, void*> pool_;
