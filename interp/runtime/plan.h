@@ -219,6 +219,13 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& arg
 // cannot be read (a real null pointer, of an empty tensor, leaves no error).
 void* data_ptr(PyObject* tensor);
 
+// interp/runtime/interrupt.cpp: registers the kernel runtime's stop poll, which runs
+// Python's signal handlers between pieces of a long loop (once, when the module loads).
+void install_stop_poll();
+// A CompiledGraph::run status of a run that a signal handler ended: its Python error
+// (KeyboardInterrupt) is set once the GIL is back.
+bool interrupted(int64_t status);
+
 // interp/runtime/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
 // Function so that its outputs carry the compiled backward (same contract as run_plan).
 PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<double>& scalars);

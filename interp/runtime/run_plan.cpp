@@ -324,6 +324,7 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& gra
   PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
   const int64_t status = g.run(args, results, scalars.data(), &run.b);
   if (released != nullptr) PyEval_RestoreThread(released);
+  if (interrupted(status)) return GraphRun::PythonError;  // KeyboardInterrupt & co, from a signal handler
   // An index out of range or an int() without a value: eager raises its own error.
   return status != 0 ? GraphRun::RunInCPython : GraphRun::Ok;
 }
