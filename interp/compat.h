@@ -20,7 +20,18 @@
 #undef FJ_UNDEF_BUILD_CORE
 #endif
 
+extern "C" {
+int fj_compat_signals_pending(void);  // interp/compat_signals.c
+int fj_compat_is_main_thread(void);
+}
+
 namespace fj::compat {
+
+// A signal that Python handles (SIGINT, ...) arrived and its handler has not run yet;
+// readable on any thread without the GIL.
+inline bool signals_pending() { return fj_compat_signals_pending() != 0; }
+// The thread that runs Python's signal handlers (PyErr_CheckSignals elsewhere does nothing).
+inline bool is_main_thread() { return fj_compat_is_main_thread() != 0; }
 
 using Frame = _PyInterpreterFrame;
 using EvalFn = _PyFrameEvalFunction;

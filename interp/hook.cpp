@@ -499,6 +499,7 @@ bool init_hook(PyObject* module) {
   if (g_cf_type == nullptr) return false;
   if (graph_break_error() == nullptr) return false;
   init_builtin_calls();
+  install_stop_poll();
   return PyModule_AddObjectRef(module, "CompiledFunction", reinterpret_cast<PyObject*>(g_cf_type)) == 0 &&
          PyModule_AddObjectRef(module, "GraphBreakError", graph_break_error()) == 0;
 }

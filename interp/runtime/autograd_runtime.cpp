@@ -117,6 +117,7 @@ PyObject* joint_forward(PyObject* self, PyObject* inputs) {
   if (!allocate(j.forward_outputs, call->bindings, &out)) return nullptr;
   const int64_t status = run_graph_args(*j.forward, call->forward_args, out, *call);
   call->forward_args.clear();
+  if (interrupted(status)) return nullptr;  // a signal handler raised (KeyboardInterrupt)
   if (status != 0) {  // eager raises its own error: the frame then runs in CPython
     call->index_error = true;
     PyErr_SetString(PyExc_IndexError, "framejit: index out of range in a compiled forward");
@@ -169,7 +170,9 @@ PyObject* joint_backward(PyObject* self, PyObject* args) {
   }
   Outputs out;
   if (!allocate(j.grads, call->bindings, &out)) return nullptr;
-  if (run_graph_args(*j.backward, in, out, *call) != 0) {
+  const int64_t status = run_graph_args(*j.backward, in, out, *call);
+  if (interrupted(status)) return nullptr;  // a signal handler raised (KeyboardInterrupt)
+  if (status != 0) {
     PyErr_SetString(PyExc_RuntimeError, "framejit: the compiled backward failed");
     return nullptr;
   }
@@ -229,6 +232,8 @@ PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<doubl
     PyErr_SetString(PyExc_RuntimeError, "framejit: the autograd glue is not registered (framejit.autograd)");
     return nullptr;
   }
+  // Sizes past int64 (both halves, before anything is allocated): eager raises, in CPython.
+  if (!plan.joint->forward->sizes_fit(run.b) || !plan.joint->backward->sizes_fit(run.b)) return nullptr;
   const guards::CallInputs& in = run.in;
   PyRef inputs = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(plan.graph_args.size())));
   if (!inputs) return nullptr;

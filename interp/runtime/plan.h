@@ -208,8 +208,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 enum class GraphRun {
   Ok,
   PythonError,  // a Python error is set
-  // A kernel found an index out of range (or an int() without a value); no Python
-  // error is set: the frame runs in CPython, which raises eager's own error.
+  // A kernel found an index out of range (or an int() without a value), or a size of
+  // this call passes int64 (checked before anything is allocated); no Python error
+  // is set: the frame runs in CPython, which raises eager's own error.
   RunInCPython,
 };
 // Runs a graph on inputs from arguments, path tensors and registers; outputs new tensors.
@@ -219,6 +220,13 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& arg
 // A tensor's data pointer (tensor.data_ptr()); nullptr with a Python error set when it
 // cannot be read (a real null pointer, of an empty tensor, leaves no error).
 void* data_ptr(PyObject* tensor);
+
+// interp/runtime/interrupt.cpp: registers the kernel runtime's stop poll, which runs
+// Python's signal handlers between pieces of a long loop (once, when the module loads).
+void install_stop_poll();
+// A CompiledGraph::run status of a run that a signal handler ended: its Python error
+// (KeyboardInterrupt) is set once the GIL is back.
+bool interrupted(int64_t status);
 
 // interp/runtime/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
 // Function so that its outputs carry the compiled backward (same contract as run_plan).

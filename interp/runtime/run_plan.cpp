@@ -247,6 +247,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
 GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& graph_args,
                    const std::vector<OutputSpec>& outputs, const std::vector<double>& scalars, PlanRun& run,
                    std::vector<PyRef>* outs) {
+  // Sizes past int64 (jit/ir/size_check.h) are checked before anything is allocated:
+  // eager raises its own error (Storage size / Stride calculation overflowed, numel).
+  if (!g.sizes_fit(run.b)) return GraphRun::RunInCPython;
   const guards::CallInputs& in = run.in;
   std::vector<jit::TensorArg> args;
   args.reserve(graph_args.size());
@@ -322,6 +325,7 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& gra
   PyThreadState* released = work >= kReleaseGilElements ? PyEval_SaveThread() : nullptr;
   const int64_t status = g.run(args, results, scalars.data(), &run.b);
   if (released != nullptr) PyEval_RestoreThread(released);
+  if (interrupted(status)) return GraphRun::PythonError;  // KeyboardInterrupt & co, from a signal handler
   // An index out of range or an int() without a value: eager raises its own error.
   return status != 0 ? GraphRun::RunInCPython : GraphRun::Ok;
 }

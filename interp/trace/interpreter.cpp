@@ -14,6 +14,7 @@
 #include "interp/trace/tracer.h"
 #include "interp/trace/trace_dump.h"
 #include "jit/cpu/cpu_backend.h"
+#include "jit/ir/size_check.h"
 #include "jit/log.h"
 
 namespace fj::interp {
@@ -254,6 +255,7 @@ Status Tracer::step(const Instruction& ins) {
   const jit::Graph::Mark mark = graph_.mark();
   Status s = (this->*h)(ins);
   if (s.ok()) s = check_new_assumptions(mark);
+  if (s.ok()) s = check_new_sizes(nodes_before);
   if (s.failed()) return s;
   note_grad_mode(nodes_before);
   const bool jumped = cur_.fs->pc != pc;
@@ -396,6 +398,25 @@ Status Tracer::check_new_assumptions(const jit::Graph::Mark& since) {
     const auto v = all[i].eval(hints_);
     if (v && std::holds_alternative<bool>(*v) && !std::get<bool>(*v)) {
       return unsupported("sizes that do not fit: " + readable(all[i]) + " is false here (eager raises)");
+    }
+  }
+  return ok();
+}
+
+// The shapes of the nodes added since `first`, at this call's sizes: one whose element
+// count, strides or bytes pass int64 (jit/ir/size_check.h) ends the trace, and eager
+// raises its own error in CPython. Later calls are checked by the plan (run_graph).
+Status Tracer::check_new_sizes(size_t first) const {
+  for (size_t id = first; id < graph_.size(); ++id) {
+    const jit::Node& n = graph_.node(static_cast<jit::NodeId>(id));
+    if (!jit::sizes_fit(n.sym, jit::dtype_size(n.dtype), hints_)) {
+      std::string sizes;
+      for (const jit::SymExpr& e : n.sym) {
+        const auto v = e.eval(hints_);
+        if (!sizes.empty()) sizes += ", ";
+        sizes += v && v->index() == 0 ? std::to_string(std::get<int64_t>(*v)) : e.str();
+      }
+      return unsupported("a tensor of sizes [" + sizes + "] past int64 (eager raises)");
     }
   }
   return ok();

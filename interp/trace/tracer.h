@@ -145,6 +145,7 @@ class Tracer {
   // at the op that needed them, so the trace stops there (not at its end, where after
   // a graph break the frame could no longer resume at that op).
   Status check_new_assumptions(const jit::Graph::Mark& since);
+  Status check_new_sizes(size_t first) const;
   void run_final();
   int new_reg() { return num_regs_++; }
 

@@ -49,7 +49,9 @@ struct KernelArgs {
   int64_t* status;
 };
 
-enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2 };
+// kInterrupted is set by the CPU runtime, not by a kernel: the stop poll ended the run
+// (jit/cpu/cpu_backend.h, set_stop_poll).
+enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2, kInterrupted = 4 };
 
 struct KernelSpec {
   std::string symbol;

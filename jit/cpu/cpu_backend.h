@@ -39,15 +39,30 @@ class CompiledGraph {
   // when null they are read from the inputs' sizes (every symbol must then be an
   // input's size). Returns 0, or a KernelStatus when an index was out of range or an
   // int() had no value: the outputs are then meaningless and the caller must
-  // compute the result another way (eager raises the error).
+  // compute the result another way (eager raises the error); or kInterrupted when the
+  // stop poll ended the run (see set_stop_poll).
+  // The caller checks sizes_fit() first (before it allocates the outputs).
   virtual int64_t run(const std::vector<TensorArg>& inputs, const std::vector<TensorArg>& outputs,
                       const double* scalars = nullptr, const Bindings* bindings = nullptr) const = 0;
+  // Whether every size, stride and byte count of the graph's values fits in int64 for
+  // these bindings (jit/ir/size_check.h); false: the graph must not run (eager raises).
+  virtual bool sizes_fit(const Bindings& bindings) const = 0;
   virtual size_t num_kernels() const = 0;
   // The LLVM IR as emitted (before optimization), for FRAMEJIT_LOG=ir and tests.
   virtual const std::string& ir() const = 0;
   // After optimization; empty unless FRAMEJIT_LOG=ir or FRAMEJIT_TRACE_DIR is set.
   virtual const std::string& optimized_ir() const = 0;
 };
+
+// Ending a long run early (Ctrl-C). The embedder (interp/, which knows Python)
+// registers a poll; the kernel runtime cuts loops of much work (over 1M elements)
+// into rounds of about 10 ms (as far as the loop's split dim allows: one index of it
+// at least) and calls the poll on the calling thread between them, and between steps. A poll that returns true ends the run:
+// run() returns kInterrupted (jit/codegen/schedule.h), the outputs meaningless. The
+// poll may block (take the GIL, run signal handlers); it is called at most once per
+// piece and must be cheap when nothing is pending. Null (the default): no polling.
+using StopPoll = bool (*)();
+void set_stop_poll(StopPoll poll);
 
 struct CpuOptions {
   // Inline vectorizable exp/log/sin/cos/tanh/sigmoid (within 2 ulp; jit/codegen/math.h)

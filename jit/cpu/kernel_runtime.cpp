@@ -4,6 +4,8 @@
 #include "jit/cpu/kernel_runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -11,6 +13,7 @@
 
 #include "jit/cpu/blas.h"
 #include "jit/cpu/thread_pool.h"
+#include "jit/ir/size_check.h"
 
 namespace fj::jit {
 namespace {
@@ -29,6 +32,12 @@ constexpr int64_t kChunksPerThread = 4;
 constexpr int64_t kMinGemmFlops = int64_t{1} << 20;
 constexpr int64_t kMinGemmBlock = 16;
 constexpr int64_t kChunkAlign = 64;
+// Loops of more work than this run in rounds of about kRoundTime seconds, with the
+// stop poll between rounds (Ctrl-C is seen well within 100 ms).
+constexpr int64_t kPollElements = int64_t{1} << 20;
+constexpr double kRoundTime = 0.01;
+
+std::atomic<StopPoll> g_stop_poll{nullptr};
 
 int64_t eval_int(const SymExpr& e, const Bindings& b) {
   auto v = e.eval(b);
@@ -84,7 +93,7 @@ class CpuCompiledGraph final : public CompiledGraph {
   CpuCompiledGraph(std::shared_ptr<const void> code, Graph graph, Schedule schedule, std::vector<Kernel> kernels,
                    std::string ir, std::string optimized_ir, size_t num_threads)
       : code_(std::move(code)), g_(std::move(graph)), s_(std::move(schedule)), kernels_(std::move(kernels)),
-        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads) {}
+        ir_(std::move(ir)), optimized_ir_(std::move(optimized_ir)), num_threads_(num_threads), sizes_(g_) {}
 
   ~CpuCompiledGraph() override {
     for (auto& [size, p] : pool_) std::free(p);
@@ -125,7 +134,13 @@ class CpuCompiledGraph final : public CompiledGraph {
     int64_t status = 0;
     KernelArgs args{ptrs.data(), strides.data(), dims.data(), scalars, &status};
     std::map<NodeId, View> views;  // matmul operands read in place
-    for (const Step& step : s_.steps) {
+    const StopPoll poll = g_stop_poll.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < s_.steps.size() && !(status & kInterrupted); ++i) {
+      if (i > 0 && poll != nullptr && poll()) {  // between steps too (a long matmul, many kernels)
+        status |= kInterrupted;
+        break;
+      }
+      const Step& step = s_.steps[i];
       if (step.kind == Step::Kind::Matmul) {
         matmul(step.index, inputs, ptrs, strides, views, *bindings);
         continue;
@@ -143,6 +158,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     return status;
   }
 
+  bool sizes_fit(const Bindings& bindings) const override { return sizes_.fit(bindings); }
   size_t num_kernels() const override { return kernels_.size(); }
   const std::string& ir() const override { return ir_; }
   const std::string& optimized_ir() const override { return optimized_ir_; }
@@ -172,28 +188,72 @@ class CpuCompiledGraph final : public CompiledGraph {
     const int64_t extent = eval_int(spec.shape[static_cast<size_t>(spec.split_dim)], b);
     int64_t work = 0;
     for (const SymExpr& e : k.work) work = std::max(work, eval_int(e, b));
-    if (num_threads_ <= 1 || work < kParallelMinElements || extent < 2) {
-      k.fn(&args, 0, extent);
+    const StopPoll poll = g_stop_poll.load(std::memory_order_relaxed);
+    const bool parallel = num_threads_ > 1 && work >= kParallelMinElements && extent >= 2;
+    // Chunks for the threads: at most kChunksPerThread each, kMinChunkElements of work.
+    int64_t per_round = 1;
+    if (parallel) {
+      per_round = std::min({static_cast<int64_t>(num_threads_) * kChunksPerThread, work / kMinChunkElements, extent});
+    }
+    if (poll == nullptr || work <= kPollElements) {
+      if (per_round <= 1) {
+        k.fn(&args, 0, extent);
+      } else {
+        run_round(k, args, 0, extent, per_round, extent, spec);
+      }
       return;
     }
-    const auto chunks = static_cast<size_t>(std::min<int64_t>(
-        {static_cast<int64_t>(num_threads_) * kChunksPerThread, work / kMinChunkElements, extent}));
+    // Interruptible: rounds of `per_round` chunks over the next `rows` of the split
+    // dim, the stop poll between rounds; `rows` starts small (kMinChunkElements of
+    // work per chunk) and adapts so that a round takes about kRoundTime, whatever an
+    // element costs (one add or forty sines).
+    const double per_row = static_cast<double>(work) / static_cast<double>(extent);
+    double rows = std::max(1.0, static_cast<double>(kMinChunkElements) / per_row) * static_cast<double>(per_round);
+    for (int64_t pos = 0; pos < extent;) {
+      const int64_t take = std::min(extent - pos, std::max<int64_t>(static_cast<int64_t>(rows), 1));
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t end = run_round(k, args, pos, pos + take, per_round, extent, spec);
+      pos = end;
+      if (pos < extent && poll()) {
+        *args.status |= kInterrupted;
+        return;
+      }
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows = std::clamp(rows * kRoundTime / std::max(spent, 1e-6), 1.0, 2.0 * rows);
+    }
+  }
+
+  // Runs rows [begin, end) of a kernel's split dim as `chunks` chunks on the pool
+  // (one: on this thread); chunk bounds on an innermost split dim are multiples of
+  // kChunkAlign, so the round may end short of `end`: returns where it ended.
+  int64_t run_round(const Kernel& k, const KernelArgs& args, int64_t begin, int64_t end, int64_t chunks,
+                    int64_t extent, const KernelSpec& spec) const {
     const bool inner = static_cast<size_t>(spec.split_dim) + 1 == spec.shape.size();
-    auto start = [&](size_t c) -> int64_t {
-      if (c == 0) return 0;
-      if (c == chunks) return extent;
-      const int64_t s = extent * static_cast<int64_t>(c) / static_cast<int64_t>(chunks);
-      return inner ? s / kChunkAlign * kChunkAlign : s;
+    auto bound = [&](int64_t c) -> int64_t {
+      if (c >= chunks && end == extent) return extent;
+      const int64_t s = begin + static_cast<int64_t>(static_cast<__int128>(end - begin) * c / chunks);
+      return inner && s != extent ? s / kChunkAlign * kChunkAlign : s;
     };
-    std::vector<int64_t> status(chunks, 0);
-    ThreadPool::instance().parallel_for(chunks, [&](size_t c) {
-      const int64_t begin = start(c), end = start(c + 1);
-      if (end <= begin) return;
+    const int64_t stop = bound(chunks);
+    if (stop <= begin) {  // a round shorter than one aligned step: run to the next one
+      const int64_t next = std::min(extent, (begin / kChunkAlign + 1) * kChunkAlign);
+      k.fn(&args, begin, next);
+      return next;
+    }
+    if (chunks <= 1) {
+      k.fn(&args, begin, stop);
+      return stop;
+    }
+    std::vector<int64_t> status(static_cast<size_t>(chunks), 0);
+    ThreadPool::instance().parallel_for(static_cast<size_t>(chunks), [&](size_t c) {
+      const int64_t lo = std::max(begin, bound(static_cast<int64_t>(c))), hi = bound(static_cast<int64_t>(c) + 1);
+      if (hi <= lo) return;
       KernelArgs mine = args;
       mine.status = &status[c];
-      k.fn(&mine, begin, end);
+      k.fn(&mine, lo, hi);
     });
     for (int64_t st : status) *args.status |= st;
+    return stop;
   }
 
   // The strides of a view chain over a graph input or over a computed node's buffer
@@ -366,12 +426,15 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::string ir_;
   std::string optimized_ir_;
   size_t num_threads_;  // chunks per large loop at most; 1: no threads
+  SizeChecks sizes_;    // the shapes sizes_fit() checks
   // Temporary buffers kept for the next call (fresh pages are slow to touch).
   mutable std::mutex pool_mu_;
   mutable std::multimap<size_t, void*> pool_;
 };
 
 }  // namespace
+
+void set_stop_poll(StopPoll poll) { g_stop_poll.store(poll, std::memory_order_relaxed); }
 
 std::shared_ptr<CompiledGraph> make_cpu_compiled_graph(std::shared_ptr<const void> code, Graph graph,
                                                        Schedule schedule, std::vector<Kernel> kernels,

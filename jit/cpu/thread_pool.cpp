@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -17,8 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "jit/log.h"
+
 namespace fj::jit {
 namespace {
+
+// The most threads FRAMEJIT_NUM_THREADS may ask for (each one is an OS thread).
+constexpr size_t kMaxThreads = 1024;
 
 // Workers spin this long for the next job before sleeping, and a caller spins this
 // long for the last tasks to finish. Waking a sleeping thread is slow here: on a
@@ -196,13 +202,24 @@ class OmpPool final : public ThreadPool {
 }  // namespace
 
 size_t default_num_threads() {
-  if (const char* env = std::getenv("FRAMEJIT_NUM_THREADS")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v > 0) return static_cast<size_t>(v);
-  }
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : hw;
+  const size_t fallback = hw == 0 ? 1 : hw;
+  const char* env = std::getenv("FRAMEJIT_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return fallback;
+  // A count from 1 to kMaxThreads; anything else (a negative number, a word, 1e6, 20
+  // digits) gets a warning and the default, once per process.
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end != env && *end == '\0' && errno == 0 && v > 0 && v <= static_cast<long long>(kMaxThreads)) {
+    return static_cast<size_t>(v);
+  }
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    log::jit().warn("FRAMEJIT_NUM_THREADS={:.40} is not a thread count from 1 to {}; using {} threads", env,
+                    kMaxThreads, fallback);
+  });
+  return fallback;
 }
 
 // Chosen on first use: the process's OpenMP runtime when one is loaded (a Python

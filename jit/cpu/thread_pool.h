@@ -15,7 +15,8 @@
 
 namespace fj::jit {
 
-// FRAMEJIT_NUM_THREADS when set to a positive integer, else the hardware's count.
+// FRAMEJIT_NUM_THREADS when set to an integer from 1 to 1024, else the hardware's
+// count (any other value of it logs a warning).
 size_t default_num_threads();
 
 class ThreadPool {

@@ -171,8 +171,10 @@ TEST_CASE("threads: FRAMEJIT_NUM_THREADS sets the default") {
   const std::string keep = saved ? saved : "";
   setenv("FRAMEJIT_NUM_THREADS", "3", 1);
   CHECK(default_num_threads() == 3);
-  setenv("FRAMEJIT_NUM_THREADS", "zero", 1);
-  CHECK(default_num_threads() == std::max(1u, std::thread::hardware_concurrency()));
+  for (const char* bad : {"zero", "-4", "0", "1e6", "1000000", "99999999999999999999", "3x", " "}) {
+    setenv("FRAMEJIT_NUM_THREADS", bad, 1);
+    CHECK(default_num_threads() == std::max(1u, std::thread::hardware_concurrency()));
+  }
   if (saved) setenv("FRAMEJIT_NUM_THREADS", keep.c_str(), 1);
   else unsetenv("FRAMEJIT_NUM_THREADS");
 }
