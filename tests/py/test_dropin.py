@@ -62,7 +62,7 @@ def test_cli_runs_a_script_with_its_modules_watched(tmp_path):
     write_project(tmp_path)
     plain = run(["main.py"], tmp_path)
     assert plain.returncode == 0, plain.stderr
-    jit = run(["-m", "framejit", "run", "main.py", "--modules", "mylib", "--report"], tmp_path)
+    jit = run(["-m", "framejit", "run", "--modules", "mylib", "--report", "main.py"], tmp_path)
     assert jit.returncode == 0, jit.stderr
     assert jit.stdout == plain.stdout
     stats = json.loads((tmp_path / "stats.json").read_text())
