@@ -4,7 +4,7 @@ head. It runs inference over sequence lengths 5..64 and prints one line per leng
 (stdout), then the time per forward pass (stderr).
 
 Run it plainly, or under framejit without changing a line:
-    python -m framejit run examples/transformer.py --report"""
+    python -m framejit run --report examples/transformer.py"""
 import math
 import sys
 import time

@@ -13,6 +13,7 @@
 
 #include "interp/trace/interpreter.h"
 #include "interp/runtime/resources.h"
+#include "jit/fork.h"
 #include "jit/log.h"
 
 namespace fj::interp {
@@ -91,13 +92,25 @@ void record_fallback(CodeState& st, Fallback fb) {
 // compile) and then looks in the cache again, so threads racing to the same miss
 // make one entry, not one each. CodeState::tracing_thread is written under both the
 // GIL and g_trace_mu; waiters read it under g_trace_mu only.
-std::mutex g_trace_mu;
-std::condition_variable g_trace_cv;
+jit::ForkSafeMutex& g_trace_mu = *new jit::ForkSafeMutex();   // never destroyed
+auto* g_trace_cv = new std::condition_variable_any();           // remade in a fork child
 
 bool traced_by_another_thread(const CodeState& st) {
-  std::lock_guard<std::mutex> lock(g_trace_mu);
+  std::lock_guard<jit::ForkSafeMutex> lock(g_trace_mu);
   return st.tracing_thread != 0 && st.tracing_thread != PyThread_get_thread_ident();
 }
+
+// In a fork child: the threads that were tracing are gone, and so are the waiters of
+// g_trace_cv (whose record in the old condition variable would block a notify).
+// Their marks are cleared, so that the child traces those codes itself.
+void forget_other_threads_traces() {
+  g_trace_cv = new std::condition_variable_any();  // the old one is leaked
+  const unsigned long self = PyThread_get_thread_ident();
+  for (CodeState* st : live_states()) {
+    if (st->tracing_thread != self) st->tracing_thread = 0;
+  }
+}
+const bool g_fork_registered = (jit::on_fork_child(forget_other_threads_traces), true);
 
 // Waits until no other thread traces `st`'s code. False with a Python error when a
 // signal handler raised meanwhile (Ctrl-C while the main thread waits).
@@ -106,8 +119,8 @@ bool wait_for_other_trace(const CodeState& st) {
     bool done;
     Py_BEGIN_ALLOW_THREADS
     {  // the lock goes before the GIL comes back: the tracer takes them the other way round
-      std::unique_lock<std::mutex> lock(g_trace_mu);
-      done = g_trace_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return st.tracing_thread == 0; });
+      std::unique_lock<jit::ForkSafeMutex> lock(g_trace_mu);
+      done = g_trace_cv->wait_for(lock, std::chrono::milliseconds(20), [&] { return st.tracing_thread == 0; });
     }
     Py_END_ALLOW_THREADS
     if (done) return true;
@@ -120,15 +133,15 @@ bool wait_for_other_trace(const CodeState& st) {
 class TracingMark {
  public:
   explicit TracingMark(CodeState& st) : st_(st) {
-    std::lock_guard<std::mutex> lock(g_trace_mu);
+    std::lock_guard<jit::ForkSafeMutex> lock(g_trace_mu);
     outer_ = std::exchange(st_.tracing_thread, PyThread_get_thread_ident());
   }
   ~TracingMark() {
     {
-      std::lock_guard<std::mutex> lock(g_trace_mu);
+      std::lock_guard<jit::ForkSafeMutex> lock(g_trace_mu);
       st_.tracing_thread = outer_;
     }
-    g_trace_cv.notify_all();
+    g_trace_cv->notify_all();
   }
   TracingMark(const TracingMark&) = delete;
   TracingMark& operator=(const TracingMark&) = delete;

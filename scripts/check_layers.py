@@ -11,7 +11,7 @@ import sys
 
 # Component (a folder) -> the folders whose headers it may include. Python and
 # pybind11 headers are allowed only where the component says "python".
-JIT_BASE = ["jit/common.h", "jit/log.h"]
+JIT_BASE = ["jit/common.h", "jit/log.h", "jit/fork.h"]
 RULES = {
     "jit/sym": JIT_BASE + ["jit/sym"],
     "jit/ir": JIT_BASE + ["jit/sym", "jit/ir"],

@@ -7,11 +7,12 @@
 
 #include "interp/code_state.h"
 #include "jit/cpu/cpu_backend.h"
+#include "jit/fork.h"
 
 namespace fj::interp {
 namespace {
 
-std::mutex g_mu;
+jit::ForkSafeMutex& g_mu = *new jit::ForkSafeMutex();  // never destroyed
 std::vector<std::weak_ptr<jit::CompiledGraph>> g_graphs;
 std::vector<std::weak_ptr<CacheEntry>> g_entries;
 size_t g_graphs_reused = 0;
@@ -38,7 +39,7 @@ size_t count_live(std::vector<std::weak_ptr<T>>& list) {
 void track_graph(const std::shared_ptr<jit::CompiledGraph>& graph) {
   static size_t high_water = 64;
   if (!graph) return;
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<jit::ForkSafeMutex> lock(g_mu);
   // The backend returns the same code for equal graphs: count it once.
   for (const std::weak_ptr<jit::CompiledGraph>& w : g_graphs) {
     if (!w.owner_before(graph) && !graph.owner_before(w)) {
@@ -52,12 +53,12 @@ void track_graph(const std::shared_ptr<jit::CompiledGraph>& graph) {
 void track_entry(const std::shared_ptr<CacheEntry>& entry) {
   static size_t high_water = 64;
   if (!entry) return;
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<jit::ForkSafeMutex> lock(g_mu);
   add(g_entries, entry, &high_water);
 }
 
 LiveResources live_resources() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<jit::ForkSafeMutex> lock(g_mu);
   return LiveResources{count_live(g_graphs), count_live(g_entries), g_graphs_reused};
 }
 

@@ -5,6 +5,7 @@
 #include "interp/trace/interpreter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <functional>
 #include <mutex>
@@ -467,20 +468,26 @@ bool torch_runs_avx512() {
   return avx512;
 }
 
+// Made on first use, with the GIL held throughout: the question to torch comes
+// first, outside the lock and any static's initializer, since Python code may let
+// other threads run, and one of them may fork (a child would find that lock taken
+// for good). Held only by the GIL holder, the lock is free whenever a fork happens.
 Expected<jit::CpuBackend*> cpu_backend() {
   static std::mutex mu;
-  static std::unique_ptr<jit::CpuBackend> backend;
+  static std::atomic<jit::CpuBackend*> made{nullptr};
   static std::string failure;
+  if (jit::CpuBackend* b = made.load(std::memory_order_acquire)) return b;
+  const bool avx512 = torch_runs_avx512();
   std::lock_guard<std::mutex> lock(mu);
-  if (!backend && failure.empty()) {
+  if (made.load(std::memory_order_relaxed) == nullptr && failure.empty()) {
     jit::CpuOptions options;
-    options.gelu_inf_is_nan = torch_runs_avx512();
+    options.gelu_inf_is_nan = avx512;
     auto b = jit::CpuBackend::create(options);
-    if (b) backend = std::move(*b);
+    if (b) made.store(b->release(), std::memory_order_release);  // never destroyed: threads may compile during exit
     else failure = b.error();
   }
-  if (!backend) return Error{failure};
-  return backend.get();
+  if (jit::CpuBackend* b = made.load(std::memory_order_relaxed)) return b;
+  return Error{failure};
 }
 
 // Compiles the current graph (its outputs set); the op list and counters follow.

@@ -18,6 +18,7 @@
 #include "jit/cpu/kernel_runtime.h"
 #include "jit/cpu/orc_jit.h"
 #include "jit/cpu/thread_pool.h"
+#include "jit/fork.h"
 #include "jit/log.h"
 
 namespace fj::jit {
@@ -69,7 +70,7 @@ class LlvmCpuBackend final : public CpuBackend {
   Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
     std::string key = graph.structural_key();
     {
-      std::lock_guard<std::mutex> lock(cache_mu_);
+      std::lock_guard<ForkSafeMutex> lock(cache_mu_);
       auto it = cache_.find(key);
       if (it != cache_.end()) {
         if (std::shared_ptr<CompiledGraph> hit = it->second.lock()) {
@@ -81,7 +82,7 @@ class LlvmCpuBackend final : public CpuBackend {
     }
     auto compiled = compile_new(graph);
     if (!compiled) return compiled;
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    std::lock_guard<ForkSafeMutex> lock(cache_mu_);
     if (cache_.size() >= cache_sweep_at_) {
       std::erase_if(cache_, [](const auto& kv) { return kv.second.expired(); });
       cache_sweep_at_ = std::max<size_t>(64, 2 * cache_.size());
@@ -97,7 +98,7 @@ class LlvmCpuBackend final : public CpuBackend {
     static std::atomic<uint64_t> next_graph{0};
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
 
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ForkSafeMutex> lock(mu_);  // a fork waits for the compile to end
     CompileTimes times;
     const auto t0 = Clock::now();
     LowerOptions lower = lower_;
@@ -202,8 +203,8 @@ class LlvmCpuBackend final : public CpuBackend {
   const LowerOptions lower_;
   const size_t num_threads_;
   const bool gpu_math_;
-  std::mutex mu_;
-  std::mutex cache_mu_;  // guards cache_ and cache_sweep_at_
+  ForkSafeMutex mu_{ForkRank::Compile};
+  ForkSafeMutex cache_mu_;  // guards cache_ and cache_sweep_at_
   std::unordered_map<std::string, std::weak_ptr<CompiledGraph>> cache_;
   size_t cache_sweep_at_ = 64;
   std::atomic<size_t> cache_hits_{0};

@@ -14,9 +14,16 @@
 #include "jit/cpu/blas.h"
 #include "jit/cpu/thread_pool.h"
 #include "jit/ir/size_check.h"
+#include "jit/fork.h"
 
 namespace fj::jit {
 namespace {
+
+// Guards every compiled graph's pool of temporary buffers: one lock for all of them
+// (held for a map lookup), which a fork takes while no thread is halfway through a
+// pool (kernels run without the GIL, so a call may be in flight on another thread).
+// Made at load time, never destroyed (kernels may still run while statics go).
+ForkSafeMutex& g_buffer_pool_mu = *new ForkSafeMutex();
 
 // Parallel runs: kernels whose work (elements of the largest value they touch) is at
 // least kParallelMinElements are cut into contiguous chunks of their split dim, at
@@ -402,7 +409,7 @@ class CpuCompiledGraph final : public CompiledGraph {
 
   void* acquire(size_t bytes) const {
     {
-      std::lock_guard<std::mutex> lock(pool_mu_);
+      std::lock_guard<ForkSafeMutex> lock(g_buffer_pool_mu);
       auto it = pool_.find(bytes);
       if (it != pool_.end()) {
         void* p = it->second;
@@ -415,7 +422,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     return p;
   }
   void release(size_t bytes, void* p) const {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    std::lock_guard<ForkSafeMutex> lock(g_buffer_pool_mu);
     pool_.emplace(bytes, p);
   }
 
@@ -427,8 +434,8 @@ class CpuCompiledGraph final : public CompiledGraph {
   std::string optimized_ir_;
   size_t num_threads_;  // chunks per large loop at most; 1: no threads
   SizeChecks sizes_;    // the shapes sizes_fit() checks
-  // Temporary buffers kept for the next call (fresh pages are slow to touch).
-  mutable std::mutex pool_mu_;
+  // Temporary buffers kept for the next call (fresh pages are slow to touch);
+  // guarded by g_buffer_pool_mu.
   mutable std::multimap<size_t, void*> pool_;
 };
 

@@ -36,6 +36,7 @@ void initialize_llvm() {
 
 JitCode::~JitCode() {
   if (!tracker_) return;
+  std::lock_guard<ForkSafeMutex> lock(*session_.mu);
   if (llvm::Error err = tracker_->remove()) {
     log::jit().error("freeing JIT code failed: {}", llvm::toString(std::move(err)));
   }
@@ -60,17 +61,20 @@ Expected<std::unique_ptr<OrcJit>> OrcJit::create() {
       (*jit)->getDataLayout().getGlobalPrefix());
   if (!libs) return llvm_error("opening the process's symbols", libs.takeError());
   (*jit)->getMainJITDylib().addGenerator(std::move(*libs));
-  std::unique_ptr<OrcJit> out(new OrcJit(std::shared_ptr<llvm::orc::LLJIT>(std::move(*jit)), *jtmb, has_fma));
+  JitSession session{std::shared_ptr<llvm::orc::LLJIT>(std::move(*jit)), std::make_shared<ForkSafeMutex>()};
+  std::unique_ptr<OrcJit> out(new OrcJit(std::move(session), *jtmb, has_fma));
   out->give_back(std::move(*tm));
   return out;
 }
 
 Expected<std::shared_ptr<JitCode>> OrcJit::add(std::vector<ObjectFile> objects) {
-  llvm::orc::ResourceTrackerSP tracker = jit_->getMainJITDylib().createResourceTracker();
-  auto code = std::make_shared<JitCode>(jit_, tracker);  // on failure: frees what was added
+  std::shared_ptr<JitCode> code;  // on failure: frees what was added (after the lock is released)
+  std::lock_guard<ForkSafeMutex> lock(*session_.mu);
+  llvm::orc::ResourceTrackerSP tracker = session_.jit->getMainJITDylib().createResourceTracker();
+  code = std::make_shared<JitCode>(session_, tracker);
   for (ObjectFile& object : objects) {
     auto buffer = std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(object.bytes), object.name, false);
-    if (llvm::Error err = jit_->addObjectFile(tracker, std::move(buffer))) {
+    if (llvm::Error err = session_.jit->addObjectFile(tracker, std::move(buffer))) {
       return llvm_error("adding the code of " + object.name, std::move(err));
     }
   }
@@ -78,14 +82,15 @@ Expected<std::shared_ptr<JitCode>> OrcJit::add(std::vector<ObjectFile> objects) 
 }
 
 Expected<void*> OrcJit::lookup(const std::string& symbol) {
-  auto addr = jit_->lookup(symbol);
+  std::lock_guard<ForkSafeMutex> lock(*session_.mu);
+  auto addr = session_.jit->lookup(symbol);
   if (!addr) return llvm_error("compiling " + symbol, addr.takeError());
   return addr->toPtr<void*>();
 }
 
 Expected<std::unique_ptr<llvm::TargetMachine>> OrcJit::take_target_machine() {
   {
-    std::lock_guard<std::mutex> lock(tm_mu_);
+    std::lock_guard<ForkSafeMutex> lock(tm_mu_);
     if (!tms_.empty()) {
       std::unique_ptr<llvm::TargetMachine> tm = std::move(tms_.back());
       tms_.pop_back();
@@ -98,7 +103,7 @@ Expected<std::unique_ptr<llvm::TargetMachine>> OrcJit::take_target_machine() {
 }
 
 void OrcJit::give_back(std::unique_ptr<llvm::TargetMachine> tm) {
-  std::lock_guard<std::mutex> lock(tm_mu_);
+  std::lock_guard<ForkSafeMutex> lock(tm_mu_);
   tms_.push_back(std::move(tm));
 }
 

@@ -15,20 +15,28 @@
 #include <vector>
 
 #include "jit/common.h"
+#include "jit/fork.h"
 
 namespace fj::jit {
+
+// The LLJIT and the lock held around every use of its session (add, look up,
+// remove), so that a fork never copies the session while another thread changes it.
+struct JitSession {
+  std::shared_ptr<llvm::orc::LLJIT> jit;
+  std::shared_ptr<ForkSafeMutex> mu;
+};
 
 // Object code added to the JIT together: freed when the last reference goes.
 class JitCode {
  public:
-  JitCode(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::ResourceTrackerSP tracker)
-      : jit_(std::move(jit)), tracker_(std::move(tracker)) {}
+  JitCode(JitSession session, llvm::orc::ResourceTrackerSP tracker)
+      : session_(std::move(session)), tracker_(std::move(tracker)) {}
   ~JitCode();
   JitCode(const JitCode&) = delete;
   JitCode& operator=(const JitCode&) = delete;
 
  private:
-  std::shared_ptr<llvm::orc::LLJIT> jit_;  // first member: outlives the tracker
+  JitSession session_;  // first member: outlives the tracker
   llvm::orc::ResourceTrackerSP tracker_;
 };
 
@@ -49,8 +57,8 @@ class OrcJit {
   // The address of a symbol that add() made available.
   Expected<void*> lookup(const std::string& symbol);
 
-  const llvm::DataLayout& data_layout() const { return jit_->getDataLayout(); }
-  const llvm::Triple& triple() const { return jit_->getTargetTriple(); }
+  const llvm::DataLayout& data_layout() const { return session_.jit->getDataLayout(); }
+  const llvm::Triple& triple() const { return session_.jit->getTargetTriple(); }
   bool host_has_fma() const { return has_fma_; }
 
   // A target machine for one compile task (an idle one, or a new one); give it
@@ -59,13 +67,13 @@ class OrcJit {
   void give_back(std::unique_ptr<llvm::TargetMachine> tm);
 
  private:
-  OrcJit(std::shared_ptr<llvm::orc::LLJIT> jit, llvm::orc::JITTargetMachineBuilder jtmb, bool has_fma)
-      : jit_(std::move(jit)), jtmb_(std::move(jtmb)), has_fma_(has_fma) {}
+  OrcJit(JitSession session, llvm::orc::JITTargetMachineBuilder jtmb, bool has_fma)
+      : session_(std::move(session)), jtmb_(std::move(jtmb)), has_fma_(has_fma) {}
 
-  std::shared_ptr<llvm::orc::LLJIT> jit_;
+  JitSession session_;
   llvm::orc::JITTargetMachineBuilder jtmb_;
   const bool has_fma_;
-  std::mutex tm_mu_;  // guards tms_
+  ForkSafeMutex tm_mu_;  // guards tms_
   std::vector<std::unique_ptr<llvm::TargetMachine>> tms_;  // idle ones
 };
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "jit/log.h"
+#include "jit/fork.h"
 
 namespace fj::jit {
 namespace {
@@ -222,18 +223,44 @@ size_t default_num_threads() {
   return fallback;
 }
 
-// Chosen on first use: the process's OpenMP runtime when one is loaded (a Python
-// process that imported torch), else framejit's own workers (FRAMEJIT_OPENMP=0
-// forces those).
+namespace {
+
+// The process's pool, made on first use; a forked child drops its parent's (whose
+// workers did not come along, and whose locks they may have held) and makes its own.
+std::atomic<ThreadPool*> g_pool{nullptr};
+bool g_forked = false;  // this process is a fork child: do not use the OpenMP runtime
+ForkSafeMutex& g_pool_mu = *new ForkSafeMutex();  // guards making the pool
+
+void forget_parent_pool() {
+  g_pool.store(nullptr, std::memory_order_relaxed);  // leaked: its threads are gone
+  g_forked = true;
+}
+
+// The process's OpenMP runtime when one is loaded (a Python process that imported
+// torch), else framejit's own workers (FRAMEJIT_OPENMP=0 forces those). A forked
+// child uses its own workers: an OpenMP runtime's team does not survive a fork
+// (GNU OpenMP's threads are gone in the child, and its state still names them).
+ThreadPool* make_pool() {
+  const char* env = std::getenv("FRAMEJIT_OPENMP");
+  const bool allowed = !g_forked && (env == nullptr || std::string_view(env) != "0");
+  if (OmpPool::ParallelFn parallel = allowed ? OmpPool::find() : nullptr) {
+    return new OmpPool(parallel, default_num_threads());
+  }
+  return new Pool(default_num_threads());
+}
+
+const bool g_registered = (on_fork_child(forget_parent_pool), true);
+
+}  // namespace
+
 ThreadPool& ThreadPool::instance() {
-  static ThreadPool* pool = [] () -> ThreadPool* {
-    const char* env = std::getenv("FRAMEJIT_OPENMP");
-    const bool allowed = env == nullptr || std::string_view(env) != "0";
-    if (OmpPool::ParallelFn parallel = allowed ? OmpPool::find() : nullptr) {
-      return new OmpPool(parallel, default_num_threads());
-    }
-    return new Pool(default_num_threads());
-  }();
+  if (ThreadPool* pool = g_pool.load(std::memory_order_acquire)) return *pool;
+  std::lock_guard<ForkSafeMutex> lock(g_pool_mu);
+  ThreadPool* pool = g_pool.load(std::memory_order_relaxed);
+  if (pool == nullptr) {
+    pool = make_pool();
+    g_pool.store(pool, std::memory_order_release);
+  }
   return *pool;
 }
 

@@ -5,9 +5,9 @@
 // briefly (1 ms) for the next job before sleeping, as OpenMP does, since waking a
 // sleeping thread can cost as much as a chunk of work.
 // One job at a time: a caller that finds the pool busy (another thread's job, or a
-// nested call) runs its tasks itself, serially; so does a forked child process,
-// which has no workers. Created on first use, never destroyed (its idle workers do
-// not hold up process exit).
+// nested call) runs its tasks itself, serially. Created on first use, never
+// destroyed (its idle workers do not hold up process exit); a forked child makes a
+// pool of its own on first use (jit/fork.h).
 #pragma once
 
 #include <cstddef>

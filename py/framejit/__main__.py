@@ -1,4 +1,4 @@
-"""python -m framejit run script.py [args...] [--modules a,b] [--report]
+"""python -m framejit run [--modules a,b] [--report] [--] script.py [args...]
 python -m framejit run [--modules a,b] [--report] -m module [args...]
 python -m framejit trace-view DIR
 
@@ -6,42 +6,52 @@ Runs a script (or, with -m, a module, as `python -m` does) as __main__ with its
 functions, and those of the listed modules, watched by framejit. A module name in
 --modules covers its submodules; a name with * ? or [ is a pattern (fnmatch) of full
 module names (`test_*`). --report prints a table at exit (to stderr, so that the
-script's own output is unchanged). Options for framejit come before the script or
-right after it (before -m module: everything after the module is its own); use -- to
-pass an option of the same name to the script."""
+script's own output is unchanged). framejit's options come before the script (or
+-m module); everything after it is the script's, untouched, `--` included.
+
+The script runs as under plain `python`: the same sys.argv, sys.path[0], __file__,
+__loader__ and __spec__, exit codes (2 for a script that cannot be opened, 1 for an
+uncaught exception, the script's own for sys.exit), and tracebacks that start at
+the script's frame (framejit's own frames do not show)."""
 
 import atexit
+import builtins
+import importlib.machinery
 import os
+import runpy
 import stat
 import sys
 import types
 
 
+class _UsageError(Exception):
+    pass
+
+
 def _split_args(argv):
     """(modules, report, module_mode, rest): rest is the script (or, with -m, the
-    module name) and its arguments."""
-    modules, report, rest = [], False, []
+    module name) and its arguments. Options are read only before the script."""
+    modules, report = [], False
     i = 0
-    script_seen = False
     while i < len(argv):
         a = argv[i]
-        if a == "--" and script_seen:
-            rest.extend(argv[i + 1:])
-            break
-        if a == "-m" and not script_seen:
-            return modules, report, True, argv[i + 1:]
+        if a in ("--", "-m"):
+            return modules, report, a == "-m", argv[i + 1:]
         if a == "--report":
             report = True
-        elif a == "--modules" and i + 1 < len(argv):
+        elif a == "--modules":
+            if i + 1 == len(argv):
+                raise _UsageError("--modules needs a value")
             modules.extend(m for m in argv[i + 1].split(",") if m)
             i += 1
         elif a.startswith("--modules="):
             modules.extend(m for m in a.split("=", 1)[1].split(",") if m)
+        elif a.startswith("-") and a != "-":
+            raise _UsageError(f"unknown option {a}")
         else:
-            script_seen = True
-            rest.append(a)
+            return modules, report, False, argv[i:]
         i += 1
-    return modules, report, False, rest
+    return modules, report, False, []
 
 
 def report_rows():
@@ -66,51 +76,109 @@ def format_report(rows):
     return "\n".join(lines)
 
 
-def _main_module_code(name):
-    """The spec and code object that `python -m name` runs (a package's __main__)."""
-    import importlib.util
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        raise ImportError(f"No module named {name}")
-    if spec.submodule_search_locations is not None:
-        return _main_module_code(name + ".__main__")
-    get_code = getattr(spec.loader, "get_code", None)
-    code = get_code(spec.name) if get_code else None
-    if code is None:
-        raise ImportError(f"cannot run {name} as a module: no code object")
-    return spec, code
+def _script(target):
+    """(code, __main__'s globals, sys.path[0]) for a script as `python target` runs
+    it, or None (with python's message) when it cannot be read."""
+    if target == "-":  # the script is stdin, as `python -`
+        return _Compile(sys.stdin.buffer.read(), "<stdin>"), {}, ""
+    path = os.path.abspath(target)
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as e:
+        print(f"{sys.orig_argv[0]}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}", file=sys.stderr)
+        return None
+    main = {"__file__": path, "__loader__": importlib.machinery.SourceFileLoader("__main__", path)}
+    return _Compile(source, path), main, os.path.dirname(os.path.realpath(path))
+
+
+class _Compile:
+    """A script's code, compiled when run (so that a SyntaxError is reported as
+    python reports it, after sys.argv and sys.path are set)."""
+
+    def __init__(self, source, path):
+        self.source, self.path = source, path
+
+    def __call__(self):
+        return compile(self.source, self.path, "exec", dont_inherit=True)
+
+
+def _module(name):
+    """(code, __main__'s globals) of a module as `python -m name` runs it; exits as python
+    does when there is no such module."""
+    try:
+        _, spec, code = runpy._get_module_details(name, runpy._Error)
+    except runpy._Error as exc:
+        sys.exit(f"{sys.executable}: {exc}")
+    main = {"__file__": spec.origin, "__cached__": spec.cached, "__loader__": spec.loader,
+            "__package__": spec.parent, "__spec__": spec}
+    return code, main
+
+
+def _hide_own_frames(code):
+    """Makes the next sys.excepthook call (python's report of the exception now
+    leaving the script) show the traceback from the script's frame on, as plain
+    python would; the hook the script left in place does the printing."""
+    hook = sys.excepthook
+
+    def once(etype, value, tb):
+        sys.excepthook = hook
+        while tb is not None and tb.tb_frame.f_code is not code:
+            tb = tb.tb_next
+        if value is not None:
+            value.__traceback__ = tb
+        sys.last_traceback = tb
+        hook(etype, value, tb)
+
+    sys.excepthook = once
+
+
+def _exec_as_main(code, main_globals):
+    from framejit import hooks
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__annotations__": {}, "__builtins__": builtins, "__cached__": None})
+    main.__dict__.update(main_globals)
+    sys.modules["__main__"] = main
+    try:
+        if isinstance(code, _Compile):
+            code = code()
+        hooks.watch_code_tree(code)
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException:
+        _hide_own_frames(code)
+        raise
 
 
 def run(argv):
-    modules, report, module_mode, rest = _split_args(argv)
+    try:
+        modules, report, module_mode, rest = _split_args(argv)
+    except _UsageError as e:
+        print(f"framejit run: {e}\n{USAGE}", file=sys.stderr)
+        return 2
     if not rest:
         print(__doc__, file=sys.stderr)
         return 2
     target, target_args = rest[0], rest[1:]
     import framejit
-    from framejit import hooks
 
+    if module_mode:
+        code, main_globals = _module(target)  # sys.path[0] is the working folder, as under -m
+        sys.argv = [main_globals["__file__"]] + target_args
+    else:
+        script = _script(target)
+        if script is None:
+            return 2
+        code, main_globals, path0 = script
+        if not sys.flags.safe_path and sys.path:
+            sys.path[0] = path0
+        sys.argv = [target] + target_args
     if modules:
         framejit.hook(modules)
-    main = types.ModuleType("__main__")
-    if module_mode:
-        spec, code = _main_module_code(target)
-        main.__spec__, main.__loader__, main.__package__ = spec, spec.loader, spec.parent
-        path = spec.origin
-        # sys.path[0] is already the working folder, as under `python -m`.
-    else:
-        path = target
-        with open(target, "rb") as fh:
-            code = compile(fh.read(), target, "exec")
-        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-    hooks.watch_code_tree(code)
     if report:
         atexit.register(lambda: print(format_report(report_rows()), file=sys.stderr))
-    main.__file__ = path
-    main.__builtins__ = __builtins__
-    sys.modules["__main__"] = main
-    sys.argv = [path] + target_args
-    exec(code, main.__dict__)
+    _exec_as_main(code, main_globals)
     return 0
 
 
@@ -151,7 +219,7 @@ def trace_view(directory):
     return 0
 
 
-USAGE = "usage: python -m framejit run script.py [args...] [--modules a,b] [--report]\n" \
+USAGE = "usage: python -m framejit run [--modules a,b] [--report] [--] script.py [args...]\n" \
         "       python -m framejit run [--modules a,b] [--report] -m module [args...]\n" \
         "       python -m framejit trace-view DIR"
 

@@ -1,6 +1,8 @@
 """framejit's Python API: compile, stats, reset, explain, config."""
 
+import copyreg
 import functools
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -32,7 +34,39 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
         raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     wrapper = _C.compile(fn, dynamic=bool(dynamic), fullgraph=bool(fullgraph))
     functools.update_wrapper(wrapper, fn)
+    wrapper._framejit_options = {"dynamic": bool(dynamic), "fullgraph": bool(fullgraph)}
     return wrapper
+
+
+# Pickling (multiprocessing, torch.multiprocessing, copy): a compiled function is
+# a reference to its original function plus its compile options, and unpickles to
+# a compiled function again. Under fork the new wrapper watches the same code
+# object, so it finds what the parent compiled; under spawn the worker compiles
+# anew. A compiled function that is itself its module's attribute (`@framejit.compile`
+# on a module-level function or method) pickles as that name, as functions do: the
+# original function is not reachable by name then, and the name gives the same
+# compiled object back.
+
+def _resolve(module_name, qualname):
+    obj = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _reduce_compiled(wrapper):
+    fn = wrapper.__wrapped__
+    if _resolve(getattr(wrapper, "__module__", None), getattr(wrapper, "__qualname__", "")) is wrapper:
+        return wrapper.__qualname__  # pickle stores a global reference, as for a function
+    options = getattr(wrapper, "_framejit_options", {})
+    return _rebuild_compiled, (fn, options)
+
+
+def _rebuild_compiled(fn, options):
+    return compile(fn, **options)
+
+
+copyreg.pickle(_C.CompiledFunction, _reduce_compiled)
 
 
 class CompiledModule(torch.nn.Module):
@@ -44,6 +78,7 @@ class CompiledModule(torch.nn.Module):
     def __init__(self, module, *, dynamic=True, fullgraph=False):
         super().__init__()
         self._orig_mod = module
+        self.__dict__["_framejit_options"] = {"dynamic": dynamic, "fullgraph": fullgraph}
         self.__dict__["_compiled_forward"] = types.MethodType(
             compile(type(module).forward, dynamic=dynamic, fullgraph=fullgraph), module)
 
@@ -55,6 +90,17 @@ class CompiledModule(torch.nn.Module):
                 or torch.nn.modules.module._global_backward_hooks):
             return m(*args, **kwargs)
         return self._compiled_forward(*args, **kwargs)
+
+    def __reduce__(self):
+        """Pickles as the original module plus the compile options, and unpickles to a
+        compiled module again (over the unpickled module: torch.save / torch.load,
+        copy.deepcopy and process pools give a CompiledModule, as framejit.compile
+        made it). To store the plain module, pickle `compiled._orig_mod`."""
+        return CompiledModule._rebuild, (self._orig_mod, self.__dict__["_framejit_options"])
+
+    @staticmethod
+    def _rebuild(module, options):
+        return CompiledModule(module, **options)
 
     def __getattr__(self, name):
         try:

@@ -1,6 +1,15 @@
 """framejit.hook / framejit.unhook: the functions of chosen modules are watched as
-the modules are imported, and called as they are, with no wrapper. A meta-path
-finder wraps the modules' loaders; never sys.setprofile or sys.settrace."""
+the modules are imported, and called as they are, with no wrapper; never
+sys.setprofile or sys.settrace.
+
+A meta-path finder asks the other finders for the module's spec and returns it with
+its loader as it was (same object, same type: `isinstance(m.__loader__,
+SourceFileLoader)` and `type(...) is` checks hold). Only the loader's `get_code`
+is shadowed, on that one instance and for one call: the stock `exec_module` calls
+it for the module's code, which gets watched before it runs, and the shadow is
+removed then, so the loader compares equal to a fresh one afterwards. Loaders other
+than importlib's file loaders (one instance per module) are left alone, and those
+modules are not watched."""
 
 import fnmatch
 import importlib.abc
@@ -34,23 +43,21 @@ def watch_code_tree(code):
         _watched.append(c)
 
 
-class _WatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner):
-        self._inner = inner
+def _watch_on_get_code(loader):
+    """Shadows the loader's get_code (this instance only, for one call) with one
+    that watches the code it returns."""
+    def get_code(fullname):
+        del loader.get_code  # back to the class's: the loader is as it was
+        code = type(loader).get_code(loader, fullname)
+        if code is not None:
+            watch_code_tree(code)
+        return code
 
-    def create_module(self, spec):
-        return self._inner.create_module(spec)
+    loader.get_code = get_code
 
-    def exec_module(self, module):
-        get_code = getattr(self._inner, "get_code", None)
-        code = get_code(module.__name__) if get_code else None
-        if code is None:
-            return self._inner.exec_module(module)
-        watch_code_tree(code)
-        exec(code, module.__dict__)
 
-    def __getattr__(self, name):  # get_data, is_package, get_source, ...
-        return getattr(self._inner, name)
+# importlib's loaders that read one file: one instance per module.
+_FILE_LOADERS = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader)
 
 
 def _is_pattern(name):
@@ -69,11 +76,21 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if not self._wanted(name):
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
-            return spec
-        spec.loader = _WatchingLoader(spec.loader)
+        spec = self._others_spec(name, path, target)
+        if spec is not None and isinstance(spec.loader, _FILE_LOADERS):
+            _watch_on_get_code(spec.loader)
         return spec
+
+    def _others_spec(self, name, path, target):
+        """The spec the rest of sys.meta_path gives (as if this finder were not there)."""
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                return spec
+        return None
 
 
 def hook(modules):

@@ -62,7 +62,7 @@ def test_cli_runs_a_script_with_its_modules_watched(tmp_path):
     write_project(tmp_path)
     plain = run(["main.py"], tmp_path)
     assert plain.returncode == 0, plain.stderr
-    jit = run(["-m", "framejit", "run", "main.py", "--modules", "mylib", "--report"], tmp_path)
+    jit = run(["-m", "framejit", "run", "--modules", "mylib", "--report", "main.py"], tmp_path)
     assert jit.returncode == 0, jit.stderr
     assert jit.stdout == plain.stdout
     stats = json.loads((tmp_path / "stats.json").read_text())
@@ -98,7 +98,7 @@ def test_import_hook_in_process(tmp_path, monkeypatch):
 def test_trace_dumps_and_trace_view(tmp_path):
     write_project(tmp_path)
     dump = tmp_path / "dump"
-    jit = run(["-m", "framejit", "run", "main.py", "--modules", "mylib"], tmp_path,
+    jit = run(["-m", "framejit", "run", "--modules", "mylib", "main.py"], tmp_path,
               env={"FRAMEJIT_TRACE_DIR": str(dump)})
     assert jit.returncode == 0, jit.stderr
     traces = sorted(p.name for p in dump.iterdir())
