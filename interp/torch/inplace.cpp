@@ -8,7 +8,9 @@
 
 #include <opcode.h>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <optional>
 
 #include "interp/runtime/plan.h"
@@ -580,13 +582,12 @@ bool Tracer::aliasing_view(NodeId n, ConvertCtx& ctx, PlanValue* out) {
     cur = p->second;
   }
   if (chain.empty()) return false;
+  // The steps build_view can take at run time; a view made by any other op is
+  // computed as an output of its own.
+  static constexpr jit::Op kRebuilt[] = {jit::Op::Permute, jit::Op::Reshape, jit::Op::Expand, jit::Op::Select,
+                                         jit::Op::Slice};
   for (NodeId c : chain) {
-    switch (graph_.node(c).op) {
-      case jit::Op::Permute: case jit::Op::Reshape: case jit::Op::Expand: case jit::Op::Select: case jit::Op::Slice:
-        continue;
-      default:
-        return false;  // a step build_view cannot take: the view is computed as an output of its own
-    }
+    if (std::find(std::begin(kRebuilt), std::end(kRebuilt), graph_.node(c).op) == std::end(kRebuilt)) return false;
   }
   PlanValue base;
   if (!view_base(cur, ctx, &base)) return false;
