@@ -65,7 +65,7 @@ void give_up(CodeState& st) {
     st.counters.stopped_compiling = 1;
   }
   if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
-    log::interp().info("giving up on {}: {}", PyUnicode_AsUTF8(st.code->co_qualname),
+    log::interp().info("giving up on {}: {}", guards::utf8_lossy(st.code->co_qualname),
                        st.skip ? "every call runs in CPython" : "no new entries; cached ones stay in use");
   }
 }

@@ -248,3 +248,21 @@ def test_logs_and_dumps_never_call_repr_on_user_objects(tmp_path):
     assert "<__main__.Obj object>" in dumped and "<__main__.Obj object>" in r.stderr
     assert "<class '__main__.Obj'>" in dumped + r.stderr
     assert "repr called" not in dumped + r.stderr
+
+
+def test_giving_up_on_a_function_with_a_surrogate_qualname_while_logging():
+    # The give-up log line names the function: a qualname that is not UTF-8 must
+    # neither leave a Python error set (a SystemError at the call) nor crash.
+    code = textwrap.dedent('''
+        import torch, framejit
+        def f(x):
+            yield x + 1
+        f.__code__ = f.__code__.replace(co_qualname="f\\ud800")
+        c = framejit.compile(f)
+        got = [list(c(torch.ones(2)))[0].tolist() for _ in range(4)]
+        print(got == [list(f(torch.ones(2)))[0].tolist()] * 4, framejit.stats()["skipped"])
+    ''')
+    r = probe(code, timeout=120, env={"FRAMEJIT_LOG": "all"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["True", "1"], r.stdout + r.stderr[-3000:]
+    assert "giving up on f" in r.stderr, r.stderr[-3000:]
