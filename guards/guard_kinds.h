@@ -64,6 +64,9 @@ struct TensorSpec {
 // Exact int, float or str equal by value (floats bit for bit, so NaN equals NaN and
 // 0.0 differs from -0.0); any other object by identity.
 bool scalar_equal(PyObject* a, PyObject* b) noexcept;
+// scalar_equal, and exact tuples whose items are scalar_equal (one level): what an
+// attribute path below a module may hold so that instances built alike share an entry.
+bool path_value_equal(PyObject* a, PyObject* b) noexcept;
 
 // ---- tensor_guards.cpp -------------------------------------------------------
 
@@ -193,7 +196,7 @@ struct ModuleAttrIs {
   std::string text() const;
 };
 
-// root.a.b (plain attribute reads) is `object` (numbers, str: equal to it).
+// root.a.b (plain attribute reads) is `object` (numbers, str, tuples of them: equal to it).
 struct PathIs {
   std::string name;
   Path path;
@@ -224,7 +227,32 @@ struct FunctionUnchanged {
   std::string text() const;
 };
 
-// These dicts (an nn.Module's hooks, the global module hooks) are empty.
+// The object at the end of `path` is an nn.Module of exactly class `type`; check()
+// records it in the call's path-object slot `slot` (CallInputs::path_tensors), where
+// the plan finds it. What the trace read below it has guards of its own (by path), so
+// every instance of the class with the same structure shares the entry.
+struct PathModule {
+  std::string name;
+  Path path;
+  int slot;
+  PyRef type;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// The nn.Module at the end of `path` has empty hook dicts `keys` (entries of its
+// instance dict: _forward_hooks, ...), whichever instance it is.
+struct PathHooksEmpty {
+  std::string name;
+  Path path;
+  std::vector<PyRef> keys;  // interned
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
+// These dicts (the global module hooks) are empty.
 struct DictsEmpty {
   std::string name;
   std::vector<PyRef> dicts;
@@ -233,10 +261,11 @@ struct DictsEmpty {
   std::string text() const;
 };
 
-// `dict` (a container module's _modules) has exactly `keys` (a list), in order.
+// The `_modules` dict of the container module at the end of `path` has exactly
+// `keys` (a list), in order.
 struct DictKeysAre {
   std::string name;
-  PyRef dict;
+  Path path;
   PyRef keys;
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
@@ -277,7 +306,7 @@ struct Guard {
   std::variant<ArgTensor, PathTensor, NoOverlap, SequenceIs,             // tensors
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
-               DictKeysAre,                                              // objects
+               DictKeysAre, PathModule, PathHooksEmpty,                  // objects
                GradModeIs, DefaultDTypeIs, TensorAttrIs>                 // torch state
       kind;
 };

@@ -147,13 +147,30 @@ void GuardSet::add_function(PyObject* fn) {
 }
 
 void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {
+  if (has<DictsEmpty>([&](const DictsEmpty& g) { return g.name == name; })) return;
   DictsEmpty g{std::move(name)};
   for (PyObject* d : dicts) g.dicts.push_back(PyRef::borrow(d));
   guards_.push_back({std::move(g)});
 }
 
-void GuardSet::add_dict_keys(std::string name, PyObject* dict) {
-  guards_.push_back({DictKeysAre{std::move(name), PyRef::borrow(dict), PyRef::steal(PyDict_Keys(dict))}});  // a list, in order
+void GuardSet::add_dict_keys(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                             PyObject* modules) {
+  guards_.push_back({DictKeysAre{std::move(name), Path(root, attrs), PyRef::steal(PyDict_Keys(modules))}});  // a list, in order
+}
+
+void GuardSet::add_path_hooks_empty(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                    const std::vector<std::string>& keys) {
+  PathHooksEmpty g{std::move(name), Path(root, attrs)};
+  for (const std::string& k : keys) g.keys.push_back(interned(k.c_str()));
+  guards_.push_back({std::move(g)});
+}
+
+int GuardSet::add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                              PyObject* module) {
+  const int slot = num_path_tensors_++;
+  guards_.push_back({PathModule{std::move(name), Path(root, attrs), slot,
+                                PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(module)))}});
+  return slot;
 }
 
 void GuardSet::add_grad_mode(bool enabled) {

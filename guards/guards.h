@@ -51,6 +51,9 @@ struct TorchRefs {
   // torch.nn.Parameter (exactly): read like a tensor where it does not require grad.
   // Set by the tracer when it first reads a module attribute (before any guard on one).
   PyObject* parameter_type = nullptr;
+  // torch.nn.Module: an instance read below an argument or a global is guarded by its
+  // class (PathModule). Set by the tracer with parameter_type.
+  PyObject* module_type = nullptr;
   PyObject* float32 = nullptr;
   PyObject* bool_ = nullptr;
   PyObject* float64 = nullptr;
@@ -96,7 +99,8 @@ struct CallInputs {
   PyObject* closure = nullptr;      // the function's tuple of cells, or NULL
   std::vector<std::optional<TensorMeta>> metas;  // one per argument
   // Tensors reached through attribute paths (`self.weight`), found by the entry's
-  // guards during check() for the plan to use: one per path tensor of the entry.
+  // guards during check() for the plan to use: one per path tensor of the entry. Also
+  // the nn.Modules guarded by class (PathModule), whose path_metas stay unused.
   mutable std::vector<PyObject*> path_tensors;  // borrowed
   mutable std::vector<TensorMeta> path_metas;
 };
@@ -157,10 +161,21 @@ class GuardSet {
   // Argument `arg` is a list or tuple of exactly this type and length (its items are
   // path tensors with the steps "#0", "#1", ...).
   void add_sequence(int arg, std::string name, PyObject* seq);
-  // `dict` keeps exactly the keys it has now, in this order.
-  void add_dict_keys(std::string name, PyObject* dict);
+  // The `_modules` dict of the container module at root.attrs... keeps exactly the
+  // keys `modules` has now, in this order.
+  void add_dict_keys(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                     PyObject* modules);
   // Each of `dicts` stays empty (strong references are kept).
   void add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts);
+  // The nn.Module at root.attrs... has empty instance-dict entries `keys` (its hook
+  // dicts), whichever instance is there at the call.
+  void add_path_hooks_empty(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                            const std::vector<std::string>& keys);
+  // The object at root.attrs... is an nn.Module of exactly the class of `module` (not
+  // that object): returns its slot in CallInputs::path_tensors, where check() leaves
+  // the instance of this call. Reads below it must be guarded by path.
+  int add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                      PyObject* module);
   // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in
   // CallInputs::path_tensors.
   int add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,

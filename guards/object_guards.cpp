@@ -1,6 +1,7 @@
 // Guards on objects the trace read by identity: globals and builtins, attributes of
 // modules, attribute paths below arguments and globals, the methods those reach,
-// inlined functions, and the dicts an nn.Module call depends on.
+// inlined functions, and the dicts an nn.Module call depends on. An nn.Module below an
+// argument or a global is guarded by its class (PathModule), not its identity.
 #include "guards/guard_kinds.h"
 
 namespace fj::guards {
@@ -90,7 +91,7 @@ std::string ModuleAttrIs::text() const { return "'" + dotted(name, attrs) + "' i
 
 bool PathIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
-  return v != nullptr && scalar_equal(v, object.get());
+  return v != nullptr && path_value_equal(v, object.get());
 }
 
 std::string PathIs::failure(const CallInputs&) const { return name + " is no longer " + describe_object(object.get()); }
@@ -141,14 +142,61 @@ std::string DictsEmpty::failure(const CallInputs&) const { return name + " now h
 
 std::string DictsEmpty::text() const { return name + " has no hooks"; }
 
+// ---- PathModule ----------------------------------------------------------------
+
+bool PathModule::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(v)) != type.get()) return false;
+  in.path_tensors[static_cast<size_t>(slot)] = v;  // this call's instance, for the plan
+  return true;
+}
+
+std::string PathModule::failure(const CallInputs& in) const {
+  PyObject* v = path.walk(in);
+  if (v == nullptr) return name + " is gone (or no longer a plain attribute)";
+  return name + " is no longer a " + describe_object(type.get()) + " (a " + Py_TYPE(v)->tp_name + ")";
+}
+
+std::string PathModule::text() const { return name + " is an instance of " + describe_object(type.get()); }
+
+// ---- PathHooksEmpty ------------------------------------------------------------
+
+namespace {
+// The instance dict's entry `key` of `obj` (borrowed), or nullptr.
+PyObject* instance_entry(PyObject* obj, PyObject* key) noexcept {
+  PyObject** dictptr = obj != nullptr ? _PyObject_GetDictPtr(obj) : nullptr;
+  if (dictptr == nullptr || *dictptr == nullptr) return nullptr;
+  PyObject* v = PyDict_GetItemWithError(*dictptr, key);
+  if (v == nullptr) clear_error();
+  return v;
+}
+}  // namespace
+
+bool PathHooksEmpty::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* m = path.walk(in);
+  for (const PyRef& k : keys) {
+    PyObject* d = instance_entry(m, k.get());
+    if (d == nullptr || !PyDict_Check(d) || PyDict_GET_SIZE(d) != 0) return false;
+  }
+  return true;
+}
+
+std::string PathHooksEmpty::failure(const CallInputs&) const { return name + " now has hooks"; }
+
+std::string PathHooksEmpty::text() const { return name + " has no hooks"; }
+
 // ---- DictKeysAre ---------------------------------------------------------------
 
-bool DictKeysAre::check(const CallInputs&, jit::Bindings&) const noexcept {
-  if (!keys || PyDict_GET_SIZE(dict.get()) != PyList_GET_SIZE(keys.get())) return false;
+bool DictKeysAre::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  static PyObject* s_modules = interned("_modules").release();
+  PyObject* dict = instance_entry(path.walk(in), s_modules);
+  if (!keys || dict == nullptr || !PyDict_CheckExact(dict) || PyDict_GET_SIZE(dict) != PyList_GET_SIZE(keys.get())) {
+    return false;
+  }
   Py_ssize_t pos = 0, i = 0;
   PyObject* key;
-  while (PyDict_Next(dict.get(), &pos, &key, nullptr)) {
-    if (key != PyList_GET_ITEM(keys.get(), i++)) return false;  // keys of _modules are interned names
+  while (PyDict_Next(dict, &pos, &key, nullptr)) {
+    if (!scalar_equal(key, PyList_GET_ITEM(keys.get(), i++))) return false;  // an exact str: by value
   }
   return true;
 }

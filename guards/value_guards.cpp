@@ -21,6 +21,20 @@ bool scalar_equal(PyObject* a, PyObject* b) noexcept {
   return false;  // bool and None are singletons, other objects compare by identity
 }
 
+bool path_value_equal(PyObject* a, PyObject* b) noexcept {
+  if (scalar_equal(a, b)) return true;
+  // An exact tuple (LayerNorm's normalized_shape, a conv's stride): item by item, so that
+  // two instances built alike read alike. Only up to a small size: no deep walks.
+  if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b) || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b) ||
+      PyTuple_GET_SIZE(a) > 16) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a); ++i) {
+    if (!scalar_equal(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))) return false;
+  }
+  return true;
+}
+
 // ---- ScalarEquals --------------------------------------------------------------
 
 bool ScalarEquals::check(const CallInputs& in, jit::Bindings&) const noexcept {

@@ -157,6 +157,9 @@ Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& c
   } else if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
     out->kind = PlanValue::Kind::Arg;  // the call's own argument object
     out->index = v.source.arg;
+  } else if (v.path_slot >= 0) {
+    out->kind = PlanValue::Kind::PathTensor;  // an nn.Module guarded by class: this call's instance
+    out->index = v.path_slot;
   } else {  // a constant, a default value or a bound method's self: fixed by guards
     out->kind = PlanValue::Kind::Const;
     out->obj = v.obj;

@@ -233,9 +233,11 @@ PyObject* Tracer::module_forward(const Value& m) {
   PyObject** dictptr = _PyObject_GetDictPtr(obj);
   if (forward == nullptr || !PyFunction_Check(forward) || dictptr == nullptr || *dictptr == nullptr) return nullptr;
   if (PyDict_GetItemWithError(*dictptr, fwd_name.get()) != nullptr) return nullptr;  // forward set on the instance
+  const std::vector<std::string> hook_names = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                               "_backward_pre_hooks"};
   std::vector<PyObject*> hooks = refs.global_hooks;
-  for (const char* name : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
-    PyObject* d = PyDict_GetItemString(*dictptr, name);
+  for (const std::string& name : hook_names) {
+    PyObject* d = PyDict_GetItemString(*dictptr, name.c_str());
     if (d == nullptr || !PyDict_Check(d)) return nullptr;
     hooks.push_back(d);
   }
@@ -247,7 +249,9 @@ PyObject* Tracer::module_forward(const Value& m) {
   PyRef holder;
   if (!path_root(m, &root, &holder)) return nullptr;
   const std::string text = source_text(m.source);
-  guards().add_dicts_empty(text, hooks);
+  // The global hook dicts by identity; the module's own by path (whichever instance).
+  guards().add_dicts_empty("torch.nn.modules.module (global hooks)", refs.global_hooks);
+  guards().add_path_hooks_empty(text, root, m.source.attrs, hook_names);
   guards().add_path_method(text, root, m.source.attrs, "__call__", refs.call);
   guards().add_path_method(text, root, m.source.attrs, "forward", forward);
   return forward;

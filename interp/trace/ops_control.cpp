@@ -210,7 +210,10 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
   PyObject* modules = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
   if (modules == nullptr || !PyDict_CheckExact(modules)) return unsupported("a container module without _modules");
   if (static_cast<size_t>(PyDict_GET_SIZE(modules)) > kMaxUnroll) return unsupported("a loop over too many submodules");
-  guards().add_dict_keys(source_text(seq.source) + "._modules", modules);
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(seq, &root, &holder)) return unsupported("a container module not found again by its path");
+  guards().add_dict_keys(source_text(seq.source) + "._modules", root, seq.source.attrs, modules);
   Py_ssize_t pos = 0;
   PyObject* key;
   while (PyDict_Next(modules, &pos, &key, nullptr)) {

@@ -162,9 +162,45 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
   child.attrs.push_back(name);
   const std::string text = source_text(child);
   if (std::optional<Status> s = path_tensor(v, root, child, out)) return std::move(*s);
+  if (is_module_instance(v) && !committed_) {
+    // By class, not identity: every layer of a stack shares one entry. The plan takes
+    // this call's instance from the guard's slot; what is read below it is guarded by
+    // path. (After a break, reads are checked mid-plan: by identity, as before.)
+    const int slot = guards().add_path_module(text, root, child.attrs, v);
+    found_in_path(slot, v, guards::TensorMeta{});
+    *out = Value::constant(PyRef::borrow(v), child);
+    out->path_slot = slot;
+    return ok();
+  }
   guards().add_path(text, root, child.attrs, v);
   *out = Value::constant(PyRef::borrow(v), child);
   return ok();
+}
+
+// What the entry's guard in path slot `k` finds at each call, found now: a plan that
+// runs while it is traced (steps before a branch) reads this call's slots before any
+// check of the entry's guards has filled the new one.
+void Tracer::found_in_path(int k, PyObject* v, const guards::TensorMeta& meta) {
+  const auto slot = static_cast<size_t>(k);
+  if (in_.path_tensors.size() <= slot) {
+    in_.path_tensors.resize(slot + 1);
+    in_.path_metas.resize(slot + 1);
+  }
+  in_.path_tensors[slot] = v;
+  in_.path_metas[slot] = meta;
+}
+
+// Whether `v` is an nn.Module (torch.nn.Module looked up once).
+bool Tracer::is_module_instance(PyObject* v) {
+  auto& refs = guards::torch_refs();
+  if (refs.module_type == nullptr) {
+    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");
+    refs.module_type = mod ? PyObject_GetAttrString(mod, "Module") : nullptr;  // kept for the process
+    Py_XDECREF(mod);
+    guards::clear_error();
+  }
+  return refs.module_type != nullptr && PyType_Check(refs.module_type) &&
+         PyType_IsSubtype(Py_TYPE(v), reinterpret_cast<PyTypeObject*>(refs.module_type));
 }
 
 // A tensor reached by a guarded path (an attribute, a global): a graph input read
@@ -197,6 +233,7 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
     jit::NodeId n;
     if (Status s = tensor_input(meta, text, &n, &dims); s.failed()) return s;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
+    found_in_path(k, v, meta);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});
     path_inputs_[text] = n;
     *out = Value::tensor(n, child);

@@ -108,6 +108,8 @@ class Tracer {
   // obj.name of a value the frame can find again (an argument, a global, or an
   // attribute path from one), read the plain way and guarded.
   Status attr_of(const Value& base, const std::string& name, Value* out);
+  static bool is_module_instance(PyObject* v);
+  void found_in_path(int k, PyObject* v, const guards::TensorMeta& meta);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   PyObject* module_forward(const Value& m);
   Status step(const Instruction& ins);

@@ -1,0 +1,295 @@
+"""Modules of one class and structure share compiled code: a layer's forward traced
+once serves every layer of a stack (parameters fetched from the instance called),
+while any difference the trace depends on (sizes, a submodule, a float used as a
+constant, `training`, hooks) gives a correct result of its own."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import framejit
+from conftest import assert_same
+
+
+class Mlp(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """A small pre-norm transformer block: LayerNorm, Linear, GELU, residual."""
+
+    def __init__(self, d=16, h=32, scale=0.5, extra=False):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.mlp = Mlp(d, h)
+        self.scale = scale
+        # an extra submodule in the structure: another key in post._modules
+        self.post = nn.Sequential(nn.Linear(d, d), nn.Linear(d, d)) if extra else nn.Sequential(nn.Linear(d, d))
+
+    def forward(self, x):
+        y = self.mlp(self.ln(x)) * self.scale
+        if self.training:
+            y = y * 2.0
+        return x + self.post(y)
+
+
+def _stack(n, **kw):
+    torch.manual_seed(0)
+    return [Block(**kw) for _ in range(n)]
+
+
+def test_twelve_layers_share_one_compile():
+    layers = _stack(12)
+    compiled = [framejit.compile(layer) for layer in layers]
+    x = torch.randn(4, 16)
+    for layer, c in zip(layers, compiled):
+        assert_same(c(x), layer(x))
+    st = framejit.stats(Block.forward)
+    assert st["compiles"] == 1, st
+    assert st["fallbacks"] == 0, st
+    assert st["cache_hits"] == 11, st
+
+
+def test_stack_run_layer_after_layer_equals_eager():
+    layers = _stack(12)
+    compiled = [framejit.compile(layer) for layer in layers]
+    for n in (5, 7, 9):
+        x = torch.randn(2, n, 16, requires_grad=True)  # as every later layer's input
+        h, e = x, x
+        for layer, c in zip(layers, compiled):
+            h, e = c(h), layer(e)
+        assert_same(h, e)
+    assert framejit.stats(Block.forward)["compiles"] == 1
+    assert framejit.stats(Block.forward)["fallbacks"] == 0
+
+
+def _each_correct(layers, x):
+    compiled = [framejit.compile(layer) for layer in layers]
+    for _ in range(2):  # the second round runs from the cache
+        for layer, c in zip(layers, compiled):
+            assert_same(c(x), layer(x))
+
+
+def test_other_sizes_get_their_own_entry():
+    torch.manual_seed(1)
+    layers = [Block(16, 32), Block(16, 64), Block(16, 32), Block(16, 8)]
+    _each_correct(layers, torch.randn(3, 16))
+    # sizes are symbols: one entry may serve them all, but never more than one each
+    assert 1 <= framejit.stats(Block.forward)["compiles"] <= 3
+
+
+def test_a_float_attribute_is_a_guarded_constant():
+    torch.manual_seed(2)
+    layers = [Block(scale=0.5), Block(scale=0.25), Block(scale=0.5)]
+    _each_correct(layers, torch.randn(3, 16))
+    assert framejit.stats(Block.forward)["compiles"] == 2
+
+
+def test_an_extra_submodule_is_another_structure():
+    torch.manual_seed(3)
+    layers = [Block(), Block(extra=True), Block(), Block(extra=True)]
+    _each_correct(layers, torch.randn(3, 16))
+    assert framejit.stats(Block.forward)["compiles"] == 2
+
+
+def test_training_flag_is_guarded_per_instance():
+    torch.manual_seed(4)
+    layers = [Block(), Block(), Block()]
+    layers[1].train(False)
+    _each_correct(layers, torch.randn(3, 16))
+    # and flipping a flag later is seen too
+    layers[0].train(False)
+    layers[1].train(True)
+    _each_correct(layers, torch.randn(3, 16))
+
+
+def test_a_submodule_of_another_class_with_the_same_names():
+    class Gelu2(nn.Module):
+        def forward(self, x):
+            return F.gelu(x) * 2
+
+    class Act(nn.Module):
+        def __init__(self, act):
+            super().__init__()
+            self.act = act
+
+        def forward(self, x):
+            return self.act(x) + 1
+
+    layers = [Act(nn.GELU()), Act(Gelu2()), Act(nn.GELU())]
+    _each_correct(layers, torch.randn(5))
+    assert framejit.stats(Act.forward)["compiles"] == 2
+
+
+def test_a_submodule_with_a_hook_is_called_on_its_own_instance():
+    calls = []
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    torch.manual_seed(5)
+    layers = [Outer() for _ in range(4)]
+    for k, layer in enumerate(layers):
+        layer.inner.register_forward_hook(lambda m, i, o, k=k: calls.append(k))
+    x = torch.randn(2, 4)
+    compiled = [framejit.compile(layer) for layer in layers]
+    with torch.no_grad():  # a break (the hooked call) where tensors require grad falls back
+        got = [c(x) for c in compiled]
+    assert calls == [0, 1, 2, 3]
+    calls.clear()
+    expected = [layer(x) for layer in layers]
+    assert calls == [0, 1, 2, 3]
+    for g, e in zip(got, expected):
+        assert_same(g, e)
+    assert framejit.stats(Outer.forward)["compiles"] == 1
+
+
+def test_hooks_added_to_one_instance_later():
+    calls = []
+    torch.manual_seed(6)
+    layers = _stack(3)
+    compiled = [framejit.compile(layer) for layer in layers]
+    x = torch.randn(2, 16)
+    for c in compiled:
+        c(x)
+    layers[2].mlp.fc1.register_forward_hook(lambda m, i, o: calls.append(1))
+    for layer, c in zip(layers, compiled):
+        assert_same(c(x), layer(x))
+    assert calls == [1, 1]  # once under framejit, once eager
+
+
+def test_a_module_list_of_another_length():
+    class Stack(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.layers = nn.ModuleList(Mlp(8, 8) for _ in range(n))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = x + layer(x)
+            return x
+
+    torch.manual_seed(7)
+    stacks = [Stack(2), Stack(3), Stack(2)]
+    _each_correct(stacks, torch.randn(3, 8))
+    assert framejit.stats(Stack.forward)["compiles"] == 2
+
+
+def test_a_submodule_passed_to_an_opaque_call_is_the_callers_own():
+    seen = []
+
+    def record(m):
+        seen.append(m)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            record(self.fc)  # a graph break with the submodule as argument
+            return self.fc(x) + 1
+
+    torch.manual_seed(8)
+    nets = [Net() for _ in range(3)]
+    x = torch.randn(2, 4)
+    compiled = [framejit.compile(n) for n in nets]
+    with torch.no_grad():
+        for _ in range(2):
+            for n, c in zip(nets, compiled):
+                seen.clear()
+                assert_same(c(x), n(x))
+                assert len(seen) == 2 and seen[0] is n.fc and seen[1] is n.fc  # framejit's call, then eager's
+    assert framejit.stats(Net.forward)["compiles"] == 1
+
+
+def test_a_submodule_returned_is_the_callers_own():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x), self.fc
+
+    torch.manual_seed(9)
+    nets = [Net() for _ in range(3)]
+    x = torch.randn(2, 4)
+    compiled = [framejit.compile(n) for n in nets]
+    for n, c in zip(nets, compiled):
+        out, fc = c(x)
+        assert fc is n.fc
+        assert_same(out, n(x)[0])
+
+
+def test_replacing_a_submodule_by_another_instance():
+    torch.manual_seed(10)
+    layer = Block()
+    c = framejit.compile(layer)
+    x = torch.randn(2, 16)
+    assert_same(c(x), layer(x))
+    layer.mlp = Mlp(16, 32)  # same class and sizes, other weights
+    assert_same(c(x), layer(x))
+    layer.mlp.fc2 = nn.Linear(32, 16, bias=False)
+    assert_same(c(x), layer(x))
+    layer.mlp = None
+    try:
+        c(x)
+        raised = None
+    except TypeError as e:
+        raised = e
+    assert raised is not None and "NoneType" in str(raised)
+
+
+class Branchy(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.inner = nn.Linear(4, 4)
+        self.s = s
+
+    def forward(self, x):
+        y = self.fc(x)
+        if y.sum() > 0:  # a data-dependent branch: a plan step
+            return self.inner(y) * self.s  # parameters first read after the branch
+        return self.inner(y) - self.s
+
+
+def _signed_input(net, sign):
+    x = torch.ones(2, 4) * 10 * sign
+    return x if (net.fc(x).sum() > 0) == (sign > 0) else -x
+
+
+def test_a_branch_then_a_parameter_read_on_the_first_call():
+    # The plan runs its steps while it is traced: the parameter read after the branch
+    # must be found for that very call (it used to read an unfilled slot and crash).
+    torch.manual_seed(11)
+    net = Branchy(0.5)
+    c = framejit.compile(net)
+    with torch.no_grad():
+        for sign in (1, -1, 1, -1):
+            x = _signed_input(net, sign)
+            assert_same(c(x), net(x))
+
+
+def test_branch_outcomes_across_instances():
+    torch.manual_seed(12)
+    nets = [Branchy(0.5), Branchy(0.5), Branchy(0.25), Branchy(0.5)]
+    compiled = [framejit.compile(n) for n in nets]
+    with torch.no_grad():
+        for _ in range(2):
+            for n, c in zip(nets, compiled):
+                for sign in (1, -1):
+                    x = _signed_input(n, sign)
+                    assert_same(c(x), n(x))
+    assert framejit.stats(Branchy.forward)["compiles"] == 2  # the two values of `s`
