@@ -25,6 +25,10 @@ struct Counters {
   long graph_breaks = 0;
   long fallbacks = 0;
   long graphs = 0;
+  // Run-time deopts: a plan handed the rest of its frame to CPython (an opaque call's
+  // result or a guard read after it no longer matching the trace, a branch outcome or
+  // a step that could not be traced, a size past int64 after a break).
+  long deopts = 0;
   // Give-up states, 0 or 1 per code object (sums count code objects): compiling no new
   // entries (calls that match a cached one still run it; others run in CPython), and
   // skipped altogether (nothing ever compiled: every call runs in CPython).
@@ -32,7 +36,7 @@ struct Counters {
   long skipped = 0;
   void add(const Counters& o) {
     calls += o.calls; compiles += o.compiles; recompiles += o.recompiles; cache_hits += o.cache_hits;
-    graph_breaks += o.graph_breaks; fallbacks += o.fallbacks; graphs += o.graphs;
+    graph_breaks += o.graph_breaks; fallbacks += o.fallbacks; graphs += o.graphs; deopts += o.deopts;
     stopped_compiling += o.stopped_compiling; skipped += o.skipped;
   }
 };

@@ -26,6 +26,7 @@ py::dict counters_dict(const interp::Counters& c) {
   d["graph_breaks"] = c.graph_breaks;
   d["fallbacks"] = c.fallbacks;
   d["graphs"] = c.graphs;
+  d["deopts"] = c.deopts;
   d["stopped_compiling"] = c.stopped_compiling;
   d["skipped"] = c.skipped;
   return d;

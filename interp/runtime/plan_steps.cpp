@@ -211,9 +211,10 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
     stack.push_back(v.kind == PlanValue::Kind::Null ? nullptr : build_value(v, run, no_outs, memo));
     if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release(), nullptr;
   }
-  if (log::enabled(log::Channel::GraphBreaks)) {
-    log::interp().info("resuming {} in CPython at offset {}: {}", guards::utf8_lossy(co->co_qualname), state.offset,
-                       state.reason);
+  if (run.st != nullptr) run.st->counters.deopts++;
+  if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
+    log::interp().info("deopt: resuming {} in CPython at offset {}: {}", guards::utf8_lossy(co->co_qualname),
+                       state.offset, state.reason);
   }
   for (int i = 0; i < n; ++i) Py_XSETREF(f->localsplus[i], locals[static_cast<size_t>(i)]);
   for (size_t j = 0; j < stack.size(); ++j) f->localsplus[n + static_cast<int>(j)] = stack[j];

@@ -111,7 +111,9 @@ class CompiledModule(torch.nn.Module):
 
 def stats(fn=None):
     """Counters: calls, compiles, recompiles, cache_hits, graph_breaks, fallbacks,
-    graphs, and the give-up states stopped_compiling (framejit traces no new entries:
+    graphs, deopts (calls whose plan handed the rest of the frame to CPython midway:
+    an opaque call's result no longer matching the trace, a branch outcome that could
+    not be traced; logged under FRAMEJIT_LOG=recompiles), and the give-up states stopped_compiling (framejit traces no new entries:
     calls that match a cached one still run compiled, the others run in CPython and
     count as fallbacks) and skipped (nothing compiled: every call runs in CPython).
 

@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import framejit
-from conftest import assert_same
+from conftest import assert_same, run_python
 
 
 class Mlp(nn.Module):
@@ -293,3 +293,43 @@ def test_branch_outcomes_across_instances():
                     x = _signed_input(n, sign)
                     assert_same(c(x), n(x))
     assert framejit.stats(Branchy.forward)["compiles"] == 2  # the two values of `s`
+
+
+def _untraceable(x):
+    return torch.tensor([float(v) for v in x.tolist()])  # .tolist(): a graph break
+
+
+def test_a_deopt_after_a_break_is_counted():
+    # The break's result has the traced size only for the first length: each other
+    # length runs the rest of the frame in CPython, and each such call is a deopt.
+    def f(x):
+        y = _untraceable(x)
+        return y * 2 + x
+
+    cf = framejit.compile(f)
+    lengths = (3, 4, 5, 3)
+    with torch.no_grad():
+        for n in lengths:
+            x = torch.randn(n)
+            assert_same(cf(x), f(x))
+    st = framejit.stats(f)
+    assert st["cache_hits"] == 3, st
+    assert st["deopts"] >= 1, st  # at least the lengths 4 and 5 (deopts are not silent)
+    assert st["deopts"] <= 2, st  # never the length the trace saw
+    assert framejit.stats()["deopts"] >= st["deopts"]
+
+
+def test_a_deopt_is_logged_under_recompiles():
+    out = run_python(
+        "import torch, framejit\n"
+        "def g(x):\n"
+        "    return torch.tensor([float(v) for v in x.tolist()])\n"
+        "def f(x):\n"
+        "    return g(x) * 2 + x\n"
+        "cf = framejit.compile(f)\n"
+        "with torch.no_grad():\n"
+        "    cf(torch.ones(3)); r = cf(torch.ones(4))\n"
+        "assert torch.equal(r, torch.ones(4) * 3), r\n",
+        env={"FRAMEJIT_LOG": "recompiles"})
+    assert out.returncode == 0, out.stderr
+    assert "deopt: resuming f in CPython" in out.stderr, out.stderr
