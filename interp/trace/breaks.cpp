@@ -544,6 +544,21 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   num_regs_ = rp.num_regs;
   root_fs_ = rp.state;
   root_fs_.pc = rp.pc[outcome];
+  // The saved state holds the objects of the call that traced the branch; this call's
+  // arguments and modules (guarded by class) may be other objects of the same kind.
+  // The outcome is traced with this call's own, so that what it reads (and guards)
+  // is what this call sees.
+  std::vector<Value*> roots = state_roots(root_fs_);
+  walk_values(roots, [&](Value& v) {
+    if (v.kind != ValueKind::Const || v.reg >= 0) return;
+    const auto slot = static_cast<size_t>(v.path_slot);
+    if (v.path_slot >= 0 && slot < in_.path_tensors.size() && in_.path_tensors[slot] != nullptr) {
+      v.obj = PyRef::borrow(in_.path_tensors[slot]);
+    } else if (v.path_slot < 0 && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty() &&
+               v.source.arg < in_.num_args) {
+      v.obj = PyRef::borrow(in_.args[v.source.arg]);
+    }
+  });
   for (const ResumePoint::Input& in : rp.inputs) {
     jit::Shape shape;
     for (const jit::SymExpr& e : in.sym) {

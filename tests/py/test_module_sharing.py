@@ -333,3 +333,61 @@ def test_a_deopt_is_logged_under_recompiles():
         env={"FRAMEJIT_LOG": "recompiles"})
     assert out.returncode == 0, out.stderr
     assert "deopt: resuming f in CPython" in out.stderr, out.stderr
+
+
+def test_cache_limit_counts_structures_and_keeps_working_entries():
+    # 12 layers of 3 structures (the float `scale`): 3 entries, far below cache_limit.
+    torch.manual_seed(13)
+    layers = [Block(scale=(0.5, 0.25, 0.125)[k % 3]) for k in range(12)]
+    _each_correct(layers, torch.randn(2, 16))
+    st = framejit.stats(Block.forward)
+    assert st["compiles"] == 3 and st["fallbacks"] == 0, st
+    # More structures than cache_limit: the first ones keep running compiled.
+    old = framejit.config.cache_limit
+    framejit.config.cache_limit = 4
+    try:
+        framejit.reset()
+        more = [Block(scale=0.5 + k) for k in range(6)]
+        compiled = [framejit.compile(m) for m in more]
+        x = torch.randn(2, 16)
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for _ in range(3):
+                for m, c in zip(more, compiled):
+                    assert_same(c(x), m(x))
+        st = framejit.stats(Block.forward)
+        assert st["compiles"] == 4, st
+        assert st["cache_hits"] == 8, st  # the 4 compiled structures, twice more each
+    finally:
+        framejit.config.cache_limit = old
+
+
+def test_a_branch_outcome_first_taken_by_another_instance():
+    # The outcome that the first instance never took is traced on the call of another
+    # instance of the class (which shares the entry): it must read that instance's
+    # float, not the first one's (it used to return y - 0.5 for s=0.25).
+    class OnlyElse(nn.Module):
+        def __init__(self, s):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.s = s
+
+        def forward(self, x):
+            y = self.fc(x)
+            if y.sum() > 0:
+                return y * 2
+            return y - self.s
+
+    torch.manual_seed(14)
+    nets = [OnlyElse(0.5), OnlyElse(0.25), OnlyElse(0.125)]
+    compiled = [framejit.compile(n) for n in nets]
+    with torch.no_grad():
+        x = _signed_input(nets[0], 1)
+        assert_same(compiled[0](x), nets[0](x))
+        for k in (1, 2, 1, 0, 2):
+            x = _signed_input(nets[k], -1)
+            assert_same(compiled[k](x), nets[k](x))
+    st = framejit.stats(OnlyElse.forward)
+    assert st["compiles"] == 1, st
+    assert st["deopts"] >= 1, st  # instances whose `s` differs from the traced outcome's
