@@ -42,6 +42,7 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
+  if (std::optional<Status> s = call_extern(c)) return std::move(*s);
   if (c.kw_names) {
     return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
                        std::move(c.args));
