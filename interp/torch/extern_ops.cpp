@@ -365,47 +365,88 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
 }
 
 // The result's sizes as expressions: each size equal to a symbolic size of an operand
-// is taken as that size, the others as constants. Then each symbol is checked: with
-// its value changed, the meta run must give the sizes these expressions give; a symbol
-// that fails the check is fixed to its value (guarded), so that a call with other
-// sizes traces again.
+// is taken as that size (the same dim of the first operand first), the others as
+// constants. Then the symbols are checked in groups of equal value (sizes that an op
+// needs equal, such as attention's sequence lengths, are separate symbols with one
+// value): with the group's value changed, the meta run must give the sizes these
+// expressions give, else the group is fixed to its value (guarded) and a call with
+// other sizes traces again. A symbol of a group that passes is also changed alone:
+// where the run then raises, eager raises too (and so does the extern call, which
+// sends the frame to CPython); where its sizes differ, the symbol is fixed.
 Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out) {
+  auto value = [&](const SymExpr& e) -> std::optional<int64_t> {
+    const auto v = e.eval(hints_);
+    if (!v || v->index() != 0) return std::nullopt;
+    return std::get<int64_t>(*v);
+  };
   out->clear();
-  std::vector<int> symbols;
-  for (int64_t v : r.sizes) {
+  const jit::SymShape& first = graph_.node(call.operands[0]).sym;
+  for (size_t d = 0; d < r.sizes.size(); ++d) {
+    const int64_t v = r.sizes[d];
     SymExpr e = SymExpr::integer(v);
+    if (d < first.size() && !first[d].is_constant() && value(first[d]) == v) e = first[d];
     for (jit::NodeId n : call.operands) {
-      for (const SymExpr& d : graph_.node(n).sym) {
-        if (d.is_constant()) continue;
-        const auto dv = d.eval(hints_);
-        if (e.is_constant() && dv && dv->index() == 0 && std::get<int64_t>(*dv) == v) e = d;
+      for (const SymExpr& dim : graph_.node(n).sym) {
+        if (e.is_constant() && !dim.is_constant() && value(dim) == v) e = dim;
       }
     }
     out->push_back(std::move(e));
   }
+  std::vector<int> symbols;
   for (jit::NodeId n : call.operands) {
     for (const SymExpr& d : graph_.node(n).sym) {
       for (int s : d.symbols()) {
-        if (std::find(symbols.begin(), symbols.end(), s) == symbols.end()) symbols.push_back(s);
+        if (hints_.values[static_cast<size_t>(s)].index() == 0 &&
+            std::find(symbols.begin(), symbols.end(), s) == symbols.end()) {
+          symbols.push_back(s);
+        }
       }
     }
   }
-  for (int s : symbols) {
-    if (hints_.values[static_cast<size_t>(s)].index() != 0) continue;
-    jit::Bindings b = hints_;
-    const int64_t value = std::get<int64_t>(b.values[static_cast<size_t>(s)]);
-    b.values[static_cast<size_t>(s)] = value + 1;
-    ExternResult moved;
-    bool same = extern_meta(fn, call, b, &moved).ok() && moved.sizes.size() == out->size();
-    for (size_t d = 0; same && d < out->size(); ++d) {
-      const auto want = (*out)[d].eval(b);
-      same = want && want->index() == 0 && std::get<int64_t>(*want) == moved.sizes[d];
+  auto hint = [&](int s) { return std::get<int64_t>(hints_.values[static_cast<size_t>(s)]); };
+  std::vector<bool> done(symbols.size(), false);
+  std::vector<int> fixed;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<int> group;
+    for (size_t j = i; j < symbols.size(); ++j) {
+      if (!done[j] && hint(symbols[j]) == hint(symbols[i])) {
+        group.push_back(symbols[j]);
+        done[j] = true;
+      }
     }
-    if (same) continue;
-    int64_t fixed = 0;
-    FJ_TRY(specialize(SymExpr::symbol(s, jit::SymType::Int, 2), "a size that an extern call's result depends on", &fixed));
+    jit::Bindings b = hints_;
+    for (int s : group) b.values[static_cast<size_t>(s)] = hint(s) + 1;
+    bool raised = false;
+    if (!extern_sizes_follow(fn, call, *out, b, &raised)) {
+      fixed.insert(fixed.end(), group.begin(), group.end());
+      continue;
+    }
+    for (size_t k = 0; group.size() > 1 && k < group.size(); ++k) {
+      jit::Bindings one = hints_;
+      one.values[static_cast<size_t>(group[k])] = hint(group[k]) + 1;
+      if (!extern_sizes_follow(fn, call, *out, one, &raised) && !raised) fixed.push_back(group[k]);
+    }
+  }
+  for (int s : fixed) {
+    int64_t v = 0;
+    FJ_TRY(specialize(SymExpr::symbol(s, jit::SymType::Int, 2), "a size that an extern call's result depends on", &v));
   }
   return ok();
+}
+
+// Whether the meta run with the symbols bound as in `b` gives the sizes that `sym`
+// takes under `b`; *raised: the meta run failed (eager would raise for such sizes).
+bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym,
+                                 const jit::Bindings& b, bool* raised) {
+  ExternResult moved;
+  *raised = extern_meta(fn, call, b, &moved).failed();
+  if (*raised || moved.sizes.size() != sym.size()) return false;
+  for (size_t d = 0; d < sym.size(); ++d) {
+    const auto want = sym[d].eval(b);
+    if (!want || want->index() != 0 || std::get<int64_t>(*want) != moved.sizes[d]) return false;
+  }
+  return true;
 }
 
 // A call of a torch function that jit/ does not lower, as one ExternCall node.
@@ -472,15 +513,43 @@ Status Tracer::extern_call(const CallSite& c) {
   return ok();
 }
 
-std::optional<Status> Tracer::call_extern(const CallSite& c) {
-  PyObject* fn = c.callable.obj.get();
-  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !PyCFunction_Check(fn) ||
-      g_helpers.reason == nullptr) {
-    return std::nullopt;
-  }
+namespace {
+
+// torch.<name> (a new reference), or null.
+PyRef torch_function(const std::string& name) {
+  PyObject* torch = PyImport_AddModule("torch");  // borrowed; imported long before
+  PyRef fn = torch ? PyRef::steal(PyObject_GetAttrString(torch, name.c_str())) : PyRef();
+  if (!fn) guards::clear_error();
+  return fn;
+}
+
+bool extern_candidate(PyObject* fn) {
+  if (!PyCFunction_Check(fn) || g_helpers.reason == nullptr) return false;
   PyRef why = PyRef::steal(PyObject_CallOneArg(g_helpers.reason, fn));
   if (!why) guards::clear_error();
-  if (!why || why.get() != Py_None) return std::nullopt;
+  return why && why.get() == Py_None;
+}
+
+}  // namespace
+
+bool extern_method(const std::string& name) {
+  PyRef fn = torch_function(name);
+  return fn && extern_candidate(fn.get());
+}
+
+std::optional<Status> Tracer::call_extern_method(const CallSite& c) {
+  PyRef fn = torch_function(c.callable.method);
+  if (!fn) return std::nullopt;
+  CallSite as_function = c;
+  as_function.callable = Value::constant(std::move(fn));
+  as_function.can_break = false;  // a tensor method is not a plan step
+  return call_extern(as_function);
+}
+
+std::optional<Status> Tracer::call_extern(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !extern_candidate(c.callable.obj.get())) {
+    return std::nullopt;
+  }
   Status s = extern_call(c);
   return s.failed() ? opaque_call(c, s.take_error(), c.args) : s;
 }

@@ -227,6 +227,8 @@ class Tracer {
   // A torch function jit/ does not lower, as one ExternCall node; nullopt when the
   // callable is not such a function.
   std::optional<Status> call_extern(const CallSite& c);
+  // x.name(...) as torch.name(x, ...) where that is a torch function that can be one.
+  std::optional<Status> call_extern_method(const CallSite& c);
   struct ExternCallArgs {
     std::vector<jit::NodeId> operands;
     std::vector<ExternSlot> slots;  // per operand
@@ -242,6 +244,8 @@ class Tracer {
   Status extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out);
   Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out);
   Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out);
+  bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym, const jit::Bindings& b,
+                           bool* raised);
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);
