@@ -100,6 +100,9 @@ void bind_registration(py::module_& m) {
     guards::snapshot_tensor_attrs(names);
   });
   m.def("_unary_pointwise_names", [] { return interp::unary_pointwise_names(); });
+  m.def("_set_extern", [](py::handle reason, py::handle meta_call, py::handle vjp, py::handle from_dlpack) {
+    interp::set_extern_helpers(reason.ptr(), meta_call.ptr(), vjp.ptr(), from_dlpack.ptr());
+  });
   m.def("_register_op", [](py::handle fn, const std::string& name, bool tensor_first) {
     const interp::PyOp* op = interp::op_by_name(name);
     if (!op) throw py::value_error("unknown framejit op name: " + name);

@@ -110,4 +110,10 @@ jit::SymExpr compare_sym(int cmp, const jit::SymExpr& a, const jit::SymExpr& b);
 // BINARY_OP on two Python numbers (new reference, or NULL with an error set).
 PyObject* binary_number_op(int nb_op, PyObject* a, PyObject* b);
 
+// framejit.extern's extern_reason, meta_call and vjp, and torch.from_dlpack, for
+// extern calls (interp/torch/extern_ops.cpp); registered at import.
+// Whether x.name(...) may run as torch.name(x, ...), an extern call.
+bool extern_method(const std::string& name);
+void set_extern_helpers(PyObject* reason, PyObject* meta_call, PyObject* vjp, PyObject* from_dlpack);
+
 }  // namespace fj::interp

@@ -42,6 +42,7 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
+  if (std::optional<Status> s = call_extern(c)) return std::move(*s);
   if (c.kw_names) {
     return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
                        std::move(c.args));
@@ -148,6 +149,9 @@ Status Tracer::call_tensor_method(CallSite& c) {
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());
   if (const PyOp* op = tensor_method_op(method)) return call_py_op(*op, std::move(c.args), c.kw_names.get());
+  if (!is_shape_method(method)) {
+    if (std::optional<Status> s = call_extern_method(c)) return std::move(*s);
+  }
   if (c.kw_names) return unsupported("keyword arguments to ." + method + "()");
   return call_shape_method(method, c.args);
 }

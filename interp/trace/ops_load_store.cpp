@@ -298,7 +298,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name)) {
+    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name) && !extern_method(name)) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));

@@ -52,6 +52,14 @@ std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
 Expected<const DecodedCode*> decoded_code(PyCodeObject* co);
 
+// Where an extern call's operand goes among its arguments: args[pos] (key null) or
+// kwargs[key], and inside a list or tuple there at `item` (-1: the argument itself).
+struct ExternSlot {
+  int pos = -1;
+  PyRef key;
+  int item = -1;
+};
+
 // The tracer's state at a plan branch, for tracing the other outcome later.
 struct ResumePoint {
   FrameState state;  // the root frame after the branch popped its condition
@@ -217,6 +225,29 @@ class Tracer {
   Status call_tensor_method(CallSite& c);
   std::optional<Status> call_grad_mode(const CallSite& c);
   std::optional<Status> call_builtin(const CallSite& c);
+  // ---- extern calls (interp/torch/extern_ops.cpp) ----
+  // A torch function jit/ does not lower, as one ExternCall node; nullopt when the
+  // callable is not such a function.
+  std::optional<Status> call_extern(const CallSite& c);
+  // x.name(...) as torch.name(x, ...) where that is a torch function that can be one.
+  std::optional<Status> call_extern_method(const CallSite& c);
+  struct ExternCallArgs {
+    std::vector<jit::NodeId> operands;
+    std::vector<ExternSlot> slots;  // per operand
+    PyRef args, kwargs;             // the templates: None where an operand goes
+  };
+  struct ExternResult {
+    jit::DType dtype;
+    jit::Shape sizes;
+    bool contiguous = true;
+    bool random = false;  // draws from torch's generator
+  };
+  Status extern_call(const CallSite& c);
+  Status extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out);
+  Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out);
+  Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out);
+  bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym, const jit::Bindings& b,
+                           bool* raised);
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);

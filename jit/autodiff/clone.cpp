@@ -61,6 +61,9 @@ Expected<NodeId> full(Graph& dst, const Node& n, const Inputs& in) { return dst.
 Expected<NodeId> iota(Graph& dst, const Node& n, const Inputs&) { return dst.iota(n.sym, n.dims[0]); }
 Expected<NodeId> item(Graph& dst, const Node& n, const Inputs& in) { return dst.item(in[0], n.scalar_kind); }
 Expected<NodeId> matmul(Graph& dst, const Node& n, const Inputs& in) { return dst.matmul(in[0], in[1]); }
+Expected<NodeId> extern_call(Graph& dst, const Node& n, const Inputs& in) {
+  return dst.extern_call(n.extern_fn, in, n.dtype, n.sym);
+}
 
 struct RebuildEntry {
   Op op;
@@ -111,6 +114,7 @@ constexpr RebuildEntry kRebuild[] = {
     {Op::ItemBool, item},
     // extern
     {Op::Matmul, matmul},
+    {Op::ExternCall, extern_call},
 };
 
 constexpr bool kPointwise[] = {

@@ -601,6 +601,21 @@ Status matmul_grad(Backprop& r) {
   return ok();
 }
 
+// An extern call: each operand's gradient is another extern call (the embedder's
+// vjp) of the operands and gy.
+Status extern_grad(Backprop& r) {
+  std::vector<NodeId> in;
+  for (size_t k = 0; k < r.n.inputs.size(); ++k) in.push_back(FJ_TRY(r.x(k)));
+  in.push_back(r.gy);
+  for (size_t k = 0; k < r.n.inputs.size(); ++k) {
+    if (!r.needs(k)) continue;
+    std::shared_ptr<const ExternFn> vjp = r.n.extern_fn->vjp(k);
+    if (!vjp) return Error{"autodiff: no gradient for operand " + std::to_string(k) + " of " + r.n.extern_fn->name()};
+    FJ_TRY(r.acc(k, r.graph.extern_call(std::move(vjp), in, r.operand(k).dtype, r.operand(k).sym)));
+  }
+  return ok();
+}
+
 // --- the table ---
 
 using GradRule = Status (*)(Backprop&);
@@ -709,6 +724,7 @@ constexpr GradEntry kGradRules[] = {
     {Op::ItemBool, no_gradient},
     // extern
     {Op::Matmul, matmul_grad},
+    {Op::ExternCall, extern_grad},
 };
 
 static_assert(covers_ops_in_order(kGradRules),

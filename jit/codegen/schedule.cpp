@@ -201,7 +201,7 @@ class Scheduler {
     int step = -1;
     if (op_family(node.op) == Family::Extern && s_.buffer_of[static_cast<size_t>(st.node)] == st.buffer) {
       step = static_cast<int>(s_.steps.size());
-      s_.steps.push_back(Step{Step::Kind::Matmul, st.node});
+      s_.steps.push_back(Step{Step::Kind::Extern, st.node});
     } else {
       // A view copy may be skipped at run time (the matmul reads the input in place):
       // a graph output must be written whatever happens, so it gets a plain kernel.

@@ -49,9 +49,10 @@ struct KernelArgs {
   int64_t* status;
 };
 
-// kInterrupted is set by the CPU runtime, not by a kernel: the stop poll ended the run
-// (jit/cpu/cpu_backend.h, set_stop_poll).
-enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2, kInterrupted = 4 };
+// kInterrupted and kExternFailed are set by the CPU runtime, not by a kernel: the stop
+// poll ended the run (jit/cpu/cpu_backend.h, set_stop_poll), or an ExternFn failed
+// (jit/ir/extern_fn.h).
+enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2, kInterrupted = 4, kExternFailed = 8 };
 
 struct KernelSpec {
   std::string symbol;
@@ -69,8 +70,8 @@ struct KernelSpec {
 };
 
 struct Step {
-  enum class Kind : uint8_t { Kernel, Matmul } kind;
-  int32_t index;  // Kernel: position in Schedule::kernels; Matmul: the node
+  enum class Kind : uint8_t { Kernel, Extern } kind;
+  int32_t index;  // Kernel: position in Schedule::kernels; Extern: the node (Matmul, ExternCall)
 };
 
 struct Schedule {

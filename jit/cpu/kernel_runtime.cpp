@@ -148,8 +148,12 @@ class CpuCompiledGraph final : public CompiledGraph {
         break;
       }
       const Step& step = s_.steps[i];
-      if (step.kind == Step::Kind::Matmul) {
-        matmul(step.index, inputs, ptrs, strides, views, *bindings);
+      if (step.kind == Step::Kind::Extern) {
+        if (g_.node(step.index).op == Op::ExternCall) {
+          if (!call_extern(step.index, ptrs, strides, views, *bindings)) status |= kExternFailed;
+        } else {
+          matmul(step.index, inputs, ptrs, strides, views, *bindings);
+        }
         continue;
       }
       const KernelSpec& spec = s_.kernels[static_cast<size_t>(step.index)];
@@ -321,29 +325,52 @@ class CpuCompiledGraph final : public CompiledGraph {
     }
   }
 
+  // An operand of a Matmul or ExternCall node: read in place (a view of an input, see
+  // jit/codegen/schedule.cpp), or its buffer.
+  View operand(NodeId in, const std::vector<char*>& ptrs, const std::vector<int64_t>& strides,
+               const std::map<NodeId, View>& views, const Bindings& b) const {
+    auto it = views.find(in);
+    if (it != views.end()) return it->second;
+    const int32_t buf = s_.buffer_of[static_cast<size_t>(in)];
+    if (buf < 0) {  // a view without a buffer (jit/codegen/schedule.cpp): its strides always exist
+      auto v = resolve(in, ptrs, strides, b);
+      FJ_CHECK(v.has_value(), "an extern operand has no strides");
+      return std::move(*v);
+    }
+    const Node& m = g_.node(in);
+    View v{ptrs[static_cast<size_t>(buf)], {}, {}};
+    for (const SymExpr& e : m.sym) v.sizes.push_back(eval_int(e, b));
+    const int64_t* st = strides.data() + s_.stride_offset[static_cast<size_t>(buf)];
+    v.strides.assign(st, st + m.rank());
+    return v;
+  }
+
+  // An ExternCall node into its buffer: false when its fn failed.
+  bool call_extern(NodeId id, const std::vector<char*>& ptrs, const std::vector<int64_t>& strides,
+                   const std::map<NodeId, View>& views, const Bindings& b) const {
+    const Node& n = g_.node(id);
+    std::vector<View> in;
+    in.reserve(n.inputs.size());
+    std::vector<ExternArg> args;
+    for (NodeId x : n.inputs) {
+      in.push_back(operand(x, ptrs, strides, views, b));
+      const View& v = in.back();
+      args.push_back(ExternArg{v.data, g_.node(x).dtype, static_cast<int>(v.sizes.size()), v.sizes.data(),
+                               v.strides.data()});
+    }
+    const View out = operand(id, ptrs, strides, views, b);
+    const ExternArg result{out.data, n.dtype, static_cast<int>(out.sizes.size()), out.sizes.data(),
+                           out.strides.data()};
+    return n.extern_fn->run(args, result);
+  }
+
   // The batched product of a Matmul node into its buffer (contiguous).
   void matmul(NodeId id, const std::vector<TensorArg>& inputs, const std::vector<char*>& ptrs,
               const std::vector<int64_t>& strides, const std::map<NodeId, View>& views,
               const Bindings& b) const {
     const Node& n = g_.node(id);
-    auto operand = [&](NodeId in) -> View {
-      auto it = views.find(in);
-      if (it != views.end()) return it->second;
-      const int32_t buf = s_.buffer_of[static_cast<size_t>(in)];
-      if (buf < 0) {  // a view without a buffer (jit/codegen/schedule.cpp): its strides always exist
-        auto v = resolve(in, ptrs, strides, b);
-        FJ_CHECK(v.has_value(), "a matmul operand has no strides");
-        return std::move(*v);
-      }
-      const Node& m = g_.node(in);
-      View v{ptrs[static_cast<size_t>(buf)], {}, {}};
-      for (const SymExpr& e : m.sym) v.sizes.push_back(eval_int(e, b));
-      const int64_t* st = strides.data() + s_.stride_offset[static_cast<size_t>(buf)];
-      v.strides.assign(st, st + m.rank());
-      return v;
-    };
-    const View a = operand(n.inputs[0]);
-    const View bm = operand(n.inputs[1]);
+    const View a = operand(n.inputs[0], ptrs, strides, views, b);
+    const View bm = operand(n.inputs[1], ptrs, strides, views, b);
     const int32_t out_buf = s_.buffer_of[static_cast<size_t>(id)];
     char* c = ptrs[static_cast<size_t>(out_buf)];
     const int64_t* cst = strides.data() + s_.stride_offset[static_cast<size_t>(out_buf)];

@@ -509,7 +509,9 @@ std::string Graph::str() const {
       case Family::Creation:
       case Family::Item:
       case Family::Extern: {
-        os << aten_name(n.op) << "(";
+        os << aten_name(n.op);
+        if (n.extern_fn) os << "[" << n.extern_fn->name() << "]";
+        os << "(";
         for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", %" : "%") << n.inputs[k];
         const char* sep = n.inputs.empty() ? "" : ", ";
         if (!n.dims.empty()) {
@@ -560,7 +562,9 @@ std::string Graph::structural_key() const {
     for (NodeId in : n.inputs) os << in << ' ';
     os << ") " << shape_str(n.sym) << " dims[";
     for (int64_t d : n.dims) os << d << ' ';
-    os << "] args" << shape_str(n.args) << "\n";
+    os << "] args" << shape_str(n.args);
+    if (n.extern_fn) os << " extern " << n.extern_fn->key().size() << ':' << n.extern_fn->key();
+    os << "\n";
   }
   os << "exprs";
   for (const SymExpr& e : scalar_input_exprs_) os << ' ' << e.str();

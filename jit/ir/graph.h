@@ -16,12 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "jit/common.h"
+#include "jit/ir/extern_fn.h"
 #include "jit/sym/symexpr.h"
 
 namespace fj::jit {
@@ -56,7 +58,8 @@ inline constexpr size_t kNumOps = 0
 //   Index      as View, with the position read from an integer tensor operand
 //   Creation   no tensor operand (full, iota)
 //   Item       a one-element tensor as a Python number operand (int(t), float(t))
-//   Extern     a library kernel (matmul); operands and result are materialized
+//   Extern     a library kernel (matmul) or a call the embedder makes (ExternCall);
+//              operands and result are materialized
 enum class Family : uint8_t { Input, Constant, Pointwise, Reduction, View, Index, Creation, Item, Extern };
 
 // How a pointwise op's dtypes follow from its operands' (PyTorch's rules):
@@ -138,6 +141,7 @@ struct Node {
   // Slice, SliceScatter: {start, step} (the length is sym[dim] of the slice, of
   // the second operand for SliceScatter); Select: {index} (0 <= index < size).
   std::vector<SymExpr> args;
+  std::shared_ptr<const ExternFn> extern_fn;  // ExternCall: what computes it
 
   size_t rank() const { return sym.size(); }
 };
@@ -239,6 +243,10 @@ class Graph {
   // broadcast); float32 / float64. linear(x, w, b) = x @ w.T + b (bias may be -1).
   Expected<NodeId> matmul(NodeId a, NodeId b);
   Expected<NodeId> linear(NodeId x, NodeId w, NodeId bias);
+  // A call of `fn` on tensor operands whose result has `dtype` and `sizes` (the
+  // embedder found them, e.g. by running the op on meta tensors).
+  Expected<NodeId> extern_call(std::shared_ptr<const ExternFn> fn, std::vector<NodeId> operands, DType dtype,
+                               SymShape sizes);
 
   void set_outputs(std::vector<NodeId> outputs);
   // Records that shapes `a` and `b` are equal dim by dim, as an op whose operands

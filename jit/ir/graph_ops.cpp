@@ -624,4 +624,15 @@ Expected<NodeId> Graph::linear(NodeId x, NodeId w, NodeId bias) {
   return y;
 }
 
+Expected<NodeId> Graph::extern_call(std::shared_ptr<const ExternFn> fn, std::vector<NodeId> operands, DType dtype,
+                                    SymShape sizes) {
+  for (NodeId in : operands) {
+    if (is_python_scalar(node(in))) return Error{fn->name() + ": a Python number operand (not supported yet)"};
+  }
+  Node n{Op::ExternCall, dtype, std::move(sizes), std::move(operands), 0, -1};
+  n.compute = dtype;
+  n.extern_fn = std::move(fn);
+  return push(std::move(n));
+}
+
 }  // namespace fj::jit

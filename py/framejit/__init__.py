@@ -23,6 +23,8 @@ del _mm
 for _cls in (torch.no_grad, torch.enable_grad):
     _C._register_grad_mode_class(_cls)
 del _cls
+from framejit import extern as _extern  # noqa: E402
+_C._set_extern(_extern.extern_reason, _extern.meta_call, _extern.vjp, torch.from_dlpack)
 from framejit import autograd as _autograd  # noqa: E402
 _C._set_autograd(_autograd.apply, torch.autograd.Function, torch.autograd.Function.apply.__func__,
                  torch.autograd.Function.setup_context)

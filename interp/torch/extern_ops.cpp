@@ -1,0 +1,557 @@
+// Extern calls: a torch function that the tracer does not lower becomes one ExternCall
+// node (jit/ir/extern_fn.h) that calls the function itself at run time, while the ops
+// around it stay in the graph. Its dtype and sizes come from a run on meta tensors
+// (py/framejit/extern.py); its operands reach torch through DLPack, without a copy.
+#include "interp/trace/tracer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "guards/py_errors.h"
+#include "guards/py_text.h"
+#include "interp/runtime/plan.h"
+
+namespace fj::interp {
+namespace {
+
+using jit::SymExpr;
+
+// Registered by framejit's Python side at import (set_extern_helpers).
+struct ExternHelpers {
+  PyObject* reason = nullptr;       // framejit.extern.extern_reason
+  PyObject* meta_call = nullptr;    // framejit.extern.meta_call
+  PyObject* vjp = nullptr;          // framejit.extern.vjp
+  PyObject* from_dlpack = nullptr;  // torch.from_dlpack
+};
+ExternHelpers g_helpers;
+
+// ---- DLPack (the stable C ABI that torch.from_dlpack reads) ----
+struct DLDevice {
+  int32_t device_type;  // 1: CPU
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+
+// The memory behind one DLManagedTensor: its sizes and strides.
+struct Wrapped {
+  DLManagedTensor m;
+  std::vector<int64_t> sizes, strides;
+};
+
+DLDataType dl_dtype(jit::DType d) {
+  const auto bits = static_cast<uint8_t>(jit::dtype_size(d) * 8);
+  switch (d) {
+    case jit::DType::Bool: return {6, 8, 1};
+    case jit::DType::UInt8: return {1, bits, 1};
+    case jit::DType::Int32:
+    case jit::DType::Int64: return {0, bits, 1};
+    case jit::DType::Float32:
+    case jit::DType::Float64: return {2, bits, 1};
+  }
+  return {0, 0, 0};
+}
+
+void delete_wrapped(DLManagedTensor* m) { delete static_cast<Wrapped*>(m->manager_ctx); }
+
+void capsule_gone(PyObject* capsule) {
+  // Never consumed (torch renames a capsule it took to "used_dltensor").
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    m->deleter(m);
+  }
+}
+
+// A torch tensor over the memory of `a` (no copy; it must not outlive the call).
+PyRef wrap(const jit::ExternArg& a) {
+  auto* w = new Wrapped{};
+  w->sizes.assign(a.sizes, a.sizes + a.rank);
+  w->strides.assign(a.strides, a.strides + a.rank);
+  w->m.dl_tensor = DLTensor{a.data, {1, 0}, a.rank, dl_dtype(a.dtype), w->sizes.data(), w->strides.data(), 0};
+  w->m.manager_ctx = w;
+  w->m.deleter = delete_wrapped;
+  PyRef capsule = PyRef::steal(PyCapsule_New(&w->m, "dltensor", capsule_gone));
+  if (!capsule) {
+    delete w;
+    return {};
+  }
+  return PyRef::steal(PyObject_CallOneArg(g_helpers.from_dlpack, capsule.get()));
+}
+
+// A tuple or list like `seq` with item k replaced by `v` (a new object).
+PyRef replaced(PyObject* seq, Py_ssize_t k, PyObject* v) {
+  const bool list = PyList_Check(seq);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyRef out = PyRef::steal(list ? PyList_New(n) : PyTuple_New(n));
+  if (!out) return {};
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = Py_NewRef(i == k ? v : PySequence_Fast_GET_ITEM(seq, i));
+    if (list) PyList_SET_ITEM(out.get(), i, item);
+    else PyTuple_SET_ITEM(out.get(), i, item);
+  }
+  return out;
+}
+
+// The call's arguments: the templates with tensors[k] at slots[k].
+bool fill_call(PyObject* args_t, PyObject* kwargs_t, const std::vector<ExternSlot>& slots, const std::vector<PyRef>& tensors,
+          PyRef* args, PyRef* kwargs) {
+  *args = replaced(args_t, -1, nullptr);
+  *kwargs = kwargs_t ? PyRef::steal(PyDict_Copy(kwargs_t)) : PyRef();
+  if (!*args || (kwargs_t && !*kwargs)) return false;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const ExternSlot& s = slots[k];
+    PyObject* t = tensors[k].get();
+    PyObject* old = s.key ? PyDict_GetItem(kwargs->get(), s.key.get()) : PyTuple_GET_ITEM(args->get(), s.pos);
+    PyRef v = s.item < 0 ? PyRef::borrow(t) : replaced(old, s.item, t);
+    if (!v) return false;
+    if (s.key) {
+      if (PyDict_SetItem(kwargs->get(), s.key.get(), v.get()) < 0) return false;
+    } else {
+      PyObject* prev = PyTuple_GET_ITEM(args->get(), s.pos);
+      PyTuple_SET_ITEM(args->get(), s.pos, v.release());
+      Py_DECREF(prev);
+    }
+  }
+  return true;
+}
+
+// One torch function with its constant arguments: what an extern call and its
+// gradients call. The Python objects go with the GIL held (a compiled graph may be
+// dropped on a thread that does not hold it).
+struct CallTemplate {
+  PyRef fn, args, kwargs;
+  std::vector<ExternSlot> slots;
+  ~CallTemplate() {
+    if (!Py_IsInitialized()) {  // the process is ending: leak rather than touch Python
+      (void)fn.release(), (void)args.release(), (void)kwargs.release();
+      for (ExternSlot& s : slots) (void)s.key.release();
+      return;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    fn = PyRef(), args = PyRef(), kwargs = PyRef();
+    slots.clear();
+    PyGILState_Release(g);
+  }
+};
+
+// Tensors over the first `count` operands' memory.
+bool wrap_all(const std::vector<jit::ExternArg>& operands, size_t count, std::vector<PyRef>* out) {
+  out->reserve(count);
+  for (size_t k = 0; k < count; ++k) {
+    out->push_back(wrap(operands[k]));
+    if (!out->back()) return false;
+  }
+  return true;
+}
+
+// Writes tensor `r` into `result` when it has the result's dtype and sizes (as the
+// trace saw them); false otherwise or when the copy raised.
+bool store(PyObject* r, const jit::ExternArg& result) {
+  Expected<guards::TensorMeta> m = guards::tensor_meta(r);
+  if (m.failed() || m->rank != result.rank || m->dtype != torch_dtype(result.dtype) ||
+      !std::equal(result.sizes, result.sizes + result.rank, m->sizes.begin())) {
+    return false;
+  }
+  PyRef out = wrap(result);
+  static PyObject* s_copy = PyUnicode_InternFromString("copy_");
+  return out && PyRef::steal(PyObject_CallMethodOneArg(out.get(), s_copy, r));
+}
+
+// Runs `body` with the GIL; a Python error it leaves is cleared (the frame then runs
+// in CPython, where eager raises it again).
+template <typename F>
+bool with_gil(F&& body) noexcept {
+  PyGILState_STATE g = PyGILState_Ensure();
+  const bool done = body();
+  if (!done) guards::clear_error();
+  PyGILState_Release(g);
+  return done;
+}
+
+// The gradient of operand k of a call: torch's backward of the op (framejit.extern.vjp).
+class TorchVjp final : public jit::ExternFn {
+ public:
+  TorchVjp(std::shared_ptr<const CallTemplate> call, size_t k, std::string name, std::string key)
+      : call_(std::move(call)), k_(k), name_(std::move(name)), key_(std::move(key)) {}
+  const std::string& name() const override { return name_; }
+  const std::string& key() const override { return key_; }
+  std::shared_ptr<const jit::ExternFn> vjp(size_t) const override { return nullptr; }
+
+  bool run(const std::vector<jit::ExternArg>& operands, const jit::ExternArg& result) const noexcept override {
+    return with_gil([&] {
+      std::vector<PyRef> tensors;
+      const size_t n = operands.size() - 1;  // the last is the result's gradient
+      if (!wrap_all(operands, n, &tensors)) return false;
+      PyRef gy = wrap(operands[n]);
+      static PyObject* s_requires = PyUnicode_InternFromString("requires_grad_");
+      if (!gy || !PyRef::steal(PyObject_CallMethodNoArgs(tensors[k_].get(), s_requires))) return false;
+      PyRef args, kwargs;
+      if (!fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) return false;
+      PyRef g = PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.vjp, call_->fn.get(), args.get(),
+                                                          kwargs ? kwargs.get() : Py_None, tensors[k_].get(),
+                                                          gy.get(), nullptr));
+      if (!g) return false;
+      if (g.get() != Py_None) return store(g.get(), result);
+      static PyObject* s_zero = PyUnicode_InternFromString("zero_");
+      PyRef out = wrap(result);
+      return out && PyRef::steal(PyObject_CallMethodNoArgs(out.get(), s_zero));
+    });
+  }
+
+ private:
+  std::shared_ptr<const CallTemplate> call_;
+  size_t k_;
+  std::string name_, key_;
+};
+
+// A call of a torch function on the graph's buffers.
+class TorchExtern final : public jit::ExternFn {
+ public:
+  TorchExtern(std::shared_ptr<const CallTemplate> call, bool random, std::string name, std::string key)
+      : call_(std::move(call)), random_(random), name_(std::move(name)), key_(std::move(key)) {}
+  const std::string& name() const override { return name_; }
+  const std::string& key() const override { return key_; }
+  // A random op has none: its backward would draw again.
+  std::shared_ptr<const jit::ExternFn> vjp(size_t k) const override {
+    if (random_) return nullptr;
+    const std::string tag = ".vjp" + std::to_string(k);
+    return std::make_shared<TorchVjp>(call_, k, name_ + tag, key_ + tag);
+  }
+
+  bool run(const std::vector<jit::ExternArg>& operands, const jit::ExternArg& result) const noexcept override {
+    return with_gil([&] {
+      std::vector<PyRef> tensors;
+      if (!wrap_all(operands, operands.size(), &tensors)) return false;
+      PyRef args, kwargs;
+      if (!fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) return false;
+      PyRef r = PyRef::steal(PyObject_Call(call_->fn.get(), args.get(), kwargs.get()));
+      return r && store(r.get(), result);
+    });
+  }
+
+ private:
+  std::shared_ptr<const CallTemplate> call_;
+  bool random_;
+  std::string name_, key_;
+};
+
+bool is_torch_constant_type(PyObject* o) {
+  const char* t = Py_TYPE(o)->tp_name;
+  return !std::strcmp(t, "torch.dtype") || !std::strcmp(t, "torch.device") || !std::strcmp(t, "torch.layout") ||
+         !std::strcmp(t, "torch.memory_format");
+}
+
+// A constant an extern call may keep: what runs no user code when torch reads it.
+bool extern_constant(PyObject* o) {
+  if (is_foldable(o) || is_torch_constant_type(o)) return true;
+  if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o) && !PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(guards::torch_refs().size_type))) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+    if (!extern_constant(PySequence_Fast_GET_ITEM(o, i))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void set_extern_helpers(PyObject* reason, PyObject* meta_call, PyObject* vjp, PyObject* from_dlpack) {
+  g_helpers = ExternHelpers{Py_NewRef(reason), Py_NewRef(meta_call), Py_NewRef(vjp), Py_NewRef(from_dlpack)};
+}
+
+// One argument of an extern call as a Python object of the call's template: tensors
+// become operands (None in the template, their slot recorded), int symbols their value.
+Status Tracer::extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out) {
+  if (is_tensor(v)) {
+    call.operands.push_back(v.node);
+    call.slots.push_back(std::move(where));
+    *out = PyRef::borrow(Py_None);
+    return ok();
+  }
+  if (v.kind == ValueKind::Const && !is_opaque(v) && !v.fresh && extern_constant(v.obj.get())) {
+    *out = v.obj;
+    return ok();
+  }
+  if (v.kind == ValueKind::Sym && v.expr.type() == jit::SymType::Int) {
+    int64_t n = 0;
+    FJ_TRY(specialize(v.expr, "an int argument", &n));
+    *out = PyRef::steal(PyLong_FromLongLong(n));
+    return *out ? ok() : Status(unsupported("out of memory"));
+  }
+  if ((v.kind == ValueKind::Tuple || v.kind == ValueKind::List) && where.item < 0) {
+    PyRef seq = PyRef::steal(v.kind == ValueKind::List ? PyList_New(static_cast<Py_ssize_t>(v.items.size()))
+                                                        : PyTuple_New(static_cast<Py_ssize_t>(v.items.size())));
+    if (!seq) return unsupported("out of memory");
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      ExternSlot inner{where.pos, where.key, static_cast<int>(i)};
+      PyRef item;
+      FJ_TRY(extern_arg(v.items[i], std::move(inner), call, &item));
+      if (v.kind == ValueKind::List) PyList_SET_ITEM(seq.get(), static_cast<Py_ssize_t>(i), item.release());
+      else PyTuple_SET_ITEM(seq.get(), static_cast<Py_ssize_t>(i), item.release());
+    }
+    *out = std::move(seq);
+    return ok();
+  }
+  return unsupported("an argument " + describe(v) + " that an extern call cannot take");
+}
+
+// The dtype, sizes and layout of the call's result when its operands have the sizes
+// their shapes take under `b`: a run on meta tensors.
+Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out) {
+  std::vector<PyRef> metas;
+  static PyObject* s_meta = PyUnicode_InternFromString("meta");
+  for (jit::NodeId n : call.operands) {
+    const jit::Node& node = graph_.node(n);
+    PyRef shape = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(node.rank())));
+    if (!shape) return unsupported("out of memory");
+    for (size_t d = 0; d < node.rank(); ++d) {
+      const auto v = node.sym[d].eval(b);
+      if (!v || v->index() != 0) return unsupported("a size without a value");
+      PyTuple_SET_ITEM(shape.get(), static_cast<Py_ssize_t>(d), PyLong_FromLongLong(std::get<int64_t>(*v)));
+    }
+    PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "dtype", torch_dtype(node.dtype), "device", s_meta));
+    PyRef args = PyRef::steal(PyTuple_Pack(1, shape.get()));
+    PyRef t = kw && args ? PyRef::steal(PyObject_Call(guards::torch_refs().empty, args.get(), kw.get())) : PyRef();
+    if (!t) {
+      guards::clear_error();
+      return unsupported("a meta tensor could not be made");
+    }
+    metas.push_back(std::move(t));
+  }
+  PyRef args, kwargs;
+  if (!fill_call(call.args.get(), call.kwargs.get(), call.slots, metas, &args, &kwargs)) {
+    guards::clear_error();
+    return unsupported("out of memory");
+  }
+  PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.meta_call, fn, args.get(),
+                                                      kwargs ? kwargs.get() : Py_None, nullptr));
+  if (!r) {
+    guards::clear_error();
+    return unsupported("its meta run failed");
+  }
+  if (PyUnicode_Check(r.get())) return unsupported(guards::utf8_lossy(r.get()));
+  PyObject* sizes = nullptr;
+  PyObject* dtype = nullptr;
+  int contiguous = 0, random = 0;
+  if (!PyArg_ParseTuple(r.get(), "OO!pp", &dtype, &PyTuple_Type, &sizes, &contiguous, &random)) {
+    guards::clear_error();
+    return unsupported("its meta run gave no shape");
+  }
+  const std::optional<jit::DType> d = dtype_from_torch(dtype);
+  if (!d) return unsupported("its result's dtype " + guards::describe_object(dtype) + " (not supported yet)");
+  out->dtype = *d;
+  out->contiguous = contiguous != 0;
+  out->random = random != 0;
+  out->sizes.clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes); ++i) out->sizes.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, i)));
+  return ok();
+}
+
+// The result's sizes as expressions: each size equal to a symbolic size of an operand
+// is taken as that size (the same dim of the first operand first), the others as
+// constants. Then the symbols are checked in groups of equal value (sizes that an op
+// needs equal, such as attention's sequence lengths, are separate symbols with one
+// value): with the group's value changed, the meta run must give the sizes these
+// expressions give, else the group is fixed to its value (guarded) and a call with
+// other sizes traces again. A symbol of a group that passes is also changed alone:
+// where the run then raises, eager raises too (and so does the extern call, which
+// sends the frame to CPython); where its sizes differ, the symbol is fixed.
+Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out) {
+  auto value = [&](const SymExpr& e) -> std::optional<int64_t> {
+    const auto v = e.eval(hints_);
+    if (!v || v->index() != 0) return std::nullopt;
+    return std::get<int64_t>(*v);
+  };
+  out->clear();
+  const jit::SymShape& first = graph_.node(call.operands[0]).sym;
+  for (size_t d = 0; d < r.sizes.size(); ++d) {
+    const int64_t v = r.sizes[d];
+    SymExpr e = SymExpr::integer(v);
+    if (d < first.size() && !first[d].is_constant() && value(first[d]) == v) e = first[d];
+    for (jit::NodeId n : call.operands) {
+      for (const SymExpr& dim : graph_.node(n).sym) {
+        if (e.is_constant() && !dim.is_constant() && value(dim) == v) e = dim;
+      }
+    }
+    out->push_back(std::move(e));
+  }
+  std::vector<int> symbols;
+  for (jit::NodeId n : call.operands) {
+    for (const SymExpr& d : graph_.node(n).sym) {
+      for (int s : d.symbols()) {
+        if (hints_.values[static_cast<size_t>(s)].index() == 0 &&
+            std::find(symbols.begin(), symbols.end(), s) == symbols.end()) {
+          symbols.push_back(s);
+        }
+      }
+    }
+  }
+  auto hint = [&](int s) { return std::get<int64_t>(hints_.values[static_cast<size_t>(s)]); };
+  std::vector<bool> done(symbols.size(), false);
+  std::vector<int> fixed;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<int> group;
+    for (size_t j = i; j < symbols.size(); ++j) {
+      if (!done[j] && hint(symbols[j]) == hint(symbols[i])) {
+        group.push_back(symbols[j]);
+        done[j] = true;
+      }
+    }
+    jit::Bindings b = hints_;
+    for (int s : group) b.values[static_cast<size_t>(s)] = hint(s) + 1;
+    bool raised = false;
+    if (!extern_sizes_follow(fn, call, *out, b, &raised)) {
+      fixed.insert(fixed.end(), group.begin(), group.end());
+      continue;
+    }
+    for (size_t k = 0; group.size() > 1 && k < group.size(); ++k) {
+      jit::Bindings one = hints_;
+      one.values[static_cast<size_t>(group[k])] = hint(group[k]) + 1;
+      if (!extern_sizes_follow(fn, call, *out, one, &raised) && !raised) fixed.push_back(group[k]);
+    }
+  }
+  for (int s : fixed) {
+    int64_t v = 0;
+    FJ_TRY(specialize(SymExpr::symbol(s, jit::SymType::Int, 2), "a size that an extern call's result depends on", &v));
+  }
+  return ok();
+}
+
+// Whether the meta run with the symbols bound as in `b` gives the sizes that `sym`
+// takes under `b`; *raised: the meta run failed (eager would raise for such sizes).
+bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym,
+                                 const jit::Bindings& b, bool* raised) {
+  ExternResult moved;
+  *raised = extern_meta(fn, call, b, &moved).failed();
+  if (*raised || moved.sizes.size() != sym.size()) return false;
+  for (size_t d = 0; d < sym.size(); ++d) {
+    const auto want = sym[d].eval(b);
+    if (!want || want->index() != 0 || std::get<int64_t>(*want) != moved.sizes[d]) return false;
+  }
+  return true;
+}
+
+// A call of a torch function that jit/ does not lower, as one ExternCall node.
+Status Tracer::extern_call(const CallSite& c) {
+  PyObject* fn = c.callable.obj.get();
+  PyRef fn_name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  if (!fn_name) guards::clear_error();
+  const std::string name = "torch." + (fn_name ? guards::utf8_lossy(fn_name.get()) : std::string("?"));
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  ExternCallArgs call;
+  call.args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
+  if (!call.args) return unsupported("out of memory");
+  for (size_t i = 0; i < npos; ++i) {
+    PyRef item;
+    FJ_TRY(extern_arg(c.args[i], ExternSlot{static_cast<int>(i), {}, -1}, call, &item));
+    PyTuple_SET_ITEM(call.args.get(), static_cast<Py_ssize_t>(i), item.release());
+  }
+  if (nkw > 0) {
+    call.kwargs = PyRef::steal(PyDict_New());
+    if (!call.kwargs) return unsupported("out of memory");
+    for (size_t k = 0; k < nkw; ++k) {
+      PyObject* key = PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k));
+      PyRef item;
+      FJ_TRY(extern_arg(c.args[npos + k], ExternSlot{-1, PyRef::borrow(key), -1}, call, &item));
+      if (PyDict_SetItem(call.kwargs.get(), key, item.get()) < 0) {
+        guards::clear_error();
+        return unsupported("out of memory");
+      }
+    }
+  }
+  if (call.operands.empty()) return unsupported(name + "() without a tensor argument");
+  ExternResult r;
+  if (Status s = extern_meta(fn, call, hints_, &r); s.failed()) return unsupported(name + "(): " + s.error());
+  for (jit::NodeId n : call.operands) {
+    if (r.random && grad_enabled_ && node_needs_grad(n)) {
+      return unsupported(name + "() draws random numbers: its gradient through an extern call (not supported yet)");
+    }
+  }
+  jit::SymShape sym;
+  FJ_TRY(extern_sizes(fn, call, r, &sym));
+  // The key: the function (by identity and name) and every constant argument, with
+  // where the operands go (constants are numbers, strings, dtypes and the like, whose
+  // repr runs no user code).
+  std::string key = name + "@" + std::to_string(reinterpret_cast<uintptr_t>(fn));
+  for (PyObject* part : {call.args.get(), call.kwargs.get()}) {
+    if (part == nullptr) continue;
+    PyRef text = PyRef::steal(PyObject_Repr(part));
+    if (!text) {
+      guards::clear_error();
+      return unsupported(name + "(): an argument has no repr");
+    }
+    key += "|" + guards::utf8_lossy(text.get(), 1 << 20);
+  }
+  for (const ExternSlot& sl : call.slots) {
+    key += "|" + std::to_string(sl.pos) + ":" + (sl.key ? guards::utf8_lossy(sl.key.get()) : "") + ":" +
+           std::to_string(sl.item);
+  }
+  auto tmpl = std::make_shared<CallTemplate>();
+  tmpl->fn = PyRef::borrow(fn), tmpl->args = call.args, tmpl->kwargs = call.kwargs, tmpl->slots = call.slots;
+  auto fn_obj = std::make_shared<TorchExtern>(std::move(tmpl), r.random, name, key);
+  FJ_TRY(push_built(graph_.extern_call(std::move(fn_obj), call.operands, r.dtype, std::move(sym)), name + "()"));
+  if (!r.contiguous) mark_noncontig(top().node);
+  return ok();
+}
+
+namespace {
+
+// torch.<name> (a new reference), or null.
+PyRef torch_function(const std::string& name) {
+  PyObject* torch = PyImport_AddModule("torch");  // borrowed; imported long before
+  PyRef fn = torch ? PyRef::steal(PyObject_GetAttrString(torch, name.c_str())) : PyRef();
+  if (!fn) guards::clear_error();
+  return fn;
+}
+
+bool extern_candidate(PyObject* fn) {
+  if (!PyCFunction_Check(fn) || g_helpers.reason == nullptr) return false;
+  PyRef why = PyRef::steal(PyObject_CallOneArg(g_helpers.reason, fn));
+  if (!why) guards::clear_error();
+  return why && why.get() == Py_None;
+}
+
+}  // namespace
+
+bool extern_method(const std::string& name) {
+  PyRef fn = torch_function(name);
+  return fn && extern_candidate(fn.get());
+}
+
+std::optional<Status> Tracer::call_extern_method(const CallSite& c) {
+  PyRef fn = torch_function(c.callable.method);
+  if (!fn) return std::nullopt;
+  CallSite as_function = c;
+  as_function.callable = Value::constant(std::move(fn));
+  as_function.can_break = false;  // a tensor method is not a plan step
+  return call_extern(as_function);
+}
+
+std::optional<Status> Tracer::call_extern(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !extern_candidate(c.callable.obj.get())) {
+    return std::nullopt;
+  }
+  Status s = extern_call(c);
+  return s.failed() ? opaque_call(c, s.take_error(), c.args) : s;
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,121 @@
+"""Extern torch calls: which torch functions the tracer may record as one graph node
+(an ExternCall that calls the function itself at run time), and the run on meta
+tensors that gives the node its dtype and sizes. Used while tracing only."""
+import types
+
+import torch
+
+# The torch namespaces whose public functions are plain ops on tensors.
+_NAMESPACES = {"torch", "torch._C._nn", "torch._C._special", "torch._C._linalg", "torch._C._fft",
+               "torch.nn.functional"}
+# Functions that return or keep something other than a fresh tensor, or read global
+# state a graph would not see change.
+_DENY = {"detach", "alias", "set_", "numel", "is_tensor", "is_storage", "is_floating_point", "is_complex",
+         "is_nonzero", "is_same_size", "is_signed", "is_conj", "is_neg", "is_inference", "result_type",
+         "can_cast", "promote_types", "get_default_dtype", "get_device", "manual_seed", "seed", "initial_seed",
+         "from_numpy", "from_dlpack", "as_tensor", "tensor", "asarray", "frombuffer", "as_strided",
+         "empty", "empty_like", "empty_strided", "empty_permuted", "unique", "unique_consecutive", "nonzero",
+         "masked_select", "bincount", "histc", "repeat_interleave", "combinations", "where", "argwhere",
+         "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "quantize_per_tensor", "dequantize"}
+# Composite functions that write an argument in place though their names do not end
+# in "_" (and torch's schema does not say so): (name, position of the flag, keyword,
+# position of the buffer written): a call with the flag set is not an extern node.
+_WRITES_WHEN = {"batch_norm": (5, "training", 3), "instance_norm": (5, "use_input_stats", 3)}
+
+_reasons = {}
+
+
+def _schema_writes(name):
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return False
+    for overload in packet.overloads():
+        if "out" in overload:
+            continue
+        for arg in getattr(packet, overload)._schema.arguments:
+            if arg.alias_info is not None and arg.alias_info.is_write:
+                return True
+    return False
+
+
+def extern_reason(fn):
+    """None when `fn` may be an extern node, else why not (cached per function)."""
+    try:
+        return _reasons[fn]
+    except (KeyError, TypeError):
+        pass
+    name = getattr(fn, "__name__", "")
+    if not isinstance(fn, types.BuiltinFunctionType):
+        why = "not a torch builtin"
+    elif getattr(fn, "__module__", None) not in _NAMESPACES:
+        why = "not in a torch namespace"
+    elif not name or name.startswith("_") or name.endswith("_") or name in _DENY:
+        why = "not a plain torch op"
+    elif _schema_writes(name):
+        why = "writes an argument in place"
+    else:
+        why = None
+    try:
+        _reasons[fn] = why
+    except TypeError:
+        pass
+    return why
+
+
+def _storages(x, out):
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for item in x:
+            _storages(item, out)
+
+
+def meta_call(fn, args, kwargs):
+    """fn(*args, **kwargs) where the tensor arguments are meta tensors: (dtype, sizes,
+    contiguous, random) of its result, or a str saying why it cannot be an extern node
+    (random: the op draws from torch's generator, so its gradient cannot run it again)."""
+    name = getattr(fn, "__name__", "")
+    writes = _WRITES_WHEN.get(name)
+    if writes is not None:
+        pos, key, buf = writes
+        flag = args[pos] if len(args) > pos else (kwargs or {}).get(key, False)
+        if flag and len(args) > buf and args[buf] is not None:
+            return f"{name}() updates its running statistics in place"
+    if kwargs and ("out" in kwargs or "generator" in kwargs):
+        return "a call with out= or generator="
+    try:
+        with torch.no_grad():
+            result = fn(*args, **(kwargs or {}))
+    except Exception as e:  # eager raises, or torch has no meta kernel for it
+        return f"its meta run raised {type(e).__name__}"
+    if type(result) is not torch.Tensor or result.device.type != "meta":
+        return "its result is not one tensor"
+    inputs = []
+    _storages(args, inputs)
+    _storages(list((kwargs or {}).values()), inputs)
+    if result._is_view() or any(result is t or result.untyped_storage()._cdata == t.untyped_storage()._cdata
+                                for t in inputs):
+        return "its result shares memory with an argument"
+    return result.dtype, tuple(result.shape), result.is_contiguous(), _seeded(name)
+
+
+def _seeded(name):
+    """Whether the aten op `name` draws from torch's random generator."""
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return False
+    return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in packet.overloads())
+
+
+def vjp(fn, args, kwargs, x, gy):
+    """The gradient of fn(*args, **kwargs) with respect to `x` (one of its tensor
+    arguments, which requires grad) for the result's gradient `gy`: torch's own
+    backward of the op, run on the spot. None when the result does not depend on x."""
+    with torch.enable_grad():
+        y = fn(*args, **(kwargs or {}))
+        if not y.requires_grad:
+            return None
+        (g,) = torch.autograd.grad(y, (x,), gy, allow_unused=True)
+    return g
+
+

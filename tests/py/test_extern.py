@@ -1,0 +1,184 @@
+"""Extern calls: torch functions that framejit does not lower run as one graph node
+that calls torch itself (interp/torch/extern_ops.cpp), compared against eager."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import framejit
+from _opcheck import check
+from conftest import assert_same
+
+X = torch.randn(2, 3, 8, 8)
+W = torch.randn(4, 3, 3, 3)
+BIAS = torch.randn(4)
+
+EXTERN = {
+    "conv2d": (lambda x, w: torch.conv2d(x, w, BIAS, padding=1) * 2 + 1, X, W),
+    "conv2d_stride_kw": (lambda x, w: torch.relu(torch.conv2d(x, w, stride=2)), X, W),
+    "conv_of_computed": (lambda x, w: torch.conv2d(x.exp() - 1, w * 0.5).sum(dim=1), X, W),
+    "max_pool2d": (lambda x, w: torch.max_pool2d(x * w.sum(), 2) + 1, X, W),
+    "avg_pool_nn": (lambda x, w: torch._C._nn.avg_pool2d(x, 2) - w.mean(), X, W),
+    "sdpa_causal": (lambda q, k: F.scaled_dot_product_attention(q, k, k, is_causal=True) * 2,
+                    torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)),
+    "bool_operand": (lambda x, w: torch.cumprod(x > 0, 1).sum() + w.sum(), X, W),
+    "int_result": (lambda x, b: torch.bucketize(x, b) + 1, X, torch.tensor([-1.0, 0.0, 1.0])),
+    "tensor_method": (lambda x, w: (x * 2).cumprod(1).sum() + w.cumsum(0).logcumsumexp(1).sum(), X, W),
+    "tensor_method_kw": (lambda x, w: x.cumprod(dim=1) * 2 + w.logcumsumexp(dim=0).sum(), X, W),
+    "list_argument": (lambda x, w: torch.stack([x, x * 2], 1).sum(1) + torch.atan2(w, w + 1).sum(), X, W),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTERN))
+def test_extern_call_is_one_node_of_the_graph(name):
+    fn, a, b = EXTERN[name]
+    check(fn, a, b)
+    text = "\n".join(framejit.explain(fn, a, b).graphs)
+    assert "extern[torch." in text or name == "list_argument" and "extern" in text, text
+
+
+def test_graph_text_names_the_torch_function():
+    e = framejit.explain(lambda x, w: torch.conv2d(x, w) + 1, X, W)
+    assert e.graph_count == 1 and not e.graph_breaks
+    assert "extern[torch.conv2d](%0, %1)" in e.graphs[0]
+
+
+def test_a_new_batch_size_does_not_recompile():
+    def f(x, w):
+        return torch.relu(torch.conv2d(x, w, BIAS, padding=1))
+    cf = framejit.compile(f)
+    for b in (2, 5, 3, 7):
+        x = torch.randn(b, 3, 8, 8)
+        assert_same(cf(x, W), f(x, W))
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_a_new_image_size_gives_eager_results():
+    # The output's spatial sizes are not a size of an input: fixed and guarded.
+    def f(x, w):
+        return torch.conv2d(x, w, stride=2) + 1
+    cf = framejit.compile(f)
+    for hw in (8, 9, 12, 8):
+        x = torch.randn(2, 3, hw, hw + 1)
+        assert_same(cf(x, W), f(x, W))
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_sequence_lengths_share_one_compile():
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).sum(-1)
+    cf = framejit.compile(f)
+    for n in (5, 7, 16, 9):
+        q, k, v = (torch.randn(2, 3, n, 8) for _ in range(3))
+        assert_same(cf(q, k, v), f(q, k, v))
+    assert framejit.stats(f)["compiles"] == 1
+
+
+def test_constant_arguments_are_part_of_the_compiled_graph():
+    def f1(x, w):
+        return torch.conv2d(x, w, stride=1)
+
+    def f2(x, w):
+        return torch.conv2d(x, w, stride=2)
+    c1, c2 = framejit.compile(f1), framejit.compile(f2)
+    assert_same(c1(X, W), f1(X, W))
+    assert_same(c2(X, W), f2(X, W))
+    assert_same(c1(X, W), f1(X, W))
+
+
+def test_random_op_follows_eagers_generator():
+    def f(x):
+        return torch.dropout(x * 2, 0.5, True) + 1
+    cf = framejit.compile(f)
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        expected = f(X)
+        torch.manual_seed(seed)
+        assert_same(cf(X), expected)
+        assert torch.equal(torch.rand(3), torch.rand(3)) is False  # the generator moves on
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["graph_breaks"] == 0, s
+
+
+def test_eagers_error_for_a_call_eager_rejects():
+    def f(x, w):
+        return torch.conv2d(x, w) + 1
+    bad = torch.randn(4, 5, 3, 3)  # 5 input channels for a 3-channel image
+    with pytest.raises(RuntimeError) as eager:
+        f(X, bad)
+    with pytest.raises(RuntimeError) as compiled:
+        framejit.compile(f)(X, bad)
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_a_view_returning_function_is_not_copied():
+    # diagonal's result is a view: writing it must write x, as in eager.
+    def f(x):
+        d = torch.diagonal(x * 1)
+        return d
+    x = torch.randn(4, 4)
+    assert_same(framejit.compile(f)(x), f(x))
+
+    def g(x):
+        d = torch.diagonal(x)
+        d.add_(1)
+        return x * 1
+    x1, x2 = torch.randn(4, 4), None
+    x2 = x1.clone()
+    assert_same(framejit.compile(g)(x1), g(x2))
+    assert torch.equal(x1, x2)
+
+
+def test_batch_norm_in_training_still_updates_running_stats():
+    def f(x, rm, rv):
+        return torch.batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5, False) + 1
+    x = torch.randn(4, 3, 5)
+    rm1, rv1, rm2, rv2 = torch.zeros(3), torch.ones(3), torch.zeros(3), torch.ones(3)
+    assert_same(framejit.compile(f)(x, rm1, rv1), f(x, rm2, rv2))
+    assert torch.allclose(rm1, rm2) and torch.allclose(rv1, rv2)
+    assert not torch.equal(rm1, torch.zeros(3))
+
+
+torch.manual_seed(0)
+CONV = nn.Conv2d(3, 4, 3, padding=1)
+
+
+def test_gradients_through_torch_backward():
+    conv = CONV
+
+    def f(x):
+        return (torch.relu(CONV(x)) * 2).sum()
+    cf = framejit.compile(f)
+    for b in (2, 3):
+        x = torch.randn(b, 3, 8, 8, requires_grad=True)
+        conv.zero_grad()
+        cf(x).backward()
+        got = [conv.weight.grad.clone(), conv.bias.grad.clone(), x.grad.clone()]
+        conv.zero_grad()
+        x.grad = None
+        f(x).backward()
+        want = [conv.weight.grad, conv.bias.grad, x.grad]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_random_op_under_autograd_gives_eagers_gradient():
+    def f(x):
+        return (torch.dropout(x, 0.5, True) * x).sum()
+    x = torch.randn(6, 6, requires_grad=True)
+    torch.manual_seed(3)
+    framejit.compile(f)(x).backward()
+    got = x.grad.clone()
+    x.grad = None
+    torch.manual_seed(3)
+    f(x).backward()
+    torch.testing.assert_close(got, x.grad)
+
+
+def test_large_call_runs_without_the_gil():
+    # Over 64K elements the graph runs with the GIL released; the extern call takes it.
+    x = torch.randn(1, 3, 256, 256)
+    check(lambda x, w: torch.conv2d(x, w, padding=1).exp(), x, W)
