@@ -99,8 +99,14 @@ struct DeoptState {
 struct ResultCheck {
   enum class Kind : uint8_t { Any, Is, Equals, Tensor } kind = Kind::Any;
   PyRef obj;                               // Is: this object; Equals: equal to it, same type
-  guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free)
+  guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free, but:)
+  bool contiguous = false;                 // Tensor: the traced result was contiguous, and the trace
+                                           // took views of it as of one (x.view(-1)): so must this be
 };
+
+// Whether a tensor's layout is contiguous as torch says it (size-1 dims and empty
+// tensors count as contiguous).
+bool is_contiguous(const guards::TensorMeta& m);
 
 struct Plan;
 struct ResumePoint;  // the tracer's saved state at a branch (tracer.h)

@@ -48,6 +48,7 @@ bool result_matches(const ResultCheck& c, PyObject* r) {
           m.rank != c.meta.rank) {
         return false;
       }
+      if (c.contiguous && !is_contiguous(m)) return false;
       return std::equal(m.sizes.begin(), m.sizes.begin() + m.rank, c.meta.sizes.begin());
     }
   }
@@ -68,6 +69,19 @@ PyObject* call_step(const PlanStep& step, PlanRun& run) {
 }
 
 }  // namespace
+
+bool is_contiguous(const guards::TensorMeta& m) {
+  int64_t expected = 1;
+  for (int d = m.rank; d-- > 0;) {
+    if (m.sizes[d] == 0) return true;
+  }
+  for (int d = m.rank; d-- > 0;) {
+    if (m.sizes[d] == 1) continue;
+    if (m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
 
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
   switch (step.kind) {

@@ -434,10 +434,14 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
              (dtype = dtype_from_torch(meta.dtype))) {
     step.check.kind = ResultCheck::Kind::Tensor;
     step.check.meta = meta;
+    step.check.contiguous = is_contiguous(meta);
     jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
     jit::SymShape sym;
     for (int64_t d : shape) sym.push_back(jit::SymExpr::integer(d));
     result = Value::tensor(graph_.placeholder(*dtype, shape, std::move(sym)));
+    // A strided result (x.t() of the callee's): a view() that merges its dims ends the
+    // trace, as eager raises; a contiguous one must stay so at each call (the check).
+    if (!step.check.contiguous) mark_noncontig(result.node);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, step.result_reg});
   } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
     step.check.kind = ResultCheck::Kind::Equals;

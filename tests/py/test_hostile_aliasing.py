@@ -1,6 +1,8 @@
 """Outputs that alias in eager alias under framejit (issue 21): a returned view of a
 tensor the function computes is a real view of that tensor, as eager's is, so that a
 later in-place write to one output is seen in the others."""
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -602,3 +604,39 @@ def test_noncontiguous_view_across_a_break_still_refuses_view(branch):
         with pytest.raises(RuntimeError) as got:
             compiled(x)
         assert str(got.value) == str(want.value)
+
+
+def helper_strided(x, flip):
+    print("in helper")  # a break inside: the helper runs as an opaque call
+    return x.t() if flip else x * 1
+
+
+def test_view_of_an_opaque_calls_result_follows_its_layout():
+    # The result of an opaque call is a register: a view() that merges its dims raises
+    # in eager when it is strided, whether it was at the trace or only at a later call.
+    def f(x, flip):
+        r = helper_strided(x, flip)
+        v = r.view(-1)
+        print("break")
+        return r, v
+    compiled = framejit.compile(f)
+    for flip in (False, False, True, False, True):
+        x = torch.randn(3, 4)
+        try:
+            want = f(x, flip)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError) as got:
+                compiled(x, flip)
+            assert str(got.value) == str(e)
+            continue
+        got = compiled(x, flip)
+        assert_same_values(got, want)
+        assert alias_pattern(got) == alias_pattern(want)
+    framejit.reset()
+    compiled = framejit.compile(f)
+    for flip in (True, False):  # traced with the strided result first
+        x = torch.randn(3, 4)
+        with pytest.raises(RuntimeError) if flip else contextlib.nullcontext():
+            f(x, flip)
+        with pytest.raises(RuntimeError) if flip else contextlib.nullcontext():
+            compiled(x, flip)
