@@ -14,6 +14,8 @@
 //               its own, traced the first time that outcome occurs
 //   Deopt       the rest of the frame runs in CPython: the frame's locals and stack
 //               are rebuilt from the plan's values and CPython resumes it mid-code
+//   View        a register made a view of an input or of another register (a tensor
+//               view live at a graph break: it stays a view of its base, as in eager)
 // A failing Call check or CheckGuards also deopts, at the state saved after the call.
 #pragma once
 
@@ -97,8 +99,14 @@ struct DeoptState {
 struct ResultCheck {
   enum class Kind : uint8_t { Any, Is, Equals, Tensor } kind = Kind::Any;
   PyRef obj;                               // Is: this object; Equals: equal to it, same type
-  guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free)
+  guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free, but:)
+  bool contiguous = false;                 // Tensor: the traced result was contiguous, and the trace
+                                           // took views of it as of one (x.view(-1)): so must this be
 };
+
+// Whether a tensor's layout is contiguous as torch says it (size-1 dims and empty
+// tensors count as contiguous).
+bool is_contiguous(const guards::TensorMeta& m);
 
 struct Plan;
 struct ResumePoint;  // the tracer's saved state at a branch (tracer.h)
@@ -111,12 +119,13 @@ struct BranchTargets {
 };
 
 struct PlanStep {
-  enum class Kind : uint8_t { RunGraph, Call, CheckGuards, Branch, Deopt } kind = Kind::RunGraph;
+  enum class Kind : uint8_t { RunGraph, Call, CheckGuards, Branch, Deopt, View } kind = Kind::RunGraph;
   Segment seg;                             // RunGraph
   PlanValue callable;                      // Call
   PlanValue args;                          // Call: a Tuple
   PyRef kw_names;                          // Call: names of the last arguments, or null
-  int result_reg = -1;                     // Call
+  int result_reg = -1;                     // Call, View
+  PlanValue view;                          // View: a PlanValue::View of an argument, path tensor or register
   int offset = -1;                         // Call: the CALL instruction's byte offset (the frame's
                                            // current instruction while it runs: line numbers)
   ResultCheck check;                       // Call

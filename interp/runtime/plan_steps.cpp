@@ -1,5 +1,6 @@
 // Running a plan's steps (plan.h): graph segments, opaque calls with their result
-// checks, guards read after a call, branches, and resuming the frame in CPython.
+// checks, guards read after a call, views of registers, branches, and resuming the
+// frame in CPython.
 #include <cstring>
 
 #include "interp/code_state.h"
@@ -47,6 +48,7 @@ bool result_matches(const ResultCheck& c, PyObject* r) {
           m.rank != c.meta.rank) {
         return false;
       }
+      if (c.contiguous && !is_contiguous(m)) return false;
       return std::equal(m.sizes.begin(), m.sizes.begin() + m.rank, c.meta.sizes.begin());
     }
   }
@@ -67,6 +69,19 @@ PyObject* call_step(const PlanStep& step, PlanRun& run) {
 }
 
 }  // namespace
+
+bool is_contiguous(const guards::TensorMeta& m) {
+  int64_t expected = 1;
+  for (int d = m.rank; d-- > 0;) {
+    if (m.sizes[d] == 0) return true;
+  }
+  for (int d = m.rank; d-- > 0;) {
+    if (m.sizes[d] == 1) continue;
+    if (m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
 
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
   switch (step.kind) {
@@ -109,6 +124,14 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       }
       return true;
     }
+    case PlanStep::Kind::View: {  // built from registers and inputs only: no graph outputs
+      std::vector<PyObject*> memo;
+      const std::vector<PyRef> no_outs;
+      PyObject* v = build_view(step.view, run, no_outs, memo);
+      if (v == nullptr) return false;
+      set_reg(run, step.result_reg, PyRef::steal(v));
+      return true;
+    }
     case PlanStep::Kind::Branch:
     case PlanStep::Kind::Deopt:
       break;
@@ -138,7 +161,8 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
     switch (step.kind) {
       case PlanStep::Kind::RunGraph:
       case PlanStep::Kind::Call:
-      case PlanStep::Kind::CheckGuards: {
+      case PlanStep::Kind::CheckGuards:
+      case PlanStep::Kind::View: {
         const DeoptState* deopt = nullptr;
         if (!run_step(step, run, &deopt)) return deopt ? resume_in_cpython(*deopt, run) : nullptr;
         // The call started a debugger on this frame (breakpoint()): the rest runs in

@@ -3,6 +3,8 @@
 // inputs, performs the call (once: a cache hit performs it from the plan), and goes
 // on tracing with the results as inputs of the next segment. What it then cannot
 // trace runs in CPython from that point (a Deopt step), never again from the start.
+// A view live at a break stays a view: its register is taken from its base's at run
+// time (a View step), never a copy.
 #include <functional>
 
 #include "interp/trace/interpreter.h"
@@ -248,9 +250,29 @@ Status Tracer::cut(std::vector<Value*> extra) {
     if (jit::op_family(graph_.node(v.node).op) == jit::Family::Item) items.push_back(&v);
     else if (seen.emplace(v.node, static_cast<int>(live.size())).second) live.push_back(v.node);
   });
+  // Computed tensors become outputs of the segment; a view (of an input or of a
+  // computed tensor) becomes a register made a view of its base at run time (a View
+  // step), so that it aliases its base after the break as eager's does. Its base is
+  // then an output, live or not (eager's view keeps its base alive too).
   std::vector<jit::NodeId> outputs;
+  std::unordered_map<jit::NodeId, int> out_index;
+  ConvertCtx vctx;
+  vctx.output_index = &out_index;
+  vctx.outputs = &outputs;
+  std::vector<std::pair<jit::NodeId, PlanValue>> views;
   for (jit::NodeId n : live) {
-    if (graph_.node(n).op != jit::Op::Placeholder) outputs.push_back(n);
+    if (graph_.node(n).op == jit::Op::Placeholder) continue;
+    if (view_parent_.count(n)) {
+      PlanValue pv;
+      if (!aliasing_view(n, vctx, &pv)) {
+        // A copy would be a wrong result: CPython redoes the work since the last call.
+        if (committed_) resume_at_ = after_call_;
+        return unsupported("a view live at a graph break that cannot be taken again from its base");
+      }
+      views.emplace_back(n, std::move(pv));
+      continue;
+    }
+    if (out_index.emplace(n, static_cast<int>(outputs.size())).second) outputs.push_back(n);
   }
   const size_t first_item = outputs.size();
   for (Value* v : items) {
@@ -284,6 +306,9 @@ Status Tracer::cut(std::vector<Value*> extra) {
     }
     plan_->steps.push_back(std::move(step));
   }
+  std::unordered_map<jit::NodeId, int> reg_of;  // each live tensor that is no input: its register
+  for (size_t k = 0; k < first_item; ++k) reg_of[outputs[k]] = out_regs[k];
+  FJ_TRY(view_steps(std::move(views), out_regs, &reg_of));
   // Numbers read from tensors: opaque values from now on (their register's .item()).
   for (size_t k = 0; k < items.size(); ++k) {
     const int reg = out_regs[first_item + k];
@@ -307,11 +332,15 @@ Status Tracer::cut(std::vector<Value*> extra) {
   plan_->scalar_inputs.clear();
   synced_scalars_ = 0;  // the new graph's nodes are numbered from 0
   std::unordered_map<jit::NodeId, jit::NodeId> remap;
-  size_t next_out = 0;
+  std::vector<jit::NodeId> strided;  // live tensors whose eager layout may be non-contiguous
+  for (jit::NodeId n : live) {
+    if (may_be_noncontig(n)) strided.push_back(n);
+  }
+  noncontig_.clear();
   for (jit::NodeId n : live) {
     const jit::Node& node = old.node(n);
     const InputRef ref = node.op == jit::Op::Placeholder ? old_slots[static_cast<size_t>(node.index)]
-                                                         : InputRef{InputRef::Kind::Reg, out_regs[next_out++]};
+                                                         : InputRef{InputRef::Kind::Reg, reg_of.at(n)};
     jit::Shape shape;  // this call's sizes
     for (const jit::SymExpr& e : node.sym) {
       const auto v = e.eval(hints_);
@@ -320,11 +349,37 @@ Status Tracer::cut(std::vector<Value*> extra) {
     remap[n] = graph_.placeholder(node.dtype, shape, node.sym);
     placeholder_slot_.push_back(ref);
   }
+  for (jit::NodeId n : strided) mark_noncontig(remap.at(n));  // so a view() that merges dims still ends the trace
   FJ_TRY(cut_storages(live, remap));
   walk_values(roots, [&](Value& v) {
     if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
   });
   snapshot_.reset();  // its tensors named nodes of the old segment
+  return ok();
+}
+
+// The views live at a cut: each a register taken at run time from its base (an input,
+// or the register of a segment output), in a View step run now for this call too.
+Status Tracer::view_steps(std::vector<std::pair<jit::NodeId, PlanValue>> views, const std::vector<int>& out_regs,
+                          std::unordered_map<jit::NodeId, int>* reg_of) {
+  for (auto& [n, pv] : views) {
+    PlanValue& base = pv.items[0];
+    if (base.kind == PlanValue::Kind::GraphOutput) {
+      base.kind = PlanValue::Kind::Reg;
+      base.index = out_regs[static_cast<size_t>(base.index)];
+    }
+    PlanStep step;
+    step.kind = PlanStep::Kind::View;
+    step.view = std::move(pv);
+    step.result_reg = new_reg();
+    const DeoptState* deopt = nullptr;
+    if (!run_step(step, *run_, &deopt)) {
+      guards::clear_error();
+      return unsupported("taking a view again after a graph break failed (internal error)");
+    }
+    (*reg_of)[n] = step.result_reg;
+    plan_->steps.push_back(std::move(step));
+  }
   return ok();
 }
 
@@ -382,10 +437,14 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
              (dtype = dtype_from_torch(meta.dtype))) {
     step.check.kind = ResultCheck::Kind::Tensor;
     step.check.meta = meta;
+    step.check.contiguous = is_contiguous(meta);
     jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
     jit::SymShape sym;
     for (int64_t d : shape) sym.push_back(jit::SymExpr::integer(d));
     result = Value::tensor(graph_.placeholder(*dtype, shape, std::move(sym)));
+    // A strided result (x.t() of the callee's): a view() that merges its dims ends the
+    // trace, as eager raises; a contiguous one must stay so at each call (the check).
+    if (!step.check.contiguous) mark_noncontig(result.node);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, step.result_reg});
   } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
     step.check.kind = ResultCheck::Kind::Equals;
@@ -462,7 +521,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   rp->state = root_fs_;
   for (size_t i = 0; i < placeholder_slot_.size(); ++i) {
     const jit::Node& p = graph_.node(static_cast<jit::NodeId>(i));
-    rp->inputs.push_back({placeholder_slot_[i], p.dtype, p.sym});
+    rp->inputs.push_back({placeholder_slot_[i], p.dtype, p.sym, may_be_noncontig(static_cast<jit::NodeId>(i))});
   }
   rp->symbol_sources = symbol_sources_;
   rp->next_identity = next_identity_;
@@ -565,7 +624,8 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
       const auto v = e.eval(hints_);
       shape.push_back(v && v->index() == 0 ? std::get<int64_t>(*v) : 0);
     }
-    graph_.placeholder(in.dtype, shape, in.sym);
+    const jit::NodeId p = graph_.placeholder(in.dtype, shape, in.sym);
+    if (in.noncontig) mark_noncontig(p);
     placeholder_slot_.push_back(in.ref);
   }
   auto plan = std::make_shared<Plan>();

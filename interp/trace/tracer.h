@@ -67,6 +67,7 @@ struct ResumePoint {
     InputRef ref;
     jit::DType dtype;
     jit::SymShape sym;
+    bool noncontig = false;  // eager's layout may be non-contiguous (see Tracer::noncontig_)
   };
   std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
   std::vector<std::string> symbol_sources;
@@ -456,6 +457,11 @@ class Tracer {
   // does; a computed base becomes an output of the final graph. False: not such a view.
   bool aliasing_view(jit::NodeId n, ConvertCtx& ctx, PlanValue* out);
   bool view_base(jit::NodeId base, ConvertCtx& ctx, PlanValue* out);
+  // Cut (breaks.cpp): each view live at a break becomes a register taken from its base's
+  // at run time (a View step; `views` from aliasing_view, GraphOutput bases meaning
+  // the segment's outputs, in `out_regs`); *reg_of gets each view's register.
+  Status view_steps(std::vector<std::pair<jit::NodeId, PlanValue>> views, const std::vector<int>& out_regs,
+                    std::unordered_map<jit::NodeId, int>* reg_of);
   // Cut: what in-place ops need to know of the old segment, for the new one.
   Status cut_storages(const std::vector<jit::NodeId>& live, const std::unordered_map<jit::NodeId, jit::NodeId>& remap);
   std::unordered_map<jit::NodeId, jit::NodeId> view_parent_;  // eager view -> the node it views
