@@ -54,6 +54,9 @@ struct TensorSpec {
   TensorMeta meta;
   std::array<int, kMaxRank> dim_symbols{};
   bool check_strides = true;
+  // The tensor's strides are the standard contiguous strides of its sizes (the trace
+  // answered .stride() or .is_contiguous() from them).
+  bool contiguous = false;
 
   bool matches(const TensorMeta& m, jit::Bindings& b) const noexcept;
   // After matches() said no: the first difference, said of `who`.

@@ -88,6 +88,9 @@ inline bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why
   return true;
 }
 
+// The strides are those torch gives a new contiguous tensor of these sizes.
+bool is_standard_contiguous(const TensorMeta& m) noexcept;
+
 struct CallInputs {
   PyObject* const* args = nullptr;  // the frame's first num_args local slots
   int num_args = 0;
@@ -142,6 +145,9 @@ class GuardSet {
   // take strides at run time, so dynamic entries leave them free.
   void add_tensor(int arg, std::string name, const TensorMeta& meta,
                   const std::array<int, kMaxRank>& dim_symbols, bool strides);
+  // The tensor guard of argument `ref` (ref >= 0), or of path tensor slot -ref - 1,
+  // also requires the standard contiguous strides of its sizes.
+  void require_contiguous(int ref);
   void add_scalar(int arg, std::string name, PyObject* value);
   // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
   void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,

@@ -45,6 +45,8 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
+// A torch.dtype, torch.device or torch.layout (exactly): immutable, compared in C.
+bool is_torch_metadata_object(PyObject* o);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
@@ -215,6 +217,19 @@ class Tracer {
   Status call_tensor_method(CallSite& c);
   std::optional<Status> call_grad_mode(const CallSite& c);
   std::optional<Status> call_builtin(const CallSite& c);
+
+  // ---- tensor metadata and torch.overrides checks (interp/torch/tensor_meta.cpp) ----
+ public:
+  static bool is_meta_method(const std::string& name);  // stride, is_contiguous, element_size, ...
+ private:
+  std::optional<Status> tensor_meta_attr(const Value& t, const std::string& name);
+  Status call_meta_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  std::optional<Status> call_override_check(const CallSite& c);
+  std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
+  std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
+  Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
+  // Placeholders of inputs: whether the input had the standard contiguous strides.
+  std::unordered_map<jit::NodeId, bool> input_contiguous_;
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);

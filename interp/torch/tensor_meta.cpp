@@ -1,0 +1,290 @@
+// Tensor metadata answered at trace time (.dtype, .device, .stride(), .is_contiguous(),
+// ...), torch's metadata objects as constants (dtype == torch.float32), and the
+// torch.overrides checks that torch.nn.functional runs before every op.
+//
+// Every tensor the tracer holds is a plain torch.Tensor (or Parameter) on the CPU
+// with a dtype the graph knows: inputs are guarded so, and computed tensors follow
+// from their node. What depends on more than that (strides, requires_grad) is
+// answered only where it follows from guarded inputs; anything else ends the trace.
+#include "interp/trace/tracer.h"
+
+#include <string_view>
+
+#include "interp/runtime/plan.h"
+
+namespace fj::interp {
+
+using jit::DType;
+using jit::NodeId;
+using jit::SymExpr;
+
+namespace {
+
+// A torch object kept for the process: torch.<name> (borrowed), or nullptr.
+PyObject* torch_attr(const char* name) {
+  PyObject* torch = PyImport_AddModule("torch");  // borrowed; torch is imported with framejit
+  PyObject* v = torch ? PyObject_GetAttrString(torch, name) : nullptr;
+  guards::clear_error();
+  return v;  // a new reference, kept for the process by the callers' statics
+}
+
+PyObject* cpu_device() {
+  static PyObject* dev = [] {
+    PyObject* device_type = torch_attr("device");
+    PyObject* d = device_type ? PyObject_CallFunction(device_type, "s", "cpu") : nullptr;
+    Py_XDECREF(device_type);
+    guards::clear_error();
+    return d;
+  }();
+  return dev;
+}
+
+PyObject* strided_layout() {
+  static PyObject* layout = torch_attr("strided");
+  return layout;
+}
+
+bool exact_builtin(PyObject* o, std::string_view type_name) {
+  return std::string_view(Py_TYPE(o)->tp_name) == type_name && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
+
+Value bool_value(bool b) { return Value::constant(PyRef::borrow(b ? Py_True : Py_False)); }
+Value int_value(int64_t v) { return Value::constant(PyRef::steal(PyLong_FromLongLong(v))); }
+
+size_t element_size(DType d) {
+  switch (d) {
+    case DType::Bool: case DType::UInt8: return 1;
+    case DType::Int32: case DType::Float32: return 4;
+    case DType::Int64: case DType::Float64: return 8;
+  }
+  return 0;
+}
+
+// The torch.overrides checks, by object: _has_torch_function(iterable),
+// _has_torch_function_unary(obj), _has_torch_function_variadic(*objs).
+enum class OverrideCheck : uint8_t { Iterable, Unary, Variadic };
+
+std::optional<OverrideCheck> override_check(PyObject* fn) {
+  static PyObject* c = PyImport_ImportModule("torch._C");  // kept for the process
+  if (c == nullptr) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  static PyObject* iterable = PyObject_GetAttrString(c, "_has_torch_function");
+  static PyObject* unary = PyObject_GetAttrString(c, "_has_torch_function_unary");
+  static PyObject* variadic = PyObject_GetAttrString(c, "_has_torch_function_variadic");
+  guards::clear_error();
+  if (fn == nullptr) return std::nullopt;
+  if (fn == iterable) return OverrideCheck::Iterable;
+  if (fn == unary) return OverrideCheck::Unary;
+  if (fn == variadic) return OverrideCheck::Variadic;
+  return std::nullopt;
+}
+
+// torch._C._is_torch_function_mode_enabled() now: under a TorchFunctionMode the
+// checks answer True. False when it cannot be read.
+bool function_mode_on() {
+  static PyObject* c = PyImport_ImportModule("torch._C");
+  static PyObject* fn = c ? PyObject_GetAttrString(c, "_is_torch_function_mode_enabled") : nullptr;
+  guards::clear_error();
+  if (fn == nullptr) return true;
+  PyObject* r = PyObject_CallNoArgs(fn);
+  const bool on = r == nullptr || r != Py_False;
+  Py_XDECREF(r);
+  guards::clear_error();
+  return on;
+}
+
+}  // namespace
+
+bool is_torch_metadata_object(PyObject* o) {
+  return exact_builtin(o, "torch.dtype") || exact_builtin(o, "torch.device") || exact_builtin(o, "torch.layout");
+}
+
+bool Tracer::is_meta_method(const std::string& name) {
+  static const char* const kNames[] = {"stride", "is_contiguous", "element_size", "is_floating_point",
+                                       "is_complex", "get_device", "nelement", "is_signed"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// The placeholders that node n is computed from (n itself when it is one).
+std::vector<NodeId> Tracer::input_ancestors(NodeId n) const {
+  std::vector<NodeId> out, todo{n};
+  std::vector<bool> seen(graph_.size(), false);
+  while (!todo.empty()) {
+    const NodeId k = todo.back();
+    todo.pop_back();
+    if (seen[static_cast<size_t>(k)]) continue;
+    seen[static_cast<size_t>(k)] = true;
+    const jit::Node& node = graph_.node(k);
+    if (node.op == jit::Op::Placeholder) out.push_back(k);
+    for (NodeId i : node.inputs) todo.push_back(i);
+  }
+  return out;
+}
+
+// Whether eager's tensor for node n has the standard contiguous strides of its sizes,
+// where that follows from inputs that have them (each then guarded so). An error
+// where it cannot be known.
+Status Tracer::require_standard_strides(NodeId n, bool allow_view, const std::string& what) {
+  if (committed_ || continuation_) return unsupported(what + " after a graph break (not supported yet)");
+  if (may_be_noncontig(n)) return unsupported(what + " of a tensor that may be non-contiguous (not supported yet)");
+  if (!allow_view && graph_.node(n).op != jit::Op::Placeholder && view_parent_.count(n)) {
+    return unsupported(what + " of a view (not supported yet)");
+  }
+  std::vector<int> refs;
+  for (NodeId p : input_ancestors(n)) {
+    const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(p).index)];
+    auto c = input_contiguous_.find(p);
+    if (ref.kind == InputRef::Kind::Reg || c == input_contiguous_.end()) {
+      return unsupported(what + " of a tensor computed from a graph break's result (not supported yet)");
+    }
+    if (!c->second) return unsupported(what + " of a tensor computed from a non-contiguous input (not supported yet)");
+    refs.push_back(ref.kind == InputRef::Kind::Arg ? ref.index : -ref.index - 1);
+  }
+  for (int r : refs) entry_->guards.require_contiguous(r);
+  return ok();
+}
+
+// t.<name> for a tensor t: nullopt when `name` is not a metadata attribute.
+std::optional<Status> Tracer::tensor_meta_attr(const Value& t, const std::string& name) {
+  const jit::Node& n = graph_.node(t.node);
+  PyObject* obj = nullptr;
+  if (name == "dtype") obj = torch_dtype(n.dtype);
+  else if (name == "device") obj = cpu_device();
+  else if (name == "layout") obj = strided_layout();
+  else if (name == "is_cuda" || name == "is_meta" || name == "is_sparse" || name == "is_quantized" ||
+           name == "is_mkldnn" || name == "is_nested" || name == "is_xpu" || name == "is_mps") obj = Py_False;
+  else if (name == "is_cpu") obj = Py_True;
+  else if (name == "itemsize") {
+    FJ_TRY(require_tensor_attr(name));
+    push(int_value(static_cast<int64_t>(element_size(n.dtype))));
+    return ok();
+  } else if (name == "requires_grad") {
+    FJ_TRY(require_tensor_attr(name));
+    bool needs_grad = false;
+    for (NodeId p : input_ancestors(t.node)) {
+      const auto index = static_cast<size_t>(graph_.node(p).index);
+      const InputRef ref = placeholder_slot_[index];
+      if (ref.kind == InputRef::Kind::Reg) return unsupported("requires_grad of a graph break's result (not supported yet)");
+      const bool r = index < placeholder_requires_grad_.size() && placeholder_requires_grad_[index];
+      if (p == t.node) needs_grad = r;
+      else if (r) return unsupported("requires_grad of a tensor computed from one that requires grad (not supported yet)");
+    }
+    if (!markers_.empty()) return unsupported("requires_grad in a frame with custom autograd Functions (not supported yet)");
+    obj = needs_grad ? Py_True : Py_False;
+  } else {
+    return std::nullopt;
+  }
+  if (obj == nullptr) return unsupported("tensor attribute '." + name + "': torch's object cannot be read");
+  FJ_TRY(require_tensor_attr(name));
+  push(Value::constant(PyRef::borrow(obj)));
+  return ok();
+}
+
+// t.stride(), t.is_contiguous(), ... (is_meta_method): args[0] is the tensor.
+Status Tracer::call_meta_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names) {
+  const NodeId node = args[0].node;
+  const jit::Node& n = graph_.node(node);
+  const DType d = n.dtype;
+  const std::string what = "." + name + "()";
+  if (kw_names != nullptr) return unsupported("keyword arguments to " + what + " (not supported yet)");
+  if (name == "stride") {
+    if (args.size() > 2) return unsupported(what + " with more than one argument (CPython raises)");
+    int64_t dim = -1;
+    const auto rank = static_cast<int64_t>(n.rank());
+    if (args.size() == 2) {
+      FJ_TRY(int_arg(args[1], what + " dim", &dim));
+      if (dim < -rank || dim >= rank || rank == 0) return unsupported(what + " with a dim out of range (eager raises)");
+      if (dim < 0) dim += rank;
+    }
+    FJ_TRY(require_standard_strides(node, /*allow_view=*/false, what));
+    const jit::SymShape sizes = n.sym;  // a copy: pushes may add nothing, but stay safe
+    std::vector<Value> strides(sizes.size());
+    SymExpr step = SymExpr::integer(1);
+    for (size_t k = sizes.size(); k-- > 0;) {
+      strides[k] = step.is_constant() ? int_value(*step.as_int()) : Value::sym(step);
+      const bool at_most_one = sizes[k].is_constant() && *sizes[k].as_int() <= 1;
+      if (!at_most_one) step = jit::mul(step, sizes[k]);
+    }
+    if (dim >= 0) push(strides[static_cast<size_t>(dim)]);
+    else push(Value::sequence(ValueKind::Tuple, std::move(strides)));
+    return ok();
+  }
+  if (args.size() != 1) return unsupported(what + " with arguments (not supported yet)");
+  if (name == "is_contiguous") {
+    FJ_TRY(require_standard_strides(node, /*allow_view=*/true, what));
+    push(bool_value(true));
+  } else if (name == "element_size") {
+    push(int_value(static_cast<int64_t>(element_size(d))));
+  } else if (name == "is_floating_point") {
+    push(bool_value(jit::is_floating(d)));
+  } else if (name == "is_complex") {
+    push(bool_value(false));
+  } else if (name == "is_signed") {
+    push(bool_value(d != DType::Bool && d != DType::UInt8));
+  } else if (name == "get_device") {
+    push(int_value(-1));
+  } else if (name == "nelement") {
+    return call_shape_method("numel", args);
+  } else {
+    return unsupported("tensor " + what + " (not supported yet)");
+  }
+  return ok();
+}
+
+// The torch.overrides checks (torch._C._has_torch_function*): False when no argument
+// can define __torch_function__ (tensors the trace holds are plain, numbers, None,
+// strings, sequences of these) and no torch function mode is on. nullopt: the call
+// is not such a check.
+std::optional<Status> Tracer::call_override_check(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  const std::optional<OverrideCheck> check = override_check(c.callable.obj.get());
+  if (!check) return std::nullopt;
+  const std::string what = "torch.overrides check " + describe(c.callable);
+  if (c.kw_names) return unsupported(what + " with keyword arguments (CPython raises)");
+  if ((*check == OverrideCheck::Iterable || *check == OverrideCheck::Unary) && c.args.size() != 1) {
+    return unsupported(what + " with " + std::to_string(c.args.size()) + " arguments (CPython raises)");
+  }
+  std::vector<const Value*> objs;
+  if (*check == OverrideCheck::Iterable) {
+    const Value& seq = c.args[0];
+    if (seq.kind != ValueKind::Tuple && seq.kind != ValueKind::List) return unsupported(what + " of " + describe(seq));
+    for (const Value& v : seq.items) objs.push_back(&v);
+  } else {
+    for (const Value& v : c.args) objs.push_back(&v);
+  }
+  for (const Value* v : objs) {
+    const bool plain = v->kind == ValueKind::Tensor || v->kind == ValueKind::Sym || v->kind == ValueKind::Tuple ||
+                       v->kind == ValueKind::List || v->kind == ValueKind::Dict ||
+                       (v->kind == ValueKind::Const && !is_opaque(*v) &&
+                        (is_foldable(v->obj.get()) || is_torch_metadata_object(v->obj.get())));
+    if (!plain) return unsupported(what + " of " + describe(*v) + " (not supported yet)");
+  }
+  if (function_mode_on()) return unsupported(what + " under a torch function mode (not supported yet)");
+  push(bool_value(false));
+  return ok();
+}
+
+// dev.type, dev.index, dtype.is_floating_point, dtype.itemsize, ... of a torch
+// metadata object (immutable; where it came from is guarded already): read from the
+// object (C getters, no user code). nullopt: owner is no such object.
+std::optional<Status> Tracer::metadata_object_attr(const Value& owner, const std::string& name) {
+  if (owner.kind != ValueKind::Const || is_opaque(owner) || !is_torch_metadata_object(owner.obj.get())) return std::nullopt;
+  static const char* const kNames[] = {"type", "index", "is_floating_point", "is_complex", "is_signed", "itemsize"};
+  bool known = false;
+  for (const char* n : kNames) known = known || name == n;
+  if (!known) return unsupported("attribute '" + name + "' of " + describe(owner) + " (not supported yet)");
+  PyObject* v = PyObject_GetAttrString(owner.obj.get(), name.c_str());
+  if (v == nullptr) {
+    guards::clear_error();
+    return unsupported("attribute '" + name + "' of " + describe(owner) + " raised (CPython raises)");
+  }
+  push(Value::constant(PyRef::steal(v)));
+  return ok();
+}
+
+}  // namespace fj::interp
