@@ -95,6 +95,21 @@ bool function_mode_on() {
   return on;
 }
 
+// A torch.Tensor or nn.Parameter object (exactly; a constant the trace found through
+// a guarded cell, global or attribute): neither defines __torch_function__ for the
+// checks (Parameter's is torch's disabled one).
+bool plain_tensor_object(PyObject* o) {
+  auto& refs = guards::torch_refs();
+  if (refs.parameter_type == nullptr) {  // as path_tensor sets it (interp/trace/ops_load_store.cpp)
+    PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
+    refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
+    Py_XDECREF(mod);
+    guards::clear_error();
+  }
+  return Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
+         (refs.parameter_type != nullptr && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(refs.parameter_type));
+}
+
 }  // namespace
 
 bool is_torch_metadata_object(PyObject* o) {
@@ -238,10 +253,13 @@ Status Tracer::call_meta_method(const std::string& name, const std::vector<Value
 
 // The torch.overrides checks (torch._C._has_torch_function*): False when no argument
 // can define __torch_function__ (tensors the trace holds are plain, numbers, None,
-// strings, sequences of these) and no torch function mode is on. nullopt: the call
+// strings, torch dtypes and devices, sequences of these) and no torch function mode
+// is on. nullopt: the call
 // is not such a check.
 std::optional<Status> Tracer::call_override_check(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  static PyObject* device_type = torch_attr("device");  // kept for the process
+  if (c.callable.obj.get() == device_type && device_type != nullptr) return call_device(c);
   const std::optional<OverrideCheck> check = override_check(c.callable.obj.get());
   if (!check) return std::nullopt;
   const std::string what = "torch.overrides check " + describe(c.callable);
@@ -261,11 +279,36 @@ std::optional<Status> Tracer::call_override_check(const CallSite& c) {
     const bool plain = v->kind == ValueKind::Tensor || v->kind == ValueKind::Sym || v->kind == ValueKind::Tuple ||
                        v->kind == ValueKind::List || v->kind == ValueKind::Dict ||
                        (v->kind == ValueKind::Const && !is_opaque(*v) &&
-                        (is_foldable(v->obj.get()) || is_torch_metadata_object(v->obj.get())));
+                        (is_foldable(v->obj.get()) || plain_tensor_object(v->obj.get())));
     if (!plain) return unsupported(what + " of " + describe(*v) + " (not supported yet)");
   }
   if (function_mode_on()) return unsupported(what + " under a torch function mode (not supported yet)");
   push(bool_value(false));
+  return ok();
+}
+
+// torch.device("cpu") & co, of constant strings and ints: made now (a pure
+// constructor; the device is immutable and compares by value).
+Status Tracer::call_device(const CallSite& c) {
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  PyRef args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
+  PyRef kwargs = PyRef::steal(PyDict_New());
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    const Value& v = c.args[i];
+    PyObject* o = v.kind == ValueKind::Const && !is_opaque(v) ? v.obj.get() : nullptr;
+    if (o == nullptr || !(PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || o == Py_None || is_torch_metadata_object(o))) {
+      return unsupported("torch.device() of " + describe(v) + " (not supported yet)");
+    }
+    if (i < npos) PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), Py_NewRef(o));
+    else PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(i - npos)), o);
+  }
+  PyObject* dev = PyObject_Call(c.callable.obj.get(), args.get(), kwargs.get());
+  if (dev == nullptr) {
+    guards::clear_error();
+    return unsupported("torch.device() raised (CPython raises)");
+  }
+  push(Value::constant(PyRef::steal(dev)));
   return ok();
 }
 
@@ -285,6 +328,34 @@ std::optional<Status> Tracer::metadata_object_attr(const Value& owner, const std
   }
   push(Value::constant(PyRef::steal(v)));
   return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// torch._VF.<op>: the module's __getattr__ reads torch._C._VariableFunctions, whose
+// functions are fixed builtins. torch.backends.cudnn.enabled: a property of the
+// module's class, read now; it only matters on CUDA, so it is passed on opaque (any
+// use but handing it to an op ends the trace).
+PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque) {
+  static PyObject* vf = PyImport_ImportModule("torch._VF");  // kept for the process
+  static PyObject* cudnn = PyImport_ImportModule("torch.backends.cudnn");
+  guards::clear_error();
+  *opaque = false;
+  PyObject* v = nullptr;
+  if (module == vf && vf != nullptr) {
+    PyObject* c = PyImport_AddModule("torch._C");
+    PyObject* fns = c ? PyObject_GetAttrString(c, "_VariableFunctions") : nullptr;
+    v = fns ? PyObject_GetAttrString(fns, name.c_str()) : nullptr;
+    Py_XDECREF(fns);
+    if (v != nullptr && !PyCFunction_Check(v)) Py_CLEAR(v);
+  } else if (module == cudnn && cudnn != nullptr && name == "enabled") {
+    v = PyObject_GetAttrString(module, "enabled");
+    *opaque = true;
+  }
+  guards::clear_error();
+  return v;
 }
 
 }  // namespace fj::interp

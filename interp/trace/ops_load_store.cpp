@@ -111,6 +111,12 @@ static Status module_attr(Value& base, const std::string& name, Value* out,
     return unsupported("attribute '" + name + "' of a value other than a global module");
   }
   PyObject* v = PyDict_GetItemString(PyModule_GetDict(base.obj.get()), name.c_str());
+  bool opaque = false;
+  if (v == nullptr && (v = torch_module_fallback_attr(base.obj.get(), name, &opaque)) != nullptr) {
+    *out = Value::constant(PyRef::steal(v));  // no source: not found in the dict again
+    out->opaque = opaque;
+    return ok();
+  }
   if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
   Source src = base.source;
   src.attrs.push_back(name);

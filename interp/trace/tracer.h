@@ -47,6 +47,12 @@ inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.o
 bool is_shape_method(const std::string& name);
 // A torch.dtype, torch.device or torch.layout (exactly): immutable, compared in C.
 bool is_torch_metadata_object(PyObject* o);
+// None, "cpu" or torch.device("cpu") (interp/torch/creation.cpp).
+bool is_cpu_device(PyObject* o);
+// A module attribute that module code reads but the module's dict does not hold
+// (torch._VF.dropout, torch.backends.cudnn.enabled), or nullptr (tensor_meta.cpp).
+// *opaque: the value may only be passed on, never looked into.
+PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
@@ -224,7 +230,9 @@ class Tracer {
  private:
   std::optional<Status> tensor_meta_attr(const Value& t, const std::string& name);
   Status call_meta_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  // The torch.overrides checks, and torch.device(...) of constants; nullopt: neither.
   std::optional<Status> call_override_check(const CallSite& c);
+  Status call_device(const CallSite& c);
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
@@ -349,6 +357,9 @@ class Tracer {
   Status fill_sized(const OpCall& c, long value);
   Status fill_like(const OpCall& c, long value);
   Status triangle(const OpCall& c, bool lower);
+  // shared by the conversions (conversions.cpp)
+  Status cast_or_self(const OpCall& c, std::optional<jit::DType> to, bool copy);
+  Status new_filled(const OpCall& c, const Value& value);
   Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
                        jit::SymExpr* length);
   // shared by the matmul family (matmul.cpp, einsum.cpp)

@@ -40,6 +40,15 @@ def check(fn, *args):
     same(one_graph(fn, *args), fn(*args))
 
 
+def check_module(m, *args):
+    """A module compiled whole (its forward: one graph, no break), against eager."""
+    framejit.reset()
+    info = framejit.explain(m.forward, *args)
+    assert info.graph_count == 1 and not info.graph_breaks, [b.reason for b in info.graph_breaks]
+    framejit.reset()
+    same(framejit.compile(m)(*args), m(*args))
+
+
 # ---- tensor metadata ----
 
 def test_device_into_arange():
@@ -135,3 +144,181 @@ def test_requires_grad_of_parameter_under_no_grad():
     x = torch.randn(4)
     framejit.reset()
     same(framejit.compile(f)(x), f(x))
+
+
+# ---- torch.overrides checks, is_scripting & co ----
+
+def test_override_checks_answer_false():
+    w = torch.nn.Parameter(torch.randn(4), requires_grad=False)
+
+    def f(x):
+        a = torch._C._has_torch_function_unary(x)
+        b = torch._C._has_torch_function_variadic(x, w, None, 2)
+        c = torch.overrides.has_torch_function((x, w))
+        d = torch.jit.is_scripting() or torch.compiler.is_compiling()
+        return x + (1 if (a or b or c or d) else 2)
+
+    check(f, torch.randn(4))
+
+
+def test_override_check_under_function_mode_matches_eager():
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def f(x):
+        return x + (1 if torch._C._has_torch_function_unary(x) else 2)
+
+    x = torch.randn(4)
+    framejit.reset()
+    g = framejit.compile(f)
+    with Mode():
+        want = f(x)
+        got = g(x)
+    same(got, want)
+
+
+# ---- conversions, copies, new_* ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_to_forms(dtype):
+    def f(x, other):
+        return (x.to(torch.float64) + 1, x.to("cpu") * 2, x.to(other) + 1, x.to(dtype=torch.float64, device="cpu"),
+                x.to(torch.device("cpu"), torch.int32), x.to(torch.float32, False), x.to(x.dtype, copy=True) + 0,
+                x.type_as(other), x.double().type_as(x))
+
+    check(f, (torch.randn(3, 4) * 5).to(dtype), torch.randn(2).long())
+
+
+def test_to_same_dtype_returns_self_like_eager():
+    def f(x):
+        y = x.to(torch.float32)
+        z = x.clone()
+        z.add_(1)
+        return y is x, z
+
+    x = torch.randn(5)
+    framejit.reset()
+    got = framejit.compile(f)(x.clone())
+    same(got[1], f(x)[1])
+    assert got[0] == f(x)[0]
+
+
+def test_clone_is_a_copy():
+    def f(x):
+        y = x.clone()
+        y.mul_(2)
+        return x + 0, y, torch.clone(x) - 1
+
+    check(f, torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float64])
+def test_new_factories(dtype):
+    def f(x):
+        return (x.new_zeros(3, 4), x.new_ones((2,)), x.new_full((2, 3), 2.5), x.new_zeros(x.shape[0], dtype=torch.float64),
+                x.new_empty(2, 2).shape, x + x.new_ones(x.shape))
+
+    check(f, (torch.randn(3, 4) * 5).to(dtype))
+
+
+def test_zeros_like_with_dtype():
+    check(lambda x: torch.zeros_like(x, dtype=torch.long) + torch.ones_like(x, dtype=torch.float64), torch.randn(3))
+
+
+# ---- torch.nn.functional ----
+
+def test_dropout_eval():
+    def f(x):
+        return F.dropout(x, 0.1, training=False) * 2 + F.dropout(x, p=0.5, training=False)
+
+    check(f, torch.randn(4, 8))
+
+
+def test_dropout_bad_p_raises_like_eager():
+    def f(x):
+        return F.dropout(x, 1.5, training=False) + 1
+
+    x = torch.randn(3)
+    with pytest.raises(ValueError) as want:
+        f(x)
+    framejit.reset()
+    with pytest.raises(ValueError) as got:
+        framejit.compile(f)(x)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 4)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_eval(shape, affine):
+    c = shape[1]
+    params = (torch.randn(c), torch.rand(c) + 0.5) + ((torch.randn(c), torch.randn(c)) if affine else ())
+
+    def f(x, rm, rv, w=None, b=None):
+        return F.batch_norm(x, rm, rv, w, b, training=False, eps=1e-3) + 1
+
+    check(f, torch.randn(*shape), *params)
+
+
+class BNNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_out = torch.nn.Linear(4, 4)
+        self.bn = torch.nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            return self.conv_out(self.bn(x)).relu()
+
+
+def test_batch_norm_module_eval():
+    m = BNNet().eval()
+    with torch.no_grad():
+        m.bn.running_mean.normal_()
+        m.bn.running_var.uniform_(0.5, 2)
+        m.bn.weight.normal_()
+        m.bn.bias.normal_()
+    check_module(m, torch.randn(2, 3, 4, 4))
+
+
+def test_batch_norm_channel_mismatch_raises_like_eager():
+    def f(x, rm, rv):
+        return F.batch_norm(x, rm, rv, training=False) + 1
+
+    args = torch.randn(2, 3), torch.randn(4), torch.rand(4) + 0.5
+    with pytest.raises(RuntimeError) as want:
+        f(*args)
+    framejit.reset()
+    with pytest.raises(RuntimeError) as got:
+        framejit.compile(f)(*args)
+    assert str(got.value) == str(want.value)
+
+
+def test_layer_norm_and_embedding():
+    def f(x, idx, w, b, emb):
+        return F.layer_norm(x, (8,), w, b) + F.embedding(idx, emb)
+
+    check(f, torch.randn(4, 8), torch.randint(0, 10, (4,)), torch.randn(8), torch.randn(8), torch.randn(10, 8))
+
+
+class TinyGPT(torch.nn.Module):
+    """nanoGPT's forward prologue: .device on the first line, arange on it, dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = torch.nn.Embedding(16, 8), torch.nn.Embedding(12, 8)
+        self.drop = torch.nn.Dropout(0.1)
+        self.ln = torch.nn.LayerNorm(8)
+
+    def forward(self, idx):
+        device = idx.device
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=device)
+        with torch.no_grad():
+            x = self.drop(self.wte(idx) + self.wpe(pos))
+            return self.ln(x).to(x.dtype)
+
+
+def test_nanogpt_style_forward():
+    torch.manual_seed(0)
+    check_module(TinyGPT().eval(), torch.randint(0, 16, (2, 5)))
