@@ -360,6 +360,8 @@ class Tracer {
   // shared by the conversions (conversions.cpp)
   Status cast_or_self(const OpCall& c, std::optional<jit::DType> to, bool copy);
   Status new_filled(const OpCall& c, const Value& value);
+  // shared by the functional ops (functional.cpp)
+  Status nll_loss(const OpCall& c, bool log_softmax);
   Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
                        jit::SymExpr* length);
   // shared by the matmul family (matmul.cpp, einsum.cpp)

@@ -322,3 +322,75 @@ class TinyGPT(torch.nn.Module):
 def test_nanogpt_style_forward():
     torch.manual_seed(0)
     check_module(TinyGPT().eval(), torch.randint(0, 16, (2, 5)))
+
+
+# ---- attention and losses ----
+
+@pytest.mark.parametrize("lq,ls", [(5, 5), (4, 6), (6, 3)])
+def test_sdpa_causal_keywords(lq, ls):
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    check(f, torch.randn(2, 3, lq, 8), torch.randn(2, 3, ls, 8), torch.randn(2, 3, ls, 4))
+
+
+def test_sdpa_plain_scaled_and_masked():
+    q, k, v = torch.randn(2, 2, 4, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    bool_mask = torch.rand(4, 6) > 0.3
+    bool_mask[1] = False  # a row masked everywhere: eager gives 0
+    float_mask = torch.randn(2, 1, 4, 6)
+
+    def f(q, k, v, bm, fm):
+        return (F.scaled_dot_product_attention(q, k, v),
+                F.scaled_dot_product_attention(q, k, v, scale=0.3),
+                F.scaled_dot_product_attention(q, k, v, attn_mask=bm),
+                F.scaled_dot_product_attention(q, k, v, fm, 0.0))
+
+    check(f, q, k, v, bool_mask, float_mask)
+
+
+def test_sdpa_new_sizes_and_dtype_retrace():
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    framejit.reset()
+    g = framejit.compile(f)
+    for t, dtype in [(5, torch.float32), (7, torch.float32), (7, torch.float64), (3, torch.float32)]:
+        args = [torch.randn(1, 2, t, 8, dtype=dtype) for _ in range(3)]
+        same(g(*args), f(*args))
+
+
+def test_sdpa_mask_and_causal_raises_like_eager():
+    def f(q):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(3, 3, dtype=torch.bool), is_causal=True)
+
+    q = torch.randn(1, 3, 8)
+    with pytest.raises(RuntimeError) as want:
+        f(q)
+    framejit.reset()
+    with pytest.raises(RuntimeError) as got:
+        framejit.compile(f)(q)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_and_nll(reduction):
+    def f(x, t):
+        return (F.cross_entropy(x, t, reduction=reduction), F.nll_loss(F.log_softmax(x, -1), t, reduction=reduction),
+                F.cross_entropy(x, t, ignore_index=2, reduction=reduction))
+
+    t = torch.tensor([0, 2, 4, 2, 1, 3])
+    check(f, torch.randn(6, 5), t)
+
+
+def test_cross_entropy_target_out_of_range_raises_like_eager():
+    def f(x, t):
+        return F.cross_entropy(x, t)
+
+    x, t = torch.randn(3, 4), torch.tensor([0, 7, 1])
+    with pytest.raises(IndexError) as want:
+        f(x, t)
+    framejit.reset()
+    with pytest.raises(IndexError) as got:
+        framejit.compile(f)(x, t)
+    assert str(got.value) == str(want.value)
