@@ -113,7 +113,8 @@ bool plain_tensor_object(PyObject* o) {
 }  // namespace
 
 bool is_torch_metadata_object(PyObject* o) {
-  return exact_builtin(o, "torch.dtype") || exact_builtin(o, "torch.device") || exact_builtin(o, "torch.layout");
+  return exact_builtin(o, "torch.dtype") || exact_builtin(o, "torch.device") || exact_builtin(o, "torch.layout") ||
+         exact_builtin(o, "torch.finfo") || exact_builtin(o, "torch.iinfo");
 }
 
 bool Tracer::is_meta_method(const std::string& name) {
@@ -258,8 +259,29 @@ Status Tracer::call_meta_method(const std::string& name, const std::vector<Value
 // is not such a check.
 std::optional<Status> Tracer::call_override_check(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
-  static PyObject* device_type = torch_attr("device");  // kept for the process
-  if (c.callable.obj.get() == device_type && device_type != nullptr) return call_device(c);
+  // torch.device / finfo / iinfo: pure constructors of immutable objects.
+  static PyObject* const kMakers[] = {torch_attr("device"), torch_attr("finfo"), torch_attr("iinfo")};  // kept
+  for (PyObject* maker : kMakers) {
+    if (maker != nullptr && c.callable.obj.get() == maker) return call_torch_constructor(c);
+  }
+  static PyObject* is_tracing = [] {
+    PyObject* m = PyImport_ImportModule("torch._C");
+    PyObject* f = m ? PyObject_GetAttrString(m, "_is_tracing") : nullptr;
+    Py_XDECREF(m);
+    guards::clear_error();
+    return f;  // kept for the process
+  }();
+  if (is_tracing != nullptr && c.callable.obj.get() == is_tracing && c.args.empty() && !c.kw_names) {
+    // torch.jit.is_tracing(): False as eager answers outside torch.jit.trace; a frame
+    // traced by torch.jit.trace is left to CPython.
+    PyObject* r = PyObject_CallNoArgs(is_tracing);
+    const bool off = r == Py_False;
+    Py_XDECREF(r);
+    guards::clear_error();
+    if (!off) return unsupported("torch.jit.is_tracing() inside torch.jit.trace (not supported)");
+    push(bool_value(false));
+    return ok();
+  }
   const std::optional<OverrideCheck> check = override_check(c.callable.obj.get());
   if (!check) return std::nullopt;
   const std::string what = "torch.overrides check " + describe(c.callable);
@@ -287,9 +309,9 @@ std::optional<Status> Tracer::call_override_check(const CallSite& c) {
   return ok();
 }
 
-// torch.device("cpu") & co, of constant strings and ints: made now (a pure
-// constructor; the device is immutable and compares by value).
-Status Tracer::call_device(const CallSite& c) {
+// torch.device("cpu"), torch.finfo(torch.float32) & co, of constants: made now (pure
+// constructors of immutable objects).
+Status Tracer::call_torch_constructor(const CallSite& c) {
   const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
   const size_t npos = c.args.size() - nkw;
   PyRef args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
@@ -298,7 +320,7 @@ Status Tracer::call_device(const CallSite& c) {
     const Value& v = c.args[i];
     PyObject* o = v.kind == ValueKind::Const && !is_opaque(v) ? v.obj.get() : nullptr;
     if (o == nullptr || !(PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || o == Py_None || is_torch_metadata_object(o))) {
-      return unsupported("torch.device() of " + describe(v) + " (not supported yet)");
+      return unsupported(describe(c.callable) + " of " + describe(v) + " (not supported yet)");
     }
     if (i < npos) PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), Py_NewRef(o));
     else PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(i - npos)), o);
@@ -306,18 +328,19 @@ Status Tracer::call_device(const CallSite& c) {
   PyObject* dev = PyObject_Call(c.callable.obj.get(), args.get(), kwargs.get());
   if (dev == nullptr) {
     guards::clear_error();
-    return unsupported("torch.device() raised (CPython raises)");
+    return unsupported(describe(c.callable) + " raised (CPython raises)");
   }
   push(Value::constant(PyRef::steal(dev)));
   return ok();
 }
 
-// dev.type, dev.index, dtype.is_floating_point, dtype.itemsize, ... of a torch
+// dev.type, dev.index, dtype.is_floating_point, finfo.min, ... of a torch
 // metadata object (immutable; where it came from is guarded already): read from the
 // object (C getters, no user code). nullopt: owner is no such object.
 std::optional<Status> Tracer::metadata_object_attr(const Value& owner, const std::string& name) {
   if (owner.kind != ValueKind::Const || is_opaque(owner) || !is_torch_metadata_object(owner.obj.get())) return std::nullopt;
-  static const char* const kNames[] = {"type", "index", "is_floating_point", "is_complex", "is_signed", "itemsize"};
+  static const char* const kNames[] = {"type", "index", "is_floating_point", "is_complex", "is_signed", "itemsize",
+                                       "min", "max", "eps", "tiny", "bits", "resolution", "smallest_normal", "dtype"};
   bool known = false;
   for (const char* n : kNames) known = known || name == n;
   if (!known) return unsupported("attribute '" + name + "' of " + describe(owner) + " (not supported yet)");

@@ -45,7 +45,7 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
-// A torch.dtype, torch.device or torch.layout (exactly): immutable, compared in C.
+// A torch.dtype, device, layout, finfo or iinfo (exactly): immutable, compared in C.
 bool is_torch_metadata_object(PyObject* o);
 // None, "cpu" or torch.device("cpu") (interp/torch/creation.cpp).
 bool is_cpu_device(PyObject* o);
@@ -230,9 +230,10 @@ class Tracer {
  private:
   std::optional<Status> tensor_meta_attr(const Value& t, const std::string& name);
   Status call_meta_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
-  // The torch.overrides checks, and torch.device(...) of constants; nullopt: neither.
+  // The torch.overrides checks, torch.jit.is_tracing(), torch.device(...) and
+  // torch.finfo(...) of constants; nullopt: none of these.
   std::optional<Status> call_override_check(const CallSite& c);
-  Status call_device(const CallSite& c);
+  Status call_torch_constructor(const CallSite& c);
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);

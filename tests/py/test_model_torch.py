@@ -394,3 +394,13 @@ def test_cross_entropy_target_out_of_range_raises_like_eager():
     with pytest.raises(IndexError) as got:
         framejit.compile(f)(x, t)
     assert str(got.value) == str(want.value)
+
+
+def test_finfo_and_is_tracing():
+    def f(x):
+        lo = torch.finfo(x.dtype).min
+        big = torch.iinfo(torch.int32).max
+        return x.masked_fill(x < 0, lo) + (0 if torch.jit.is_tracing() else 1), big, torch.finfo(x.dtype).eps
+
+    check(f, torch.randn(6))
+    check(f, torch.randn(6).double())
