@@ -16,7 +16,7 @@
 // Families: tensor_guards.cpp (tensors and their memory), value_guards.cpp
 // (arguments and closure cells by value, symbols, expressions), object_guards.cpp
 // (globals, attribute paths, functions, module dicts), torch_guards.cpp (torch's
-// global state: grad mode, default dtype, Tensor's methods).
+// global state: grad mode, function modes, default dtype, Tensor's methods).
 #pragma once
 
 #include <string>
@@ -256,6 +256,13 @@ struct GradModeIs {
   std::string text() const;
 };
 
+// No torch function mode is on: torch.overrides checks answer as the trace saw.
+struct NoFunctionMode {
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // torch.get_default_dtype() is `dtype`: what creation ops and int->float promotion make.
 struct DefaultDTypeIs {
   PyRef dtype;
@@ -281,7 +288,7 @@ struct Guard {
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre,                                              // objects
-               GradModeIs, DefaultDTypeIs, TensorAttrIs>                 // torch state
+               GradModeIs, NoFunctionMode, DefaultDTypeIs, TensorAttrIs>                 // torch state
       kind;
 };
 

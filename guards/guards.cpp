@@ -168,6 +168,11 @@ void GuardSet::add_grad_mode(bool enabled) {
   guards_.push_back({GradModeIs{enabled}});
 }
 
+void GuardSet::add_no_function_mode() {
+  if (has<NoFunctionMode>([](const NoFunctionMode&) { return true; })) return;
+  guards_.push_back({NoFunctionMode{}});
+}
+
 void GuardSet::add_default_dtype(PyObject* dtype) {
   if (has<DefaultDTypeIs>([](const DefaultDTypeIs&) { return true; })) return;
   guards_.push_back({DefaultDTypeIs{PyRef::borrow(dtype)}});

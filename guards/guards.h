@@ -63,6 +63,8 @@ struct TorchRefs {
 TorchRefs& torch_refs();
 // torch.is_grad_enabled() now (false when it cannot be read).
 bool grad_enabled();
+// torch._C._is_torch_function_mode_enabled() now (true when it cannot be read).
+bool torch_function_mode_enabled() noexcept;
 // torch.get_default_dtype() now (borrowed: dtypes are immortal singletons), or
 // nullptr when it cannot be read.
 PyObject* default_dtype() noexcept;
@@ -180,6 +182,8 @@ class GuardSet {
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);
+  // No torch function mode is on (the trace answered torch.overrides checks False).
+  void add_no_function_mode();
   // The tensors (an argument slot k as k, a path tensor slot k as -k - 1; `names`
   // says how each reads) share no memory where one of the first `num_updated` is
   // involved, and those have no internally overlapping elements.

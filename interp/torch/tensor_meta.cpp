@@ -81,20 +81,6 @@ std::optional<OverrideCheck> override_check(PyObject* fn) {
   return std::nullopt;
 }
 
-// torch._C._is_torch_function_mode_enabled() now: under a TorchFunctionMode the
-// checks answer True. False when it cannot be read.
-bool function_mode_on() {
-  static PyObject* c = PyImport_ImportModule("torch._C");
-  static PyObject* fn = c ? PyObject_GetAttrString(c, "_is_torch_function_mode_enabled") : nullptr;
-  guards::clear_error();
-  if (fn == nullptr) return true;
-  PyObject* r = PyObject_CallNoArgs(fn);
-  const bool on = r == nullptr || r != Py_False;
-  Py_XDECREF(r);
-  guards::clear_error();
-  return on;
-}
-
 // A torch.Tensor or nn.Parameter object (exactly; a constant the trace found through
 // a guarded cell, global or attribute): neither defines __torch_function__ for the
 // checks (Parameter's is torch's disabled one).
@@ -304,7 +290,8 @@ std::optional<Status> Tracer::call_override_check(const CallSite& c) {
                         (is_foldable(v->obj.get()) || plain_tensor_object(v->obj.get())));
     if (!plain) return unsupported(what + " of " + describe(*v) + " (not supported yet)");
   }
-  if (function_mode_on()) return unsupported(what + " under a torch function mode (not supported yet)");
+  if (guards::torch_function_mode_enabled()) return unsupported(what + " under a torch function mode (not supported yet)");
+  guards().add_no_function_mode();
   push(bool_value(false));
   return ok();
 }

@@ -176,6 +176,11 @@ def test_override_check_under_function_mode_matches_eager():
         want = f(x)
         got = g(x)
     same(got, want)
+    same(g(x), f(x))  # traced outside the mode: answers False
+    with Mode():  # the entry's guard sees the mode: eager's answer again
+        want = f(x)
+        got = g(x)
+    same(got, want)
 
 
 # ---- conversions, copies, new_* ----
