@@ -16,7 +16,7 @@
 // Families: tensor_guards.cpp (tensors and their memory), value_guards.cpp
 // (arguments and closure cells by value, symbols, expressions), object_guards.cpp
 // (globals, attribute paths, functions, module dicts), torch_guards.cpp (torch's
-// global state: grad mode, default dtype, Tensor's methods).
+// global state: grad mode, function modes, default dtype, Tensor's methods).
 #pragma once
 
 #include <string>
@@ -54,6 +54,9 @@ struct TensorSpec {
   TensorMeta meta;
   std::array<int, kMaxRank> dim_symbols{};
   bool check_strides = true;
+  // The tensor's strides are the standard contiguous strides of its sizes (the trace
+  // answered .stride() or .is_contiguous() from them).
+  bool contiguous = false;
 
   bool matches(const TensorMeta& m, jit::Bindings& b) const noexcept;
   // After matches() said no: the first difference, said of `who`.
@@ -282,6 +285,13 @@ struct GradModeIs {
   std::string text() const;
 };
 
+// No torch function mode is on: torch.overrides checks answer as the trace saw.
+struct NoFunctionMode {
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // torch.get_default_dtype() is `dtype`: what creation ops and int->float promotion make.
 struct DefaultDTypeIs {
   PyRef dtype;
@@ -307,7 +317,7 @@ struct Guard {
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
-               GradModeIs, DefaultDTypeIs, TensorAttrIs>                 // torch state
+               GradModeIs, NoFunctionMode, DefaultDTypeIs, TensorAttrIs>  // torch state
       kind;
 };
 

@@ -66,6 +66,13 @@ void GuardSet::add_tensor(int arg, std::string name, const TensorMeta& meta,
   guards_.push_back({ArgTensor{arg, std::move(name), TensorSpec{meta, dim_symbols, strides}}});
 }
 
+void GuardSet::require_contiguous(int ref) {
+  for (Guard& g : guards_) {
+    if (auto* a = std::get_if<ArgTensor>(&g.kind); a != nullptr && ref >= 0 && a->arg == ref) a->spec.contiguous = true;
+    if (auto* p = std::get_if<PathTensor>(&g.kind); p != nullptr && ref < 0 && p->slot == -ref - 1) p->spec.contiguous = true;
+  }
+}
+
 int GuardSet::add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                               const TensorMeta& meta, const std::array<int, kMaxRank>& dim_symbols,
                               bool strides) {
@@ -176,6 +183,11 @@ int GuardSet::add_path_module(std::string name, const PathRoot& root, const std:
 void GuardSet::add_grad_mode(bool enabled) {
   if (has<GradModeIs>([](const GradModeIs&) { return true; })) return;
   guards_.push_back({GradModeIs{enabled}});
+}
+
+void GuardSet::add_no_function_mode() {
+  if (has<NoFunctionMode>([](const NoFunctionMode&) { return true; })) return;
+  guards_.push_back({NoFunctionMode{}});
 }
 
 void GuardSet::add_default_dtype(PyObject* dtype) {

@@ -66,6 +66,8 @@ struct TorchRefs {
 TorchRefs& torch_refs();
 // torch.is_grad_enabled() now (false when it cannot be read).
 bool grad_enabled();
+// torch._C._is_torch_function_mode_enabled() now (true when it cannot be read).
+bool torch_function_mode_enabled() noexcept;
 // torch.get_default_dtype() now (borrowed: dtypes are immortal singletons), or
 // nullptr when it cannot be read.
 PyObject* default_dtype() noexcept;
@@ -90,6 +92,9 @@ inline bool read_tensor_meta(PyObject* tensor, TensorMeta* out, std::string* why
   *out = *m;
   return true;
 }
+
+// The strides are those torch gives a new contiguous tensor of these sizes.
+bool is_standard_contiguous(const TensorMeta& m) noexcept;
 
 struct CallInputs {
   PyObject* const* args = nullptr;  // the frame's first num_args local slots
@@ -146,6 +151,9 @@ class GuardSet {
   // take strides at run time, so dynamic entries leave them free.
   void add_tensor(int arg, std::string name, const TensorMeta& meta,
                   const std::array<int, kMaxRank>& dim_symbols, bool strides);
+  // The tensor guard of argument `ref` (ref >= 0), or of path tensor slot -ref - 1,
+  // also requires the standard contiguous strides of its sizes.
+  void require_contiguous(int ref);
   void add_scalar(int arg, std::string name, PyObject* value);
   // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
   void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,
@@ -189,6 +197,8 @@ class GuardSet {
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);
+  // No torch function mode is on (the trace answered torch.overrides checks False).
+  void add_no_function_mode();
   // The tensors (an argument slot k as k, a path tensor slot k as -k - 1; `names`
   // says how each reads) share no memory where one of the first `num_updated` is
   // involved, and those have no internally overlapping elements.

@@ -93,6 +93,19 @@ bool grad_enabled() {
   return r.get() == Py_True;
 }
 
+bool torch_function_mode_enabled() noexcept {
+  static PyObject* fn = [] {
+    PyRef c = PyRef::steal(PyImport_ImportModule("torch._C"));
+    PyObject* f = c ? PyObject_GetAttrString(c.get(), "_is_torch_function_mode_enabled") : nullptr;
+    if (f == nullptr) clear_error();
+    return f;  // kept for the process
+  }();
+  if (fn == nullptr) return true;
+  const PyRef r = PyRef::steal(PyObject_CallNoArgs(fn));
+  if (!r) clear_error();
+  return r.get() != Py_False;
+}
+
 PyObject* default_dtype() noexcept {
   static PyObject* fn = torch_function("get_default_dtype");
   if (fn == nullptr) return nullptr;

@@ -13,6 +13,18 @@ bool is_plain_tensor(PyObject* t) noexcept {
          Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(r.parameter_type);
 }
 
+// The strides torch gives a new contiguous tensor of these sizes (a size-1 or size-0
+// dim steps as if its size were 1).
+bool standard_strides(const TensorMeta& m) noexcept {
+  int64_t expected = 1;
+  for (int d = m.rank - 1; d >= 0; --d) {
+    const auto k = static_cast<size_t>(d);
+    if (m.strides[k] != expected) return false;
+    expected *= std::max<int64_t>(m.sizes[k], 1);
+  }
+  return true;
+}
+
 std::string dims_str(const std::array<int64_t, kMaxRank>& d, int rank) {
   std::string s = "[";
   for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(d[static_cast<size_t>(i)]);
@@ -38,7 +50,7 @@ bool TensorSpec::matches(const TensorMeta& m, jit::Bindings& b) const noexcept {
     }
     if (check_strides && m.strides[i] != meta.strides[i]) return false;
   }
-  return true;
+  return !contiguous || standard_strides(m);
 }
 
 std::string TensorSpec::mismatch(const TensorMeta& m, const std::string& who) const {
@@ -75,6 +87,7 @@ std::string TensorSpec::mismatch(const TensorMeta& m, const std::string& who) co
              ", actual " + std::to_string(m.strides[k]);
     }
   }
+  if (contiguous && !standard_strides(m)) return who + " is no longer contiguous: stride=" + dims_str(m.strides, m.rank);
   return who + " changed";
 }
 
@@ -86,9 +99,11 @@ std::string TensorSpec::text(const std::string& who) const {
   }
   sizes += "]";
   return who + ": torch.Tensor " + describe_object(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
-         (check_strides ? " stride=" + dims_str(meta.strides, meta.rank) : "") +
+         (check_strides ? " stride=" + dims_str(meta.strides, meta.rank) : "") + (contiguous ? " contiguous" : "") +
          (meta.requires_grad ? " requires_grad" : "") + (meta.is_inference ? " inference" : "");
 }
+
+bool is_standard_contiguous(const TensorMeta& m) noexcept { return standard_strides(m); }
 
 // ---- ArgTensor -----------------------------------------------------------------
 

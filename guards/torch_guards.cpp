@@ -1,5 +1,5 @@
-// Guards on torch's global state: grad mode, the default dtype, and torch.Tensor's
-// methods and operators (which user code may monkeypatch).
+// Guards on torch's global state: grad mode, torch function modes, the default dtype,
+// and torch.Tensor's methods and operators (which user code may monkeypatch).
 #include "guards/guard_kinds.h"
 
 namespace fj::guards {
@@ -15,6 +15,14 @@ std::string GradModeIs::failure(const CallInputs&) const {
 std::string GradModeIs::text() const {
   return std::string("torch.is_grad_enabled() == ") + (enabled ? "True" : "False");
 }
+
+// ---- NoFunctionMode ------------------------------------------------------------
+
+bool NoFunctionMode::check(const CallInputs&, jit::Bindings&) const noexcept { return !torch_function_mode_enabled(); }
+
+std::string NoFunctionMode::failure(const CallInputs&) const { return "a torch function mode is now on"; }
+
+std::string NoFunctionMode::text() const { return "no torch function mode is on"; }
 
 // ---- DefaultDTypeIs ------------------------------------------------------------
 

@@ -16,7 +16,9 @@ namespace {
 
 constexpr size_t kFactoryOptions = 5;  // dtype, layout, device, pin_memory, requires_grad (FACTORY_OPTIONS)
 
-bool device_ok(PyObject* o) {
+}  // namespace
+
+bool is_cpu_device(PyObject* o) {
   if (o == Py_None) return true;
   if (PyUnicode_Check(o)) return guards::str_is(o, "cpu");
   // torch.device's own getters only: an object of another type is not read.
@@ -37,6 +39,8 @@ bool device_ok(PyObject* o) {
   return cpu && no_index;
 }
 
+namespace {
+
 Value int_constant(long v) { return Value::constant(PyRef::steal(PyLong_FromLong(v))); }
 
 }  // namespace
@@ -50,7 +54,7 @@ Status Tracer::factory_options(const OpCall& c, std::optional<DType>* dtype) {
   const size_t o = a.size() - kFactoryOptions;
   FJ_TRY(dtype_arg(a[o], c.what, dtype));
   PyObject* dev = a[o + 2].kind == ValueKind::Const && !is_opaque(a[o + 2]) ? a[o + 2].obj.get() : nullptr;
-  if (!is_none(a[o + 1]) || dev == nullptr || !device_ok(dev)) return unsupported(c.what + " with a layout or device");
+  if (!is_none(a[o + 1]) || dev == nullptr || !is_cpu_device(dev)) return unsupported(c.what + " with a layout or device");
   for (size_t k : {o + 3, o + 4}) {
     if (!(a[k].kind == ValueKind::Const && a[k].obj.get() == Py_False)) return unsupported(c.what + " with pin_memory or requires_grad");
   }

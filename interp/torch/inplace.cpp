@@ -319,7 +319,7 @@ bool Tracer::is_inplace_method(const std::string& name) {
     case Binding::Plain: case Binding::ClampBounds: case Binding::GeluApprox: return true;
     case Binding::Tensor:
       return op->tensor_op == TensorOp::Tril || op->tensor_op == TensorOp::Triu || op->tensor_op == TensorOp::CumSum;
-    case Binding::CastFixed: case Binding::CastTo: return false;
+    case Binding::CastFixed: return false;
   }
   return false;
 }

@@ -99,7 +99,6 @@ std::vector<PyOp> make_table() {
   t.push_back(PyOp{"clamp_max", Op::ClampMax, {"input", "max"}, {kReq, kReq}, 2});
   t.push_back(PyOp{"gelu", Op::Gelu, {"input", "approximate"}, {kReq, str("none")}, 1,
                    Binding::GeluApprox});
-  t.push_back(PyOp{"to", Op::Cast, {"input", "dtype"}, {kReq, kReq}, 1, Binding::CastTo});
   for (auto [n, d] : {std::pair{"float", DType::Float32}, {"double", DType::Float64},
                       {"long", DType::Int64}, {"int", DType::Int32}, {"bool", DType::Bool}}) {
     t.push_back(PyOp{n, Op::Cast, {"input"}, {kReq}, 1, Binding::CastFixed, d});

@@ -19,7 +19,6 @@ enum class Binding : uint8_t {
   ClampBounds,  // clamp(input, min=None, max=None): a None bound drops (clamp_min / clamp_max)
   GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
   CastFixed,    // x.float() & co: a Cast to PyOp::dtype
-  CastTo,       // x.to(dtype): a Cast to the dtype argument
   Tensor,       // a row of interp/torch/torch_ops.def: PyOp::tensor_op, lowered by
                 // Tracer::call_tensor_op (interp/torch/tensor_ops.cpp)
 };
@@ -39,6 +38,8 @@ enum class TensorFamily : uint8_t {
   Indexing,   // index_select, gather, embedding: views.cpp
   Creation,   // factories and tensors shaped like another (zeros_like, tril): creation.cpp
   Matmul,     // extern kernels: matmul.cpp, einsum.cpp
+  Convert,    // conversions and copies of a tensor, new_* factories: conversions.cpp
+  Functional, // torch.nn.functional's ops built from graph ops (dropout, batch_norm): functional.cpp
   Number,     // a Python number read from a tensor (item)
 };
 

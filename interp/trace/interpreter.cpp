@@ -24,9 +24,11 @@ bool is_plain_scalar(PyObject* o) {
   return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o);
 }
 
-// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+// Constants whose operations run no user code: numbers, None, strings, torch dtypes,
+// devices and layouts, tuples of these.
 bool is_foldable(PyObject* o) {
   if (is_plain_scalar(o) || o == Py_None || PyUnicode_CheckExact(o)) return true;
+  if (is_torch_metadata_object(o)) return true;
   if (PyTuple_CheckExact(o)) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
       if (!is_foldable(PyTuple_GET_ITEM(o, i))) return false;
@@ -72,6 +74,7 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   placeholder_requires_grad_[index] = meta.requires_grad;
   if (meta.requires_grad) grad_inputs_.insert(*node);
   if (meta.is_inference) inference_inputs_.insert(*node);
+  input_contiguous_[*node] = guards::is_standard_contiguous(meta);
   input_names_[*node] = source;
   return ok();
 }

@@ -28,6 +28,7 @@ Status Tracer::op_call(const Instruction& ins) {
   // einsum is handled below, where what it does not lower can become a graph break.
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
   if (torch_op != nullptr && !einsum) return call_torch_function(*torch_op, c);
+  if (std::optional<Status> s = call_override_check(c)) return std::move(*s);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
   c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins).ok();
@@ -149,6 +150,7 @@ Status Tracer::call_tensor_method(CallSite& c) {
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());
   if (const PyOp* op = tensor_method_op(method)) return call_py_op(*op, std::move(c.args), c.kw_names.get());
+  if (is_meta_method(method)) return call_meta_method(method, c.args, c.kw_names.get());
   if (!is_shape_method(method)) {
     if (std::optional<Status> s = call_extern_method(c)) return std::move(*s);
   }

@@ -111,6 +111,12 @@ static Status module_attr(Value& base, const std::string& name, Value* out,
     return unsupported("attribute '" + name + "' of a value other than a global module");
   }
   PyObject* v = PyDict_GetItemString(PyModule_GetDict(base.obj.get()), name.c_str());
+  bool opaque = false;
+  if (v == nullptr && (v = torch_module_fallback_attr(base.obj.get(), name, &opaque)) != nullptr) {
+    *out = Value::constant(PyRef::steal(v));  // no source: not found in the dict again
+    out->opaque = opaque;
+    return ok();
+  }
   if (v == nullptr) return unsupported("module attribute '" + name + "' not in the module's dict");
   Source src = base.source;
   src.attrs.push_back(name);
@@ -283,8 +289,10 @@ Status Tracer::op_load_attr(const Instruction& ins) {
       push(Value::constant(PyRef::steal(PyLong_FromSize_t(graph_.node(owner.node).rank()))));
       return ok();
     }
+    if (std::optional<Status> s = tensor_meta_attr(owner, name)) return std::move(*s);
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
+  if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
   Value out;
   FJ_TRY(is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out));
   push(std::move(out));
@@ -298,7 +306,8 @@ Status Tracer::op_load_method(const Instruction& ins) {
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name) && !extern_method(name)) {
+    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name) && !is_meta_method(name) &&
+        !extern_method(name)) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));

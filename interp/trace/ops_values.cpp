@@ -254,15 +254,8 @@ Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, boo
     }
     case Binding::Tensor:
       break;  // call_tensor_op
-    case Binding::CastFixed:
-    case Binding::CastTo: {
-      jit::DType to = op.dtype;
-      if (op.binding == Binding::CastTo) {
-        PyObject* o = nullptr;
-        const auto d = is_const(bound[1], &o) ? dtype_from_torch(o) : std::nullopt;
-        if (!d) return unsupported(what + " to " + describe(bound[1]) + " (not supported yet)");
-        to = *d;
-      }
+    case Binding::CastFixed: {
+      const jit::DType to = op.dtype;
       if (operands[0].kind != ValueKind::Tensor) return unsupported(what + " of " + describe(operands[0]));
       auto n = graph_.cast(operands[0].node, to);
       if (!n) return unsupported(what + ": " + n.error());

@@ -45,6 +45,14 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
+// A torch.dtype, device, layout, finfo or iinfo (exactly): immutable, compared in C.
+bool is_torch_metadata_object(PyObject* o);
+// None, "cpu" or torch.device("cpu") (interp/torch/creation.cpp).
+bool is_cpu_device(PyObject* o);
+// A module attribute that module code reads but the module's dict does not hold
+// (torch._VF.dropout, torch.backends.cudnn.enabled), or nullptr (tensor_meta.cpp).
+// *opaque: the value may only be passed on, never looked into.
+PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // "L['self'].fc.weight": how a person finds a value again.
@@ -249,6 +257,22 @@ class Tracer {
   Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out);
   bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym, const jit::Bindings& b,
                            bool* raised);
+
+  // ---- tensor metadata and torch.overrides checks (interp/torch/tensor_meta.cpp) ----
+ public:
+  static bool is_meta_method(const std::string& name);  // stride, is_contiguous, element_size, ...
+ private:
+  std::optional<Status> tensor_meta_attr(const Value& t, const std::string& name);
+  Status call_meta_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  // The torch.overrides checks, torch.jit.is_tracing(), torch.device(...) and
+  // torch.finfo(...) of constants; nullopt: none of these.
+  std::optional<Status> call_override_check(const CallSite& c);
+  Status call_torch_constructor(const CallSite& c);
+  std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
+  std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
+  Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
+  // Placeholders of inputs: whether the input had the standard contiguous strides.
+  std::unordered_map<jit::NodeId, bool> input_contiguous_;
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);
@@ -368,6 +392,11 @@ class Tracer {
   Status fill_sized(const OpCall& c, long value);
   Status fill_like(const OpCall& c, long value);
   Status triangle(const OpCall& c, bool lower);
+  // shared by the conversions (conversions.cpp)
+  Status cast_or_self(const OpCall& c, std::optional<jit::DType> to, bool copy);
+  Status new_filled(const OpCall& c, const Value& value);
+  // shared by the functional ops (functional.cpp)
+  Status nll_loss(const OpCall& c, bool log_softmax);
   Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
                        jit::SymExpr* length);
   // shared by the matmul family (matmul.cpp, einsum.cpp)

@@ -147,6 +147,19 @@ def torch_functions(pointwise_names=()):
         "linear": [F.linear],
         "einsum": [torch.einsum],
         "item": [T.item],
+        # conversions, copies, new_*
+        "type_as": [T.type_as],
+        "clone": [torch.clone, T.clone],
+        "new_zeros": [T.new_zeros],
+        "new_ones": [T.new_ones],
+        "new_empty": [T.new_empty],
+        "new_full": [T.new_full],
+        # torch.nn.functional's ops (F.dropout and F.batch_norm call these)
+        "dropout": [torch.dropout],  # torch._VF.dropout is the same object
+        "batch_norm": [torch.batch_norm],
+        "scaled_dot_product_attention": [F.scaled_dot_product_attention],
+        "nll_loss_nd": [torch._C._nn.nll_loss_nd],
+        "cross_entropy_loss": [torch._C._nn.cross_entropy_loss],
     }
     for name in pointwise_names:
         if name not in table:

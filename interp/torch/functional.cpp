@@ -1,0 +1,227 @@
+// The Functional family of interp/torch/torch_ops.def: what torch.nn.functional calls
+// once its Python checks are done (torch.dropout, torch.batch_norm), built from graph
+// ops in the cases that are plain arithmetic; the others end the trace.
+#include "interp/trace/tracer.h"
+
+#include "interp/runtime/plan.h"
+
+#include <cmath>
+#include <limits>
+
+namespace fj::interp {
+
+using jit::DType;
+using jit::NodeId;
+using jit::Op;
+
+// dropout(input, p, train): the input itself when not training (eager returns it).
+Status Tracer::lower_dropout(const OpCall& c) {
+  bool train = true;
+  FJ_TRY(bool_arg(c.a[2], c.what + " train", &train));
+  if (train) return unsupported(c.what + " in training (random; not supported yet)");
+  const std::optional<jit::SymExpr> p = as_sym(c.a[1]);
+  if (!p || p->type() == jit::SymType::Bool) return unsupported(c.what + " with p=" + describe(c.a[1]) + " (not supported)");
+  push(c.a[0]);
+  return ok();
+}
+
+// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+// cudnn_enabled), not training: per channel (dim 1), as eager's CPU kernel computes it,
+//   invstd = 1 / sqrt(var + eps); alpha = invstd * weight; beta = bias - mean * alpha
+//   out = input * alpha + beta
+Status Tracer::lower_batch_norm(const OpCall& c) {
+  const std::vector<Value>& a = c.a;
+  bool training = true;
+  FJ_TRY(bool_arg(a[5], c.what + " training", &training));
+  if (training) return unsupported(c.what + " in training (not supported yet)");
+  const jit::Node& x = graph_.node(c.x);
+  const DType d = x.dtype;
+  if (!jit::is_floating(d)) return unsupported(c.what + " of a " + std::string(jit::dtype_name(d)) + " tensor (eager raises)");
+  if (x.rank() < 2) return unsupported(c.what + " of a tensor with fewer than 2 dims (not supported)");
+  const jit::SymShape channels{x.sym[1]};
+  const size_t rank = x.rank();
+  // weight, bias, running_mean, running_var: each [C] of the input's dtype, shaped
+  // [1, C, 1, ...] to broadcast over the input.
+  NodeId p[4] = {-1, -1, -1, -1};
+  for (size_t k = 0; k < 4; ++k) {
+    const Value& v = a[1 + k];
+    if (k < 2 && is_none(v)) continue;
+    if (!is_tensor(v)) return unsupported(c.what + " with " + describe(v) + " (not supported)");
+    if (graph_.node(v.node).dtype != d) return unsupported(c.what + " with parameters of another dtype (not supported yet)");
+    FJ_TRY(same_sizes(graph_.node(v.node).sym, channels, c.what));
+    jit::SymShape to(rank, jit::SymExpr::integer(1));
+    to[1] = channels[0];
+    auto r = graph_.reshape(v.node, to);
+    if (!r) return unsupported(c.what + ": " + r.error());
+    p[k] = *r;
+  }
+  const std::optional<jit::SymExpr> eps = as_sym(a[7]);
+  if (!eps || !eps->is_constant() || eps->type() == jit::SymType::Bool) return unsupported(c.what + " with a non-constant eps");
+  const double e = sym_value_to_double(*eps->as_value());
+  auto step = [&](Op op, std::vector<NodeId> in, NodeId* out) -> Status {
+    auto n = graph_.pointwise(op, in);
+    if (!n) return unsupported(c.what + ": " + n.error());
+    *out = *n;
+    return ok();
+  };
+  NodeId t, invstd, alpha, beta, y;
+  FJ_TRY(step(Op::Add, {p[3], graph_.scalar(e)}, &t));
+  FJ_TRY(step(Op::Sqrt, {t}, &t));
+  FJ_TRY(step(Op::Reciprocal, {t}, &invstd));
+  alpha = invstd;
+  if (p[0] >= 0) FJ_TRY(step(Op::Mul, {invstd, p[0]}, &alpha));
+  FJ_TRY(step(Op::Mul, {p[2], alpha}, &t));
+  if (p[1] >= 0) FJ_TRY(step(Op::Sub, {p[1], t}, &beta));
+  else FJ_TRY(step(Op::Neg, {t}, &beta));
+  FJ_TRY(step(Op::Mul, {c.x, alpha}, &y));
+  return push_built(graph_.pointwise(Op::Add, {y, beta}), c.what);
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+// is_causal=False, scale=None, enable_gqa=False), as eager's CPU kernel computes it:
+//   s = (q @ k^T) * scale (+ a float mask; a bool mask or is_causal: -inf where masked)
+//   out = softmax(s, -1) @ v, with rows where everything is masked giving 0 (as eager)
+// scale defaults to 1 / sqrt(E) (E, the head size, is specialized). dropout_p > 0 and
+// what eager rejects or broadcasts otherwise end the trace.
+Status Tracer::lower_scaled_dot_product_attention(const OpCall& c) {
+  const std::vector<Value>& a = c.a;
+  for (size_t k = 1; k < 3; ++k) {
+    if (!is_tensor(a[k])) return unsupported(c.what + " with " + describe(a[k]) + " (not supported)");
+  }
+  const NodeId q = c.x, k = a[1].node, v = a[2].node;
+  const jit::Node& qn = graph_.node(q);
+  const DType d = qn.dtype;
+  const size_t rank = qn.rank();
+  if (!jit::is_floating(d) || graph_.node(k).dtype != d || graph_.node(v).dtype != d) {
+    return unsupported(c.what + " with these dtypes (eager raises)");
+  }
+  if (rank < 2 || graph_.node(k).rank() != rank || graph_.node(v).rank() != rank) {
+    return unsupported(c.what + " with operands of different ranks (not supported yet)");
+  }
+  const jit::SymShape qs = qn.sym, ks = graph_.node(k).sym, vs = graph_.node(v).sym;
+  const jit::SymShape qlead(qs.begin(), qs.end() - 1), klead(ks.begin(), ks.end() - 1);
+  FJ_TRY(same_sizes(jit::SymShape(qs.begin(), qs.end() - 2), jit::SymShape(ks.begin(), ks.end() - 2), c.what));
+  FJ_TRY(same_sizes(klead, jit::SymShape(vs.begin(), vs.end() - 1), c.what));
+  FJ_TRY(same_sizes({qs.back()}, {ks.back()}, c.what));
+  double dropout = 1;
+  const std::optional<jit::SymExpr> dp = as_sym(a[4]);
+  if (dp && dp->is_constant()) dropout = sym_value_to_double(*dp->as_value());
+  if (dropout != 0) return unsupported(c.what + " with dropout_p=" + describe(a[4]) + " (random; not supported yet)");
+  bool causal = false, gqa = false;
+  FJ_TRY(bool_arg(a[5], c.what + " is_causal", &causal));
+  FJ_TRY(bool_arg(a[7], c.what + " enable_gqa", &gqa));
+  if (gqa) return unsupported(c.what + " with enable_gqa=True (not supported yet)");
+  const bool masked = !is_none(a[3]);
+  if (causal && masked) return unsupported(c.what + " with attn_mask and is_causal (eager raises)");
+
+  auto check = [&](Expected<NodeId> n, NodeId* out) -> Status {
+    if (!n) return unsupported(c.what + ": " + n.error());
+    *out = *n;
+    return ok();
+  };
+  NodeId kt, s, scale;
+  if (is_none(a[6])) {
+    int64_t e = 0;
+    FJ_TRY(specialize(qs.back(), c.what + " head size", &e));
+    scale = graph_.scalar(1.0 / std::sqrt(static_cast<double>(e)));
+  } else {
+    const std::optional<jit::SymExpr> sc = as_sym(a[6]);
+    if (!sc || sc->type() == jit::SymType::Bool) return unsupported(c.what + " with scale=" + describe(a[6]));
+    FJ_TRY(check(operand(a[6]), &scale));
+  }
+  FJ_TRY(check(graph_.transpose(k, static_cast<int64_t>(rank) - 2, static_cast<int64_t>(rank) - 1), &kt));
+  FJ_TRY(check(graph_.matmul(q, kt), &s));
+  FJ_TRY(check(graph_.pointwise(jit::Op::Mul, {s, scale}), &s));
+  const jit::SymShape scores = graph_.node(s).sym;
+  const NodeId minus_inf = graph_.scalar(-std::numeric_limits<double>::infinity());
+  if (causal) {  // top-left aligned: query i sees keys 0..i
+    const jit::SymShape ls{qs[rank - 2], ks[rank - 2]};
+    NodeId keep;
+    FJ_TRY(check(graph_.pointwise(jit::Op::Le, {graph_.iota(ls, 1), graph_.iota(ls, 0)}), &keep));
+    FJ_TRY(check(graph_.pointwise(jit::Op::Where, {keep, s, minus_inf}), &s));
+  } else if (masked) {
+    const Value& m = a[3];
+    if (!is_tensor(m)) return unsupported(c.what + " with attn_mask " + describe(m));
+    const DType md = graph_.node(m.node).dtype;
+    if (graph_.node(m.node).rank() > rank) return unsupported(c.what + " with an attn_mask of higher rank (not supported)");
+    if (md == DType::Bool) FJ_TRY(check(graph_.pointwise(jit::Op::Where, {m.node, s, minus_inf}), &s));
+    else if (md == d) FJ_TRY(check(graph_.pointwise(jit::Op::Add, {s, m.node}), &s));
+    else return unsupported(c.what + " with an attn_mask of dtype " + std::string(jit::dtype_name(md)) + " (not supported)");
+    FJ_TRY(same_sizes(graph_.node(s).sym, scores, c.what + " attn_mask"));
+  }
+  NodeId p;
+  FJ_TRY(check(graph_.softmax(s, -1, false), &p));
+  if (masked) {  // a row masked everywhere: 0, not softmax's NaN
+    NodeId row_max, dead;
+    FJ_TRY(check(graph_.reduce(jit::Op::Amax, s, {-1}, true), &row_max));
+    FJ_TRY(check(graph_.pointwise(jit::Op::Eq, {row_max, minus_inf}), &dead));
+    FJ_TRY(check(graph_.pointwise(jit::Op::Where, {dead, graph_.scalar(0.0), p}), &p));
+  }
+  return push_built(graph_.matmul(p, v), c.what);
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// nll_loss_nd(input, target, weight, reduction, ignore_index) and
+// cross_entropy_loss(..., label_smoothing) (what F.nll_loss / F.cross_entropy call),
+// for input [N, C], class indices target [N] (int64), no weight, no smoothing:
+//   loss[i] = -lp[i, target[i]] (0 where target[i] == ignore_index), lp = input or
+//   log_softmax(input, 1); reduction 0: loss, 1: sum(loss) / #not ignored, 2: sum.
+// A target out of range makes the graph's gather report it, and eager raises.
+Status Tracer::nll_loss(const OpCall& c, bool log_softmax) {
+  const std::vector<Value>& a = c.a;
+  if (!is_tensor(a[1])) return unsupported(c.what + " with target " + describe(a[1]));
+  const jit::Node& x = graph_.node(c.x);
+  const jit::Node& t = graph_.node(a[1].node);
+  if (!jit::is_floating(x.dtype) || x.rank() != 2 || t.rank() != 1 || t.dtype != DType::Int64) {
+    return unsupported(c.what + " with these shapes or dtypes (not supported yet)");
+  }
+  FJ_TRY(same_sizes({t.sym[0]}, {x.sym[0]}, c.what));
+  if (!is_none(a[2])) return unsupported(c.what + " with a class weight (not supported yet)");
+  int64_t reduction = 0, ignore = 0;
+  FJ_TRY(int_arg(a[3], c.what + " reduction", &reduction));
+  FJ_TRY(int_arg(a[4], c.what + " ignore_index", &ignore));
+  if (reduction < 0 || reduction > 2) return unsupported(c.what + " with reduction " + std::to_string(reduction) + " (eager raises)");
+  if (log_softmax) {
+    const std::optional<jit::SymExpr> ls = as_sym(a[5]);
+    if (!ls || !ls->is_constant() || sym_value_to_double(*ls->as_value()) != 0) {
+      return unsupported(c.what + " with label_smoothing (not supported yet)");
+    }
+  }
+  auto check = [&](Expected<NodeId> n, NodeId* out) -> Status {
+    if (!n) return unsupported(c.what + ": " + n.error());
+    *out = *n;
+    return ok();
+  };
+  const jit::SymShape n_shape{x.sym[0]};
+  const DType dtype = x.dtype;  // x and t refer into the graph, which grows below
+  NodeId lp = c.x, valid, index, picked, loss;
+  if (log_softmax) FJ_TRY(check(graph_.softmax(c.x, 1, true), &lp));
+  const NodeId target = a[1].node;
+  FJ_TRY(check(graph_.pointwise(Op::Ne, {target, graph_.scalar_int(ignore)}), &valid));
+  FJ_TRY(check(graph_.pointwise(Op::Where, {valid, target, graph_.scalar_int(0)}), &index));
+  FJ_TRY(check(graph_.unsqueeze(index, 1), &index));
+  FJ_TRY(check(graph_.gather(lp, 1, index), &picked));
+  FJ_TRY(check(graph_.reshape(picked, n_shape), &picked));
+  FJ_TRY(check(graph_.pointwise(Op::Neg, {picked}), &loss));
+  FJ_TRY(check(graph_.pointwise(Op::Where, {valid, loss, graph_.scalar(0.0)}), &loss));
+  if (reduction == 0) return push_built(loss, c.what);
+  NodeId total;
+  FJ_TRY(check(graph_.reduce(Op::Sum, loss, {}, false), &total));
+  if (reduction == 2) return push_built(total, c.what);
+  NodeId count;
+  FJ_TRY(check(graph_.cast(valid, dtype), &count));
+  FJ_TRY(check(graph_.reduce(Op::Sum, count, {}, false), &count));
+  return push_built(graph_.pointwise(Op::Div, {total, count}), c.what);
+}
+
+Status Tracer::lower_nll_loss_nd(const OpCall& c) { return nll_loss(c, false); }
+Status Tracer::lower_cross_entropy_loss(const OpCall& c) { return nll_loss(c, true); }
+
+}  // namespace fj::interp
