@@ -93,7 +93,8 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       return ok();
     case ValueKind::TensorMethod: {
       // CPython's LOAD_METHOD leaves (function, self): the function is torch's (guarded).
-      PyObject* fn = ctx.frame_state ? guards::original_tensor_attr(v.method) : nullptr;
+      // A dict's method carries dict's own descriptor in obj.
+      PyObject* fn = !ctx.frame_state ? nullptr : v.obj ? v.obj.get() : guards::original_tensor_attr(v.method);
       if (fn == nullptr) break;
       out->kind = PlanValue::Kind::Const;
       out->obj = PyRef::borrow(fn);

@@ -144,6 +144,10 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 // x.method(...): in-place methods, methods from the op table, and size methods.
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
+  if (!c.args.empty() && c.args[0].kind == ValueKind::Dict) {
+    if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
+    return call_dict_method(method, c.args);
+  }
   if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());
@@ -284,7 +288,6 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
     return unsupported("call of the generator or coroutine " + qualname);
   }
-  if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
   guards().add_function(fn);
   const DecodedCode* decoded = FJ_TRY(decoded_code(co));
 
@@ -295,6 +298,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   const size_t argcount = static_cast<size_t>(co->co_argcount);
   const size_t nparams = argcount + static_cast<size_t>(co->co_kwonlyargcount);
   const bool varargs = co->co_flags & CO_VARARGS;
+  const bool varkw = co->co_flags & CO_VARKEYWORDS;
+  Value extra;  // **kwargs: the keywords no parameter takes
+  extra.kind = ValueKind::Dict;
   const std::string bad = "arguments that do not match " + qualname + "'s parameters (CPython raises)";
   if (npos > argcount && !varargs) return unsupported(bad);
   std::vector<bool> set(nparams, false);
@@ -311,9 +317,18 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     PyObject* name = PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k));
     size_t j = static_cast<size_t>(co->co_posonlyargcount);
     while (j < nparams && PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, j), name) != 0) ++j;
+    if (j == nparams && varkw) {
+      extra.items.push_back(Value::constant(PyRef::borrow(name)));
+      extra.items.push_back(std::move(args[npos + k]));
+      continue;
+    }
     if (j == nparams || set[j]) return unsupported(bad);
     fs.locals[j] = std::move(args[npos + k]);
     set[j] = true;
+  }
+  if (varkw) {
+    extra.identity = next_identity_++;
+    fs.locals[nparams + (varargs ? 1 : 0)] = std::move(extra);
   }
   PyObject* defaults = func->func_defaults;
   const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;

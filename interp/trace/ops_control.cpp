@@ -57,6 +57,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     FJ_TRY(require_tensor_attr("__getitem__"));
     return subscript(seq, index);
   }
+  if (seq.kind == ValueKind::Dict) return dict_subscript(seq, index);
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
       !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
     Py_ssize_t start, stop, step, n;

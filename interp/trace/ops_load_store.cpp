@@ -268,6 +268,14 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(owner));
     return ok();
   }
+  if (owner.kind == ValueKind::Dict && (name == "get" || name == "keys" || name == "values" || name == "items")) {
+    Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
+    push(std::move(method));
+    push(std::move(owner));
+    return ok();
+  }
   Value out;
   if (is_global_module(owner)) {
     FJ_TRY(module_attr(owner, name, &out, guards()));

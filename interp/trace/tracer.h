@@ -234,6 +234,15 @@ class Tracer {
   Status op_return_value(const Instruction&);
   Status op_raise_varargs(const Instruction&);
   Status op_build_map(const Instruction&);
+  Status op_list_extend(const Instruction&);
+  Status op_list_to_tuple(const Instruction&);
+  Status op_dict_merge(const Instruction&);
+  Status op_contains_op(const Instruction&);
+  Status op_call_function_ex(const Instruction&);
+  // The items `*v` unpacks (ops_star.cpp); a dict the frame holds: its methods, d[key].
+  Status star_items(const Value& v, std::vector<Value>* out);
+  Status call_dict_method(const std::string& name, const std::vector<Value>& args);
+  Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
