@@ -80,7 +80,18 @@ void GuardSet::add_no_overlap(std::vector<int> tensors, size_t num_updated, std:
 }
 
 void GuardSet::add_sequence(int arg, std::string name, PyObject* seq) {
-  guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(seq))), Py_SIZE(seq)}});
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(seq));
+  if (PyDict_CheckExact(seq)) {
+    PyObject* keys = PyDict_Keys(seq);
+    PyRef tuple = PyRef::steal(keys ? PyList_AsTuple(keys) : nullptr);
+    Py_XDECREF(keys);
+    clear_error();
+    // Without its keys (no memory) the guard never holds.
+    guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(type), tuple ? PyDict_GET_SIZE(seq) : -1,
+                                  tuple ? std::move(tuple) : PyRef::steal(PyTuple_New(0))}});
+    return;
+  }
+  guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(type), Py_SIZE(seq)}});
 }
 
 void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {

@@ -155,7 +155,8 @@ class GuardSet {
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
   // Argument `arg` is a list or tuple of exactly this type and length (its items are
-  // path tensors with the steps "#0", "#1", ...).
+  // path tensors with the steps "#0", "#1", ...), or an exact dict with exactly these
+  // keys in this order (its values are found with the steps "[key").
   void add_sequence(int arg, std::string name, PyObject* seq);
   // `dict` keeps exactly the keys it has now, in this order.
   void add_dict_keys(std::string name, PyObject* dict);

@@ -11,6 +11,7 @@ Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
     : arg(root.arg), global_name(PyRef::borrow(root.global_name)), globals(PyRef::borrow(root.globals)) {
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
+    else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
     else steps.push_back({interned(a.c_str())});
   }
 }
@@ -27,6 +28,10 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
     if (v == nullptr) return nullptr;
     if (s.name) {
       v = plain_attr(v, s.name.get());
+    } else if (s.key) {
+      if (!PyDict_CheckExact(v)) return nullptr;
+      v = PyDict_GetItemWithError(v, s.key.get());
+      if (v == nullptr) clear_error();
     } else if (PyList_CheckExact(v) && s.index < PyList_GET_SIZE(v)) {
       v = PyList_GET_ITEM(v, s.index);
     } else if (PyTuple_CheckExact(v) && s.index < PyTuple_GET_SIZE(v)) {

@@ -128,7 +128,9 @@ static bool is_global_module(const Value& v) {
 
 std::string source_text(const Source& s) {
   std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
-  for (const std::string& a : s.attrs) out += a[0] == '#' ? "[" + a.substr(1) + "]" : "." + a;
+  for (const std::string& a : s.attrs) {
+    out += a[0] == '#' ? "[" + a.substr(1) + "]" : a[0] == '[' ? "['" + a.substr(1) + "']" : "." + a;
+  }
   return out;
 }
 

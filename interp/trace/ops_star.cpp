@@ -153,6 +153,50 @@ Status Tracer::op_call_function_ex(const Instruction& ins) {
   return op_call(call);
 }
 
+// The frame's *args (an exact tuple) or **kwargs (an exact dict, str keys): the
+// container is guarded to keep its length and keys; each item is a tensor input, or
+// an object guarded as an attribute is (numbers, str and None by value, anything
+// else by identity), found again by its path ("L['args'][0]", "L['kwargs']['mask']").
+Status Tracer::bind_star_parameter(PyObject* a, const Source& src, Value* out) {
+  constexpr Py_ssize_t kMaxStarItems = 64;
+  const bool is_dict = PyDict_CheckExact(a);
+  if (!is_dict && !PyTuple_CheckExact(a)) return unsupported(source_text(src) + " is not a tuple or dict");
+  const Py_ssize_t n = is_dict ? PyDict_GET_SIZE(a) : PyTuple_GET_SIZE(a);
+  if (n > kMaxStarItems) return unsupported(source_text(src) + " has more than 64 items (not supported yet)");
+  guards().add_sequence(src.arg, source_text(src), a);
+  guards::PathRoot root;
+  root.arg = src.arg;
+  Value v;
+  v.kind = is_dict ? ValueKind::Dict : ValueKind::Tuple;
+  Py_ssize_t pos = 0;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* key = nullptr;
+    PyObject* item = nullptr;
+    Source child = src;
+    if (is_dict) {
+      PyDict_Next(a, &pos, &key, &item);
+      if (!PyUnicode_CheckExact(key)) return unsupported("a **kwargs key that is not a str");
+      child.attrs.push_back("[" + FJ_TRY(guards::utf8_of(key)));
+      v.items.push_back(Value::constant(PyRef::borrow(key)));
+    } else {
+      item = PyTuple_GET_ITEM(a, k);
+      child.attrs.push_back("#" + std::to_string(k));
+    }
+    Value value;
+    if (std::optional<Status> s = path_tensor(item, root, child, &value)) {
+      FJ_TRY(std::move(*s));
+    } else {
+      guards().add_path(source_text(child), root, child.attrs, item);
+      value = Value::constant(PyRef::borrow(item), child);
+    }
+    v.items.push_back(std::move(value));
+  }
+  v.identity = next_identity_++;
+  v.source = src;
+  *out = std::move(v);
+  return ok();
+}
+
 // d.get(key[, default]), d.keys(), d.values(), d.items() of a dict the frame holds.
 Status Tracer::call_dict_method(const std::string& name, const std::vector<Value>& args) {
   const Value& d = args[0];

@@ -103,6 +103,9 @@ class Tracer {
   static const std::array<Handler, 256>& handlers();
 
   Status bind_arguments();
+  // The frame's *args tuple or **kwargs dict: its length (keys) guarded, each item an
+  // input found by its path below it (ops_star.cpp).
+  Status bind_star_parameter(PyObject* a, const Source& src, Value* out);
   Status tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
                       std::array<int, guards::kMaxRank>* dim_symbols);
   // obj.name of a value the frame can find again (an argument, a global, or an
