@@ -207,12 +207,15 @@ struct PathIs {
   std::string text() const;
 };
 
-// type(root.a.b).<method> is `fn`, not shadowed by the instance dict.
+// type(root.a.b).<method> is `fn`, not shadowed by the instance dict. With `after`:
+// super(after, obj).<method> is `fn` (the MRO of the object's type after that class).
+// With fn null: the plain lookup of <method> finds nothing (guards::attr_missing).
 struct PathMethodIs {
   std::string name;
   Path path;
   PyRef method;  // interned
   PyRef fn;
+  PyRef after;
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -147,7 +147,18 @@ void GuardSet::add_path(std::string name, const PathRoot& root, const std::vecto
 
 void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                                const std::string& method, PyObject* fn) {
-  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn)}});
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn), PyRef()}});
+}
+
+void GuardSet::add_path_super_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                     PyObject* after, const std::string& method, PyObject* fn) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn),
+                                  PyRef::borrow(after)}});
+}
+
+void GuardSet::add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                const std::string& attr) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef()}});
 }
 
 void GuardSet::add_function(PyObject* fn) {

@@ -106,7 +106,10 @@ std::string PathIs::text() const { return name + " is " + describe_object(object
 
 bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
-  if (v == nullptr || _PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
+  if (v == nullptr) return false;
+  if (!fn) return attr_missing(v, method.get());
+  if (after) return super_lookup(Py_TYPE(v), after.get(), method.get()) == fn.get();
+  if (_PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
   PyObject** dictptr = _PyObject_GetDictPtr(v);
   if (dictptr == nullptr || *dictptr == nullptr) return true;
   PyObject* shadow = PyDict_GetItemWithError(*dictptr, method.get());
@@ -114,9 +117,15 @@ bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   return shadow == nullptr;
 }
 
-std::string PathMethodIs::failure(const CallInputs&) const { return name + " no longer calls " + describe_object(fn.get()); }
+std::string PathMethodIs::failure(const CallInputs&) const {
+  if (!fn) return name + " has an attribute '" + utf8_lossy(method.get()) + "' now";
+  return name + (after ? " (through super())" : "") + " no longer calls " + describe_object(fn.get());
+}
 
-std::string PathMethodIs::text() const { return name + " calls " + describe_object(fn.get()); }
+std::string PathMethodIs::text() const {
+  if (!fn) return name + " has no attribute '" + utf8_lossy(method.get()) + "'";
+  return name + (after ? " (through super())" : "") + " calls " + describe_object(fn.get());
+}
 
 // ---- FunctionUnchanged ---------------------------------------------------------
 

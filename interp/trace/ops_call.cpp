@@ -125,6 +125,8 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
     Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
     self.opaque = true;
+    // A method the trace bound (Tracer::computed_attr) knows its self's source.
+    if (c.callable.fresh && c.callable.items.size() == 1) self = c.callable.items[0];
     c.args.insert(c.args.begin(), std::move(self));
     target = PyMethod_GET_FUNCTION(target);
   }

@@ -214,6 +214,7 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
   if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
@@ -251,7 +252,13 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   Value out;
-  FJ_TRY(is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out));
+  if (is_global_module(owner)) {
+    FJ_TRY(module_attr(owner, name, &out, guards()));
+  } else if (Status plain = attr_of(owner, name, &out); plain.failed()) {
+    // Not a plain attribute: a property, a method read as a value, __getattr__.
+    if (std::optional<Status> s = computed_attr(owner, name)) return std::move(*s);
+    return plain;
+  }
   push(std::move(out));
   return ok();
 }
@@ -260,6 +267,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {

@@ -111,6 +111,13 @@ class Tracer {
   // obj.name of a value the frame can find again (an argument, a global, or an
   // attribute path from one), read the plain way and guarded.
   Status attr_of(const Value& base, const std::string& name, Value* out);
+  // Attributes beyond the plain read (interp/trace/ops_attrs.cpp): properties,
+  // __getattr__, bound methods, super(), hasattr() / getattr() with a default.
+  static bool is_super(const Value& v);
+  bool absent_attr(const Value& obj, const std::string& name);
+  std::optional<Status> computed_attr(const Value& owner, const std::string& name);
+  Status zero_arg_super();
+  Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   PyObject* module_forward(const Value& m);
   Status step(const Instruction& ins);
@@ -211,6 +218,7 @@ class Tracer {
   };
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
+  std::optional<Status> call_getattr(const CallSite& c, bool has);
   Status call_torch_function(const PyOp& op, CallSite& c);
   Status opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args);
   // Each step's nullopt: the callable is not of its kind, the next step decides.
