@@ -135,6 +135,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
     if (target == nullptr) return std::nullopt;
     c.args.insert(c.args.begin(), c.callable);
   }
+  if (std::optional<Status> s = module_generator(target, c.args, c.kw_names.get())) return std::move(*s);
   const int writes = writes_;
   Status s = inline_call(target, std::move(c.args), c.kw_names.get());
   // A callee that wrote tensors in place before failing: its writes were traced,

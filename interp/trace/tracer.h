@@ -219,6 +219,9 @@ class Tracer {
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
+  // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
+  std::optional<Status> module_generator(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names);
+  Status guard_module_tree(PyObject* m, const std::string& text, int depth);
   Status call_torch_function(const PyOp& op, CallSite& c);
   Status opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args);
   // Each step's nullopt: the callable is not of its kind, the next step decides.
