@@ -97,17 +97,14 @@ Status Tracer::op_contains_op(const Instruction& ins) {
   if (container.kind == ValueKind::Dict) {
     found = dict_find(container, key.obj.get()) >= 0;
   } else if (container.kind == ValueKind::Tuple || container.kind == ValueKind::List) {
+    const bool number_key = !PyUnicode_CheckExact(key.obj.get()) && key.obj.get() != Py_None;
     for (const Value& item : container.items) {
-      if (item.kind == ValueKind::Tensor || item.kind == ValueKind::Sym) continue;  // == of a str or None is False
+      // A symbolic number equals no str and not None; a tensor's == is its own.
+      if (item.kind == ValueKind::Sym && !number_key) continue;
       if (!plain_key(item)) return unsupported("'in' over " + describe(item) + " (not supported yet)");
       const int eq = PyObject_RichCompareBool(item.obj.get(), key.obj.get(), Py_EQ);
       if (eq < 0) guards::clear_error();
       found |= eq == 1;
-    }
-    if (PyLong_Check(key.obj.get()) || PyFloat_Check(key.obj.get())) {
-      for (const Value& item : container.items) {
-        if (item.kind == ValueKind::Tensor || item.kind == ValueKind::Sym) return unsupported("'in' of a number over tensors or symbols");
-      }
     }
   } else if (container.kind == ValueKind::Const && !is_opaque(container) && is_foldable(container.obj.get())) {
     const int r = PySequence_Contains(container.obj.get(), key.obj.get());
