@@ -59,6 +59,7 @@ HANDLERS = {
     "POP_JUMP_BACKWARD_IF_NONE": "pop_jump_if", "POP_JUMP_BACKWARD_IF_NOT_NONE": "pop_jump_if",
     "JUMP_IF_FALSE_OR_POP": "jump_if_or_pop", "JUMP_IF_TRUE_OR_POP": "jump_if_or_pop",
     "RETURN_VALUE": "return_value", "RAISE_VARARGS": "raise_varargs",
+    "RETURN_GENERATOR": "return_generator", "YIELD_VALUE": "yield_value",
     "GET_ITER": "get_iter", "FOR_ITER": "for_iter", "BEFORE_WITH": "before_with",
 }
 

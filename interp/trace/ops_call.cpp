@@ -288,7 +288,12 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   if (cur_.depth >= kMaxInlineDepth) {
     return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
   }
-  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+  // A generator expression is run to its end here: its items become an iterator.
+  // Its body interleaves with the consumer in eager, so one that writes a tensor in
+  // place is not run early (see below).
+  const bool genexpr = (co->co_flags & CO_GENERATOR) && qualname.size() >= 9 &&
+                       qualname.compare(qualname.size() - 9, 9, "<genexpr>") == 0;
+  if ((co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !genexpr) {
     return unsupported("call of the generator or coroutine " + qualname);
   }
   guards().add_function(fn);
@@ -296,6 +301,8 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
 
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
+  if (genexpr) fs.yields.emplace();
+  const int writes_before = writes_;
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   const size_t npos = args.size() - nkw;
   const size_t argcount = static_cast<size_t>(co->co_argcount);
@@ -379,6 +386,14 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s.failed()) return s;
+  if (genexpr) {
+    if (writes_ != writes_before) return unsupported("a generator expression that writes tensors in place (not supported yet)");
+    Value it;
+    it.kind = ValueKind::Iterator;
+    it.items = std::move(*fs.yields);
+    push(std::move(it));
+    return ok();
+  }
   push(std::move(ret));
   return ok();
 }

@@ -267,6 +267,28 @@ Status Tracer::op_return_value(const Instruction&) {
   return ok();
 }
 
+// ( -- ): the start of a generator expression run to its end (inline_call). CPython
+// returns the generator here and the first resumption pushes None for the POP_TOP
+// that follows; both are skipped.
+Status Tracer::op_return_generator(const Instruction&) {
+  const size_t next = cur_.fs->pc + 1;
+  if (!cur_.fs->yields || next >= cur_.code->instructions.size() ||
+      cur_.code->instructions[next].opcode != op(Opcode::POP_TOP)) {
+    return unsupported("a generator (not supported yet)");
+  }
+  cur_.fs->pc = next + 1;
+  return ok();
+}
+
+// (value -- sent): the value is kept as the generator's next item; next() sends None.
+Status Tracer::op_yield_value(const Instruction&) {
+  if (!cur_.fs->yields) return unsupported("yield outside a generator expression (not supported yet)");
+  if (cur_.fs->yields->size() >= kMaxUnroll) return unsupported("a generator of more than " + std::to_string(kMaxUnroll) + " items");
+  cur_.fs->yields->push_back(pop());
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
+}
+
 // (args[n] -- ): raising is CPython's: the frame resumes there (a Deopt step), so the
 // exception, its traceback and context are eager's own.
 Status Tracer::op_raise_varargs(const Instruction&) {

@@ -246,6 +246,8 @@ class Tracer {
   Status op_pop_jump_if(const Instruction&);
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
+  Status op_return_generator(const Instruction&);
+  Status op_yield_value(const Instruction&);
   Status op_raise_varargs(const Instruction&);
   Status op_build_map(const Instruction&);
   Status op_list_extend(const Instruction&);

@@ -103,6 +103,7 @@ struct FrameState {
   size_t pc = 0;           // index into the decoded instructions
   PyRef kw_names;          // set by KW_NAMES for the next CALL
   std::optional<Value> ret;  // set by RETURN_VALUE
+  std::optional<std::vector<Value>> yields;  // a generator expression run to its end: what it yielded
 };
 
 }  // namespace fj::interp

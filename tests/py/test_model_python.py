@@ -371,3 +371,58 @@ def test_parameters_with_autograd():
     ref.backward()
     for g, p in zip(grads, m.parameters()):
         torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-5)
+
+
+# ---- generator expressions consumed by sum(), tuple(), for loops ----
+
+
+def genexprs(x, ts):
+    s = sum(t.sum() for t in ts)
+    outs = tuple(v for v in [x, None, x * 2] if v is not None)
+    for y in (t * 3 for t in ts):
+        x = x + y
+    return s + outs[0] + outs[1] + len(outs) + x
+
+
+def test_generator_expressions_run_to_their_end():
+    x = torch.randn(3)
+    ts = [torch.randn(3), torch.randn(3)]
+    one_graph(genexprs, x, ts)
+    cf = framejit.compile(genexprs)
+    assert_same(cf(x, ts), genexprs(x, ts))
+    ts3 = ts + [torch.randn(3)]  # a longer list: retraced, not the two-item loop
+    assert_same(cf(x, ts3), genexprs(x, ts3))
+    assert framejit.stats(genexprs)["fallbacks"] == 0
+
+
+def test_parameter_count_through_a_generator_expression():
+    class M(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(n)])
+
+        def forward(self, x):
+            return x * sum(p.numel() for p in self.parameters())
+
+    x = torch.randn(3)
+    with torch.no_grad():
+        m = M(2)
+        one_graph(M.forward, m, x)
+        cm = framejit.compile(m)
+        assert_same(cm(x), m(x))
+        m.layers.append(nn.Linear(3, 3))
+        assert_same(cm(x), m(x))
+
+
+def test_generator_expression_that_writes_in_place_keeps_eager_order():
+    def f(x):
+        ts = [x.clone(), x.clone()]
+        out = []
+        for t in (u.add_(1) for u in ts):  # eager runs each add_ when the loop asks
+            ts[1].mul_(2)
+            out.append(t.clone())
+        return out[0] + out[1]
+
+    x = torch.randn(4)
+    cf = framejit.compile(f)
+    assert_same(cf(x), f(x))
