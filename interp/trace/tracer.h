@@ -184,6 +184,7 @@ class Tracer {
   Value shape_tuple(jit::NodeId node);
   Status call_shape_method(const std::string& name, const std::vector<Value>& args);
   Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
+  std::optional<Status> concat_sequences(int nb_op, const Value& lhs, const Value& rhs);
   Status truth(const Value& v, bool* out);
   std::string describe(const Value& v) const;
   std::string location(const Instruction& ins) const;

@@ -426,3 +426,58 @@ def test_generator_expression_that_writes_in_place_keeps_eager_order():
     x = torch.randn(4)
     cf = framejit.compile(f)
     assert_same(cf(x), f(x))
+
+
+# ---- the combination, in the style of a HuggingFace model ----
+
+
+class HfConfig:
+    def __init__(self):
+        self.hidden = 8
+        self._eps = 1e-5
+
+    @property
+    def eps(self):
+        return self._eps
+
+
+class HfLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.lin = nn.Linear(cfg.hidden, cfg.hidden)
+
+    def forward(self, hidden_states, attention_mask=None, *args, output_attentions=False, **kwargs):
+        h = self.lin(hidden_states)
+        if attention_mask is not None:
+            h = h * attention_mask
+        return (h,) + ((h.sum(),) if output_attentions else ())
+
+
+class HfModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.layers = nn.ModuleList([HfLayer(cfg) for _ in range(2)])
+
+    def forward(self, x, attention_mask=None, return_dict=None, **kwargs):
+        all_hidden = ()
+        for layer in self.layers:
+            out = layer(x, attention_mask, **kwargs)
+            x = out[0]
+            all_hidden = all_hidden + (x,)
+        x = x + getattr(self.cfg, "eps", 0.0) + getattr(self.cfg, "missing", 1.0)
+        return tuple(v for v in [x, all_hidden, None] if v is not None)
+
+
+def test_huggingface_style_forward_is_one_graph():
+    m = HfModel(HfConfig())
+    x, mask = torch.randn(2, 8), torch.ones(2, 8)
+    with torch.no_grad():
+        one_graph(HfModel.forward, m, x, attention_mask=mask, output_attentions=True)
+        cm = framejit.compile(m)
+        for kwargs in ({"attention_mask": mask, "output_attentions": True}, {}, {"output_attentions": False}):
+            assert_same(cm(x, **kwargs), m(x, **kwargs))
+        m.cfg._eps = 0.5  # read through the property: guarded
+        assert_same(cm(x), m(x))
+    assert framejit.stats()["fallbacks"] == 0
