@@ -193,16 +193,19 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
   int64_t start = 0;
   if (!is_zip && c.args.size() == 2 && t.int_arg(c.args[1], "enumerate() start", &start).failed()) return std::nullopt;
   std::vector<std::vector<Value>> columns;
+  int ahead = -1;
   for (size_t k = 0; k < (is_zip ? c.args.size() : 1); ++k) {
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+    if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
   }
   size_t n = columns[0].size();
   for (const auto& column : columns) n = std::min(n, column.size());
   Value it;
   it.kind = ValueKind::Iterator;
+  it.writes = ahead;
   for (size_t i = 0; i < n; ++i) {
     std::vector<Value> row;
     if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));

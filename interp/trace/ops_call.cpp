@@ -391,6 +391,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     Value it;
     it.kind = ValueKind::Iterator;
     it.items = std::move(*fs.yields);
+    it.writes = writes_;
     push(std::move(it));
     return ok();
   }

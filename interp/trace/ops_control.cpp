@@ -228,6 +228,11 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
 Status Tracer::op_for_iter(const Instruction& ins) {
   Value& it = top();
   if (it.kind != ValueKind::Iterator) return unsupported("FOR_ITER over " + describe(it));
+  // A generator expression's items were computed when it was made: after an in-place
+  // write, eager would compute the next ones from the new values.
+  if (it.writes >= 0 && it.writes != writes_ && it.next < it.items.size()) {
+    return unsupported("a generator expression consumed by a loop that writes tensors in place (not supported yet)");
+  }
   if (it.next < it.items.size()) {
     Value item = it.items[it.next++];
     push(std::move(item));

@@ -66,6 +66,8 @@ struct Value {
   std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`),
                                // Dict (key, value, key, value, ...; keys are constants)
   size_t next = 0;             // Iterator: position of the next item
+  int writes = -1;             // Iterator of a generator expression run ahead: the tracer's in-place
+                               // write count then (a later write would make its items stale)
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
                                // method descriptor when self is a Dict
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace

@@ -481,3 +481,18 @@ def test_huggingface_style_forward_is_one_graph():
         m.cfg._eps = 0.5  # read through the property: guarded
         assert_same(cm(x), m(x))
     assert framejit.stats()["fallbacks"] == 0
+
+
+def test_generator_expression_consumed_by_a_loop_that_writes_in_place():
+    def f(x):
+        ts = [x + 0, x + 1, x + 2]
+        out = x * 0
+        for i, y in enumerate(t * 3 for t in ts):  # eager computes each item when asked
+            ts[-1].mul_(2)
+            out = out + y * (i + 1)
+        return out
+
+    x = torch.randn(4)
+    cf = framejit.compile(f)
+    assert_same(cf(x), f(x))
+    assert_same(cf(x), f(x))
