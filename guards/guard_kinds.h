@@ -31,12 +31,14 @@ namespace fj::guards {
 
 // ---- shared pieces ---------------------------------------------------------
 
-// An attribute path below a root (see PathRoot): each step an attribute name, or
-// the index of an item of an exact list or tuple (a step "#i").
+// An attribute path below a root (see PathRoot): each step an attribute name, the
+// index of an item of an exact list or tuple (a step "#i"), or the value of a str key
+// of an exact dict (a step "[key", as in **kwargs).
 struct Path {
   struct Step {
-    PyRef name;          // interned; null for an index step
+    PyRef name;          // interned; null for an index or key step
     Py_ssize_t index = -1;
+    PyRef key;           // a key step
   };
   int arg = -1;          // root: argument slot, or -1 for a global
   PyRef global_name;     // root: interned name of the global
@@ -107,12 +109,14 @@ struct NoOverlap {
   std::string text() const;
 };
 
-// Argument `arg` is exactly a `type` (list or tuple) of `length` items.
+// Argument `arg` is exactly a `type` (list or tuple) of `length` items, or exactly a
+// dict with the str keys `keys` in this order (a **kwargs parameter).
 struct SequenceIs {
   int arg;
   std::string name;
   PyRef type;
   Py_ssize_t length;
+  PyRef keys;  // dict: a tuple of its keys
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
@@ -209,12 +213,15 @@ struct PathIs {
   std::string text() const;
 };
 
-// type(root.a.b).<method> is `fn`, not shadowed by the instance dict.
+// type(root.a.b).<method> is `fn`, not shadowed by the instance dict. With `after`:
+// super(after, obj).<method> is `fn` (the MRO of the object's type after that class).
+// With fn null: the plain lookup of <method> finds nothing (guards::attr_missing).
 struct PathMethodIs {
   std::string name;
   Path path;
   PyRef method;  // interned
   PyRef fn;
+  PyRef after;
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -87,7 +87,18 @@ void GuardSet::add_no_overlap(std::vector<int> tensors, size_t num_updated, std:
 }
 
 void GuardSet::add_sequence(int arg, std::string name, PyObject* seq) {
-  guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(seq))), Py_SIZE(seq)}});
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(seq));
+  if (PyDict_CheckExact(seq)) {
+    PyObject* keys = PyDict_Keys(seq);
+    PyRef tuple = PyRef::steal(keys ? PyList_AsTuple(keys) : nullptr);
+    Py_XDECREF(keys);
+    clear_error();
+    // Without its keys (no memory) the guard never holds.
+    guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(type), tuple ? PyDict_GET_SIZE(seq) : -1,
+                                  tuple ? std::move(tuple) : PyRef::steal(PyTuple_New(0))}});
+    return;
+  }
+  guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(type), Py_SIZE(seq)}});
 }
 
 void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
@@ -143,7 +154,18 @@ void GuardSet::add_path(std::string name, const PathRoot& root, const std::vecto
 
 void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                                const std::string& method, PyObject* fn) {
-  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn)}});
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn), PyRef()}});
+}
+
+void GuardSet::add_path_super_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                     PyObject* after, const std::string& method, PyObject* fn) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn),
+                                  PyRef::borrow(after)}});
+}
+
+void GuardSet::add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                const std::string& attr) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef()}});
 }
 
 void GuardSet::add_function(PyObject* fn) {

@@ -122,6 +122,16 @@ struct PathRoot {
 // attribute (not a data descriptor), or nn.Module's parameters, buffers and
 // submodules. Borrowed, or nullptr (no error set) when that cannot be done.
 PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept;
+// The plain lookup of obj.name finds nothing, known without running user code:
+// object's own __getattribute__, nothing of that name on the type, not in the instance
+// dict (nor, under nn.Module's __getattr__, in its parameters, buffers or submodules).
+// A __getattr__ of the type is the caller's to check.
+bool attr_missing(PyObject* obj, PyObject* name) noexcept;
+// nn.Module.__getattr__ as registered (borrowed), or nullptr.
+PyObject* module_getattr() noexcept;
+// What super(after, <instance of tp>).name finds in tp's MRO after the class `after`
+// (borrowed), or nullptr.
+PyObject* super_lookup(PyTypeObject* tp, PyObject* after, PyObject* name) noexcept;
 // Attribute reads of objects of this type go through object.__getattribute__'s logic.
 bool generic_getattribute(PyTypeObject* tp) noexcept;
 // Registers nn.Module.__getattr__ (whose dicts plain_attr may read), at import.
@@ -166,8 +176,16 @@ class GuardSet {
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
+  // super(after, root.attrs...).<method> reaches `fn`, found in the MRO of the object's
+  // type after the class `after`.
+  void add_path_super_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                             PyObject* after, const std::string& method, PyObject* fn);
+  // root.attrs... has no attribute `attr` (attr_missing holds).
+  void add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                        const std::string& attr);
   // Argument `arg` is a list or tuple of exactly this type and length (its items are
-  // path tensors with the steps "#0", "#1", ...).
+  // path tensors with the steps "#0", "#1", ...), or an exact dict with exactly these
+  // keys in this order (its values are found with the steps "[key").
   void add_sequence(int arg, std::string name, PyObject* seq);
   // The `_modules` dict of the container module at root.attrs... keeps exactly the
   // keys `modules` has now, in this order.

@@ -12,6 +12,7 @@ Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
     : arg(root.arg), global_name(PyRef::borrow(root.global_name)), globals(PyRef::borrow(root.globals)) {
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
+    else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
     else steps.push_back({interned(a.c_str())});
   }
 }
@@ -28,6 +29,10 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
     if (v == nullptr) return nullptr;
     if (s.name) {
       v = plain_attr(v, s.name.get());
+    } else if (s.key) {
+      if (!PyDict_CheckExact(v)) return nullptr;
+      v = PyDict_GetItemWithError(v, s.key.get());
+      if (v == nullptr) clear_error();
     } else if (PyList_CheckExact(v) && s.index < PyList_GET_SIZE(v)) {
       v = PyList_GET_ITEM(v, s.index);
     } else if (PyTuple_CheckExact(v) && s.index < PyTuple_GET_SIZE(v)) {
@@ -102,7 +107,10 @@ std::string PathIs::text() const { return name + " is " + describe_object(object
 
 bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
-  if (v == nullptr || _PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
+  if (v == nullptr) return false;
+  if (!fn) return attr_missing(v, method.get());
+  if (after) return super_lookup(Py_TYPE(v), after.get(), method.get()) == fn.get();
+  if (_PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
   PyObject** dictptr = _PyObject_GetDictPtr(v);
   if (dictptr == nullptr || *dictptr == nullptr) return true;
   PyObject* shadow = PyDict_GetItemWithError(*dictptr, method.get());
@@ -110,9 +118,15 @@ bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   return shadow == nullptr;
 }
 
-std::string PathMethodIs::failure(const CallInputs&) const { return name + " no longer calls " + describe_object(fn.get()); }
+std::string PathMethodIs::failure(const CallInputs&) const {
+  if (!fn) return name + " has an attribute '" + utf8_lossy(method.get()) + "' now";
+  return name + (after ? " (through super())" : "") + " no longer calls " + describe_object(fn.get());
+}
 
-std::string PathMethodIs::text() const { return name + " calls " + describe_object(fn.get()); }
+std::string PathMethodIs::text() const {
+  if (!fn) return name + " has no attribute '" + utf8_lossy(method.get()) + "'";
+  return name + (after ? " (through super())" : "") + " calls " + describe_object(fn.get());
+}
 
 // ---- FunctionUnchanged ---------------------------------------------------------
 

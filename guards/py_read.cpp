@@ -171,4 +171,28 @@ PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
   return nullptr;
 }
 
+bool attr_missing(PyObject* obj, PyObject* name) noexcept {
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!generic_getattribute(tp) || _PyType_Lookup(tp, name) != nullptr) return false;
+  return plain_attr(obj, name) == nullptr;
+}
+
+PyObject* module_getattr() noexcept { return g_module_getattr; }
+
+PyObject* super_lookup(PyTypeObject* tp, PyObject* after, PyObject* name) noexcept {
+  PyObject* mro = tp->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return nullptr;
+  const Py_ssize_t n = PyTuple_GET_SIZE(mro);
+  Py_ssize_t i = 0;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != after) ++i;
+  for (++i; i < n; ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    if (dict == nullptr) continue;
+    PyObject* v = PyDict_GetItemWithError(dict, name);
+    if (v != nullptr) return v;
+    clear_error();
+  }
+  return nullptr;
+}
+
 }  // namespace fj::guards

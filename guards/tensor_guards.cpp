@@ -275,15 +275,26 @@ std::string NoOverlap::text() const {
 
 bool SequenceIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = in.args[arg];
-  return v != nullptr && reinterpret_cast<PyObject*>(Py_TYPE(v)) == type.get() && Py_SIZE(v) == length;
+  if (v == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(v)) != type.get()) return false;
+  if (!keys) return Py_SIZE(v) == length;
+  if (PyDict_GET_SIZE(v) != length) return false;
+  Py_ssize_t pos = 0, i = 0;
+  PyObject* key;
+  while (PyDict_Next(v, &pos, &key, nullptr)) {
+    PyObject* want = PyTuple_GET_ITEM(keys.get(), i++);
+    if (key != want && (!PyUnicode_CheckExact(key) || !_PyUnicode_EQ(key, want))) return false;
+  }
+  return true;
 }
 
 std::string SequenceIs::failure(const CallInputs&) const {
+  if (keys) return name + " no longer has exactly the keys " + describe_object(keys.get());
   return name + " is no longer a " + reinterpret_cast<PyTypeObject*>(type.get())->tp_name + " of " +
          std::to_string(length) + " items";
 }
 
 std::string SequenceIs::text() const {
+  if (keys) return name + " is a dict with the keys " + describe_object(keys.get());
   return name + " is a " + reinterpret_cast<PyTypeObject*>(type.get())->tp_name + " of " + std::to_string(length) +
          " items";
 }

@@ -155,7 +155,9 @@ class TracingMark {
 void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
   PyCodeObject* code = compat::frame_code(f);
   in->args = &f->localsplus[0];
-  in->num_args = code->co_argcount + code->co_kwonlyargcount;
+  // *args and **kwargs follow the named parameters (filled in before the frame runs).
+  in->num_args = code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+                 ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
   in->globals = compat::frame_globals(f);
   in->builtins = compat::frame_builtins(f);
   in->closure = compat::frame_func(f)->func_closure;

@@ -40,7 +40,7 @@ HANDLERS = {
     "LOAD_METHOD": "load_method", "PUSH_NULL": "push_null", "MAKE_FUNCTION": "make_function",
     "KW_NAMES": "kw_names", "STORE_SUBSCR": "store_subscr",
     # calls (ops_call.cpp)
-    "CALL": "call",
+    "CALL": "call", "CALL_FUNCTION_EX": "call_function_ex",
     # operators (ops_values.cpp)
     "BINARY_OP": "binary_op", "UNARY_NEGATIVE": "unary_negative", "UNARY_NOT": "unary_not",
     "UNARY_INVERT": "unary_invert", "COMPARE_OP": "compare_op", "IS_OP": "is_op",
@@ -49,6 +49,8 @@ HANDLERS = {
     "UNPACK_SEQUENCE": "unpack_sequence", "BINARY_SUBSCR": "binary_subscr",
     "BUILD_MAP": "build_map", "BUILD_CONST_KEY_MAP": "build_map", "BUILD_SLICE": "build_slice",
     "POP_TOP": "pop_top", "COPY": "copy", "SWAP": "swap",
+    "LIST_EXTEND": "list_extend", "LIST_TO_TUPLE": "list_to_tuple",
+    "DICT_MERGE": "dict_merge", "DICT_UPDATE": "dict_merge", "CONTAINS_OP": "contains_op",
     # control flow (ops_control.cpp)
     "JUMP_FORWARD": "jump", "JUMP_BACKWARD": "jump", "JUMP_BACKWARD_NO_INTERRUPT": "jump",
     "POP_JUMP_FORWARD_IF_FALSE": "pop_jump_if", "POP_JUMP_FORWARD_IF_TRUE": "pop_jump_if",
@@ -57,6 +59,7 @@ HANDLERS = {
     "POP_JUMP_BACKWARD_IF_NONE": "pop_jump_if", "POP_JUMP_BACKWARD_IF_NOT_NONE": "pop_jump_if",
     "JUMP_IF_FALSE_OR_POP": "jump_if_or_pop", "JUMP_IF_TRUE_OR_POP": "jump_if_or_pop",
     "RETURN_VALUE": "return_value", "RAISE_VARARGS": "raise_varargs",
+    "RETURN_GENERATOR": "return_generator", "YIELD_VALUE": "yield_value",
     "GET_ITER": "get_iter", "FOR_ITER": "for_iter", "BEFORE_WITH": "before_with",
 }
 

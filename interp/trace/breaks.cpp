@@ -95,7 +95,8 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       return ok();
     case ValueKind::TensorMethod: {
       // CPython's LOAD_METHOD leaves (function, self): the function is torch's (guarded).
-      PyObject* fn = ctx.frame_state ? guards::original_tensor_attr(v.method) : nullptr;
+      // A dict's method carries dict's own descriptor in obj.
+      PyObject* fn = !ctx.frame_state ? nullptr : v.obj ? v.obj.get() : guards::original_tensor_attr(v.method);
       if (fn == nullptr) break;
       out->kind = PlanValue::Kind::Const;
       out->obj = PyRef::borrow(fn);
@@ -150,6 +151,8 @@ Status Tracer::convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx) {
 Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx) {
   if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
   if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
+  // A bound method or super() object the trace made holds the traced call's self.
+  if (v.fresh && !v.items.empty()) return unsupported("a bound method or super() object, live at a graph break");
   if (v.reg >= 0 && v.item) {
     out->kind = PlanValue::Kind::Item;  // the number of a 0-d tensor computed before a break
     out->reg = v.reg;

@@ -81,7 +81,6 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
 
 Status Tracer::bind_arguments() {
   PyCodeObject* code = cur_.co;
-  if (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) return unsupported("*args or **kwargs parameters");
   // The graph takes float32 as torch's default dtype (creation ops, int / int, int
   // tensors with Python floats): another default is not traced, and every entry
   // checks that it still holds.
@@ -111,6 +110,10 @@ Status Tracer::bind_arguments() {
     src.kind = Source::Kind::Arg;
     src.arg = i;
     src.name = name;
+    if (i >= code->co_argcount + code->co_kwonlyargcount) {  // *args, **kwargs
+      FJ_TRY(bind_star_parameter(a, src, &cur_.fs->locals[static_cast<size_t>(i)]));
+      continue;
+    }
     const auto& meta = in_.metas[static_cast<size_t>(i)];
     if (meta) {
       std::array<int, guards::kMaxRank> dim_symbols;

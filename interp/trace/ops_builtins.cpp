@@ -21,6 +21,10 @@ struct BuiltinCalls {
   static std::optional<Status> range(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> zip_or_enumerate(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> number_type(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> super(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> hasattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, true); }
+  static std::optional<Status> getattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, false); }
+  static std::optional<Status> list_or_tuple(Tracer& t, const Tracer::CallSite& c);
 };
 
 const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table() {
@@ -29,6 +33,8 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"len", len},         {"isinstance", isinstance}, {"sum", sum},
         {"range", range},     {"zip", zip_or_enumerate},  {"enumerate", zip_or_enumerate},
         {"int", number_type}, {"float", number_type},     {"bool", number_type},
+        {"super", super},     {"hasattr", hasattr},       {"getattr", getattr},
+        {"list", list_or_tuple}, {"tuple", list_or_tuple},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -187,16 +193,19 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
   int64_t start = 0;
   if (!is_zip && c.args.size() == 2 && t.int_arg(c.args[1], "enumerate() start", &start).failed()) return std::nullopt;
   std::vector<std::vector<Value>> columns;
+  int ahead = -1;
   for (size_t k = 0; k < (is_zip ? c.args.size() : 1); ++k) {
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+    if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
   }
   size_t n = columns[0].size();
   for (const auto& column : columns) n = std::min(n, column.size());
   Value it;
   it.kind = ValueKind::Iterator;
+  it.writes = ahead;
   for (size_t i = 0; i < n; ++i) {
     std::vector<Value> row;
     if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
@@ -229,6 +238,31 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSit
   const bool to_float = type == reinterpret_cast<PyObject*>(&PyFloat_Type);
   if (t.is_tensor(a)) FJ_TRY(t.require_tensor_attr(to_int ? "__int__" : to_float ? "__float__" : "__bool__"));
   return t.to_number(a, to_int ? jit::ScalarKind::Int : to_float ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
+}
+
+// super() without arguments, in a method (Tracer::zero_arg_super).
+std::optional<Status> BuiltinCalls::super(Tracer& t, const Tracer::CallSite& c) {
+  if (!c.args.empty()) return std::nullopt;
+  return t.zero_arg_super();
+}
+
+// list(x) and tuple(x) of what a for loop can iterate: a new list or tuple of its
+// items (a tuple of a tuple is itself).
+std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallSite& c) {
+  const bool is_list = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyList_Type);
+  if (c.args.size() > 1) return std::nullopt;
+  std::vector<Value> items;
+  if (c.args.size() == 1) {
+    if (!is_list && c.args[0].kind == ValueKind::Tuple && !c.args[0].obj && !c.args[0].torch_size) {
+      t.push(c.args[0]);
+      return ok();
+    }
+    if (t.star_items(c.args[0], &items).failed()) return std::nullopt;  // the stack is as before
+  }
+  Value v = Value::sequence(is_list ? ValueKind::List : ValueKind::Tuple, std::move(items));
+  v.identity = t.next_identity_++;
+  t.push(std::move(v));
+  return ok();
 }
 
 }  // namespace fj::interp

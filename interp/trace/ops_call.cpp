@@ -127,6 +127,8 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
     Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
     self.opaque = true;
+    // A method the trace bound (Tracer::computed_attr) knows its self's source.
+    if (c.callable.fresh && c.callable.items.size() == 1) self = c.callable.items[0];
     c.args.insert(c.args.begin(), std::move(self));
     target = PyMethod_GET_FUNCTION(target);
   }
@@ -135,6 +137,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
     if (target == nullptr) return std::nullopt;
     c.args.insert(c.args.begin(), c.callable);
   }
+  if (std::optional<Status> s = module_generator(target, c.args, c.kw_names.get())) return std::move(*s);
   const int writes = writes_;
   Status s = inline_call(target, std::move(c.args), c.kw_names.get());
   // A callee that wrote tensors in place before failing: its writes were traced,
@@ -146,6 +149,10 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 // x.method(...): in-place methods, methods from the op table, and size methods.
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
+  if (!c.args.empty() && c.args[0].kind == ValueKind::Dict) {
+    if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
+    return call_dict_method(method, c.args);
+  }
   if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());
@@ -291,20 +298,29 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   if (cur_.depth >= kMaxInlineDepth) {
     return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
   }
-  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+  // A generator expression is run to its end here: its items become an iterator.
+  // Its body interleaves with the consumer in eager, so one that writes a tensor in
+  // place is not run early (see below).
+  const bool genexpr = (co->co_flags & CO_GENERATOR) && qualname.size() >= 9 &&
+                       qualname.compare(qualname.size() - 9, 9, "<genexpr>") == 0;
+  if ((co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !genexpr) {
     return unsupported("call of the generator or coroutine " + qualname);
   }
-  if (co->co_flags & CO_VARKEYWORDS) return unsupported("call of " + qualname + ", which takes **kwargs");
   guards().add_function(fn);
   const DecodedCode* decoded = FJ_TRY(decoded_code(co));
 
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
+  if (genexpr) fs.yields.emplace();
+  const int writes_before = writes_;
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   const size_t npos = args.size() - nkw;
   const size_t argcount = static_cast<size_t>(co->co_argcount);
   const size_t nparams = argcount + static_cast<size_t>(co->co_kwonlyargcount);
   const bool varargs = co->co_flags & CO_VARARGS;
+  const bool varkw = co->co_flags & CO_VARKEYWORDS;
+  Value extra;  // **kwargs: the keywords no parameter takes
+  extra.kind = ValueKind::Dict;
   const std::string bad = "arguments that do not match " + qualname + "'s parameters (CPython raises)";
   if (npos > argcount && !varargs) return unsupported(bad);
   std::vector<bool> set(nparams, false);
@@ -321,9 +337,18 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     PyObject* name = PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k));
     size_t j = static_cast<size_t>(co->co_posonlyargcount);
     while (j < nparams && PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, j), name) != 0) ++j;
+    if (j == nparams && varkw) {
+      extra.items.push_back(Value::constant(PyRef::borrow(name)));
+      extra.items.push_back(std::move(args[npos + k]));
+      continue;
+    }
     if (j == nparams || set[j]) return unsupported(bad);
     fs.locals[j] = std::move(args[npos + k]);
     set[j] = true;
+  }
+  if (varkw) {
+    extra.identity = next_identity_++;
+    fs.locals[nparams + (varargs ? 1 : 0)] = std::move(extra);
   }
   PyObject* defaults = func->func_defaults;
   const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
@@ -371,6 +396,15 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s.failed()) return s;
+  if (genexpr) {
+    if (writes_ != writes_before) return unsupported("a generator expression that writes tensors in place (not supported yet)");
+    Value it;
+    it.kind = ValueKind::Iterator;
+    it.items = std::move(*fs.yields);
+    it.writes = writes_;
+    push(std::move(it));
+    return ok();
+  }
   push(std::move(ret));
   return ok();
 }

@@ -57,6 +57,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     FJ_TRY(require_tensor_attr("__getitem__"));
     return subscript(seq, index);
   }
+  if (seq.kind == ValueKind::Dict) return dict_subscript(seq, index);
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
       !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
     Py_ssize_t start, stop, step, n;
@@ -230,6 +231,11 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
 Status Tracer::op_for_iter(const Instruction& ins) {
   Value& it = top();
   if (it.kind != ValueKind::Iterator) return unsupported("FOR_ITER over " + describe(it));
+  // A generator expression's items were computed when it was made: after an in-place
+  // write, eager would compute the next ones from the new values.
+  if (it.writes >= 0 && it.writes != writes_ && it.next < it.items.size()) {
+    return unsupported("a generator expression consumed by a loop that writes tensors in place (not supported yet)");
+  }
   if (it.next < it.items.size()) {
     Value item = it.items[it.next++];
     push(std::move(item));
@@ -266,6 +272,28 @@ Status Tracer::op_before_with(const Instruction&) {
 // (value -- )
 Status Tracer::op_return_value(const Instruction&) {
   cur_.fs->ret = pop();
+  return ok();
+}
+
+// ( -- ): the start of a generator expression run to its end (inline_call). CPython
+// returns the generator here and the first resumption pushes None for the POP_TOP
+// that follows; both are skipped.
+Status Tracer::op_return_generator(const Instruction&) {
+  const size_t next = cur_.fs->pc + 1;
+  if (!cur_.fs->yields || next >= cur_.code->instructions.size() ||
+      cur_.code->instructions[next].opcode != op(Opcode::POP_TOP)) {
+    return unsupported("a generator (not supported yet)");
+  }
+  cur_.fs->pc = next + 1;
+  return ok();
+}
+
+// (value -- sent): the value is kept as the generator's next item; next() sends None.
+Status Tracer::op_yield_value(const Instruction&) {
+  if (!cur_.fs->yields) return unsupported("yield outside a generator expression (not supported yet)");
+  if (cur_.fs->yields->size() >= kMaxUnroll) return unsupported("a generator of more than " + std::to_string(kMaxUnroll) + " items");
+  cur_.fs->yields->push_back(pop());
+  push(Value::constant(PyRef::borrow(Py_None)));
   return ok();
 }
 

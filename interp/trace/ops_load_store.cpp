@@ -134,7 +134,9 @@ static bool is_global_module(const Value& v) {
 
 std::string source_text(const Source& s) {
   std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
-  for (const std::string& a : s.attrs) out += a[0] == '#' ? "[" + a.substr(1) + "]" : "." + a;
+  for (const std::string& a : s.attrs) {
+    out += a[0] == '#' ? "[" + a.substr(1) + "]" : a[0] == '[' ? "['" + a.substr(1) + "']" : "." + a;
+  }
   return out;
 }
 
@@ -255,6 +257,7 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
   if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
@@ -294,7 +297,13 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
   Value out;
-  FJ_TRY(is_global_module(owner) ? module_attr(owner, name, &out, guards()) : attr_of(owner, name, &out));
+  if (is_global_module(owner)) {
+    FJ_TRY(module_attr(owner, name, &out, guards()));
+  } else if (Status plain = attr_of(owner, name, &out); plain.failed()) {
+    // Not a plain attribute: a property, a method read as a value, __getattr__.
+    if (std::optional<Status> s = computed_attr(owner, name)) return std::move(*s);
+    return plain;
+  }
   push(std::move(out));
   return ok();
 }
@@ -303,6 +312,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
@@ -311,6 +321,14 @@ Status Tracer::op_load_method(const Instruction& ins) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));
+    push(std::move(owner));
+    return ok();
+  }
+  if (owner.kind == ValueKind::Dict && (name == "get" || name == "keys" || name == "values" || name == "items")) {
+    Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
+    push(std::move(method));
     push(std::move(owner));
     return ok();
   }

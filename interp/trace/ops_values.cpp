@@ -311,9 +311,40 @@ Status Tracer::require_tensor_attr(const std::string& name) {
   return ok();
 }
 
+// a + b of tuples (or of lists, out of place): a new sequence of their items.
+// nullopt: the operands are not two such sequences.
+std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, const Value& rhs) {
+  if (nb_op != NB_ADD && nb_op != NB_INPLACE_ADD) return std::nullopt;
+  const auto items_of = [](const Value& v, ValueKind* kind, std::vector<Value>* out) {
+    if ((v.kind == ValueKind::Tuple || v.kind == ValueKind::List) && !v.obj) {
+      *kind = v.kind;
+      *out = v.items;
+      return true;
+    }
+    if (v.kind != ValueKind::Const || is_opaque(v) || !PyTuple_CheckExact(v.obj.get()) || !is_foldable(v.obj.get())) return false;
+    *kind = ValueKind::Tuple;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v.obj.get()); ++i) {
+      out->push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(v.obj.get(), i))));
+    }
+    return true;
+  };
+  ValueKind lk, rk;
+  std::vector<Value> a, b;
+  if (!items_of(lhs, &lk, &a) || !items_of(rhs, &rk, &b)) return std::nullopt;
+  if (lk != rk) return unsupported("+ of a tuple and a list (CPython raises)");
+  if (lk == ValueKind::List && nb_op == NB_INPLACE_ADD) return std::nullopt;  // += extends the list in place
+  a.insert(a.end(), b.begin(), b.end());
+  Value v = Value::sequence(lk, std::move(a));
+  v.torch_size = lhs.torch_size;  // torch.Size + tuple is a torch.Size
+  v.identity = next_identity_++;
+  push(std::move(v));
+  return ok();
+}
+
 Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if (std::optional<Status> s = concat_sequences(ins.arg, lhs, rhs)) return std::move(*s);
   if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     int nb = ins.arg;

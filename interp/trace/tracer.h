@@ -120,6 +120,9 @@ class Tracer {
   static const std::array<Handler, 256>& handlers();
 
   Status bind_arguments();
+  // The frame's *args tuple or **kwargs dict: its length (keys) guarded, each item an
+  // input found by its path below it (ops_star.cpp).
+  Status bind_star_parameter(PyObject* a, const Source& src, Value* out);
   Status tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
                       std::array<int, guards::kMaxRank>* dim_symbols);
   // obj.name of a value the frame can find again (an argument, a global, or an
@@ -127,6 +130,13 @@ class Tracer {
   Status attr_of(const Value& base, const std::string& name, Value* out);
   static bool is_module_instance(PyObject* v);
   void found_in_path(int k, PyObject* v, const guards::TensorMeta& meta);
+  // Attributes beyond the plain read (interp/trace/ops_attrs.cpp): properties,
+  // __getattr__, bound methods, super(), hasattr() / getattr() with a default.
+  static bool is_super(const Value& v);
+  bool absent_attr(const Value& obj, const std::string& name);
+  std::optional<Status> computed_attr(const Value& owner, const std::string& name);
+  Status zero_arg_super();
+  Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   PyObject* module_forward(const Value& m);
   Status step(const Instruction& ins);
@@ -193,6 +203,7 @@ class Tracer {
   Value shape_tuple(jit::NodeId node);
   Status call_shape_method(const std::string& name, const std::vector<Value>& args);
   Status fold_binary(int nb_op, const Value& lhs, const Value& rhs);
+  std::optional<Status> concat_sequences(int nb_op, const Value& lhs, const Value& rhs);
   Status truth(const Value& v, bool* out);
   std::string describe(const Value& v) const;
   std::string location(const Instruction& ins) const;
@@ -227,6 +238,10 @@ class Tracer {
   };
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
+  std::optional<Status> call_getattr(const CallSite& c, bool has);
+  // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
+  std::optional<Status> module_generator(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names);
+  Status guard_module_tree(PyObject* m, const std::string& text, int depth);
   Status call_torch_function(const PyOp& op, CallSite& c);
   Status opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args);
   // Each step's nullopt: the callable is not of its kind, the next step decides.
@@ -290,8 +305,19 @@ class Tracer {
   Status op_pop_jump_if(const Instruction&);
   Status op_jump_if_or_pop(const Instruction&);
   Status op_return_value(const Instruction&);
+  Status op_return_generator(const Instruction&);
+  Status op_yield_value(const Instruction&);
   Status op_raise_varargs(const Instruction&);
   Status op_build_map(const Instruction&);
+  Status op_list_extend(const Instruction&);
+  Status op_list_to_tuple(const Instruction&);
+  Status op_dict_merge(const Instruction&);
+  Status op_contains_op(const Instruction&);
+  Status op_call_function_ex(const Instruction&);
+  // The items `*v` unpacks (ops_star.cpp); a dict the frame holds: its methods, d[key].
+  Status star_items(const Value& v, std::vector<Value>* out);
+  Status call_dict_method(const std::string& name, const std::vector<Value>& args);
+  Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);

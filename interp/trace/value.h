@@ -5,7 +5,7 @@
 // float or bool (a SymExpr over the frame's symbols), a tuple or list of values, an
 // iterator over such a sequence (a for loop is unrolled), the __exit__ of a
 // `with torch.no_grad()` block, a tuple or list of
-// values, the NULL that CPython pushes before a call, or a tensor method waiting
+// values, the NULL that CPython pushes before a call, or a tensor (or dict) method waiting
 // for its CALL. Each value carries its source when it came from the frame (an
 // argument slot, a global, a module attribute path) so that guards can be written
 // against it. FrameState is a plain value (locals, stack, pc): branching and
@@ -66,7 +66,10 @@ struct Value {
   std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`),
                                // Dict (key, value, key, value, ...; keys are constants)
   size_t next = 0;             // Iterator: position of the next item
-  std::string method;          // TensorMethod: name (self is the next stack item)
+  int writes = -1;             // Iterator of a generator expression run ahead: the tracer's in-place
+                               // write count then (a later write would make its items stale)
+  std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
+                               // method descriptor when self is a Dict
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
   bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())
   int identity = -1;           // Tuple, List built by the frame: which object (copies share it)
@@ -104,6 +107,7 @@ struct FrameState {
   size_t pc = 0;           // index into the decoded instructions
   PyRef kw_names;          // set by KW_NAMES for the next CALL
   std::optional<Value> ret;  // set by RETURN_VALUE
+  std::optional<std::vector<Value>> yields;  // a generator expression run to its end: what it yielded
 };
 
 }  // namespace fj::interp

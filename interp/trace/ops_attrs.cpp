@@ -1,0 +1,180 @@
+// Attributes that run Python or depend on what is absent: properties and __getattr__
+// of user classes (their getters inlined), methods read as values (bound methods),
+// zero-argument super() in a method, hasattr() and getattr() with a default. Each
+// answer is guarded at the object's path (guards::PathMethodIs).
+#include "interp/trace/tracer.h"
+
+namespace fj::interp {
+namespace {
+
+PyRef interned_name(const std::string& name) { return PyRef::steal(PyUnicode_InternFromString(name.c_str())); }
+
+}  // namespace
+
+bool Tracer::is_super(const Value& v) {
+  return v.kind == ValueKind::Const && v.obj && Py_IS_TYPE(v.obj.get(), &PySuper_Type) && v.items.size() == 2;
+}
+
+// obj has no attribute `name` by the plain lookup and no __getattr__ would make one
+// (none on its type, or nn.Module's, which the plain lookup covers); guarded.
+bool Tracer::absent_attr(const Value& obj, const std::string& name) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (obj.kind != ValueKind::Const || !path_root(obj, &root, &holder)) return false;
+  PyObject* o = obj.obj.get();
+  PyRef key = interned_name(name);
+  PyRef getattr_name = interned_name("__getattr__");
+  if (!guards::attr_missing(o, key.get())) return false;
+  PyObject* getattr = _PyType_Lookup(Py_TYPE(o), getattr_name.get());
+  const std::string text = source_text(obj.source);
+  if (getattr == nullptr) {
+    if (!guards::attr_missing(o, getattr_name.get())) return false;
+    guards().add_path_missing(text, root, obj.source.attrs, "__getattr__");
+  } else if (getattr == guards::module_getattr()) {
+    guards().add_path_method(text, root, obj.source.attrs, "__getattr__", getattr);
+  } else {
+    return false;
+  }
+  guards().add_path_missing(text, root, obj.source.attrs, name);
+  return true;
+}
+
+// owner.name where the plain lookup did not answer: a property of the class (its
+// getter inlined), a function of the class (a bound method), or the class's
+// __getattr__ (inlined) when the plain lookup finds nothing. Pushes the value;
+// nullopt when none of these applies.
+std::optional<Status> Tracer::computed_attr(const Value& owner, const std::string& name) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (owner.kind != ValueKind::Const || owner.fresh || !path_root(owner, &root, &holder)) return std::nullopt;
+  PyObject* obj = owner.obj.get();
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!guards::generic_getattribute(tp) || PyType_Check(obj) || PyModule_Check(obj)) return std::nullopt;
+  PyRef key = interned_name(name);
+  PyObject* descr = _PyType_Lookup(tp, key.get());
+  const std::string text = source_text(owner.source);
+  if (descr != nullptr && Py_IS_TYPE(descr, &PyProperty_Type)) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
+    if (!fget || !PyFunction_Check(fget.get())) {
+      guards::clear_error();
+      return unsupported("property '" + name + "' without a Python getter");
+    }
+    guards().add_path_method(text, root, owner.source.attrs, name, descr);
+    return inline_call(fget.get(), {owner}, nullptr);
+  }
+  if (descr != nullptr && PyFunction_Check(descr)) {
+    PyObject** dictptr = _PyObject_GetDictPtr(obj);
+    if (dictptr != nullptr && *dictptr != nullptr && PyDict_GetItemWithError(*dictptr, key.get()) != nullptr) {
+      return std::nullopt;
+    }
+    guards::clear_error();
+    guards().add_path_method(text, root, owner.source.attrs, name, descr);
+    PyObject* bound = PyMethod_New(descr, obj);
+    if (bound == nullptr) {
+      guards::clear_error();
+      return unsupported("cannot bind the method " + name);
+    }
+    Value v = Value::constant(PyRef::steal(bound));
+    v.fresh = true;         // bound to the traced object: it must not escape the frame
+    v.items.push_back(owner);  // self, with its source (call_python_function)
+    push(std::move(v));
+    return ok();
+  }
+  if (descr != nullptr) return std::nullopt;
+  PyRef getattr_name = interned_name("__getattr__");
+  PyObject* getattr = _PyType_Lookup(tp, getattr_name.get());
+  if (getattr == nullptr || !PyFunction_Check(getattr) || getattr == guards::module_getattr() ||
+      !guards::attr_missing(obj, key.get())) {
+    return std::nullopt;
+  }
+  guards().add_path_missing(text, root, owner.source.attrs, name);
+  guards().add_path_method(text, root, owner.source.attrs, "__getattr__", getattr);
+  return inline_call(getattr, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+}
+
+// super() in a method: the class in its __class__ cell and its first argument. Its
+// attributes are found when read (super_attr).
+Status Tracer::zero_arg_super() {
+  PyCodeObject* co = cur_.co;
+  const int first_free = co->co_nlocalsplus - co->co_nfreevars;
+  int at = -1;
+  for (int k = first_free; k < co->co_nlocalsplus; ++k) {
+    if (_PyUnicode_EqualToASCIIString(PyTuple_GET_ITEM(co->co_localsplusnames, k), "__class__")) at = k;
+  }
+  if (at < 0 || co->co_argcount == 0) return unsupported("super() outside a method (CPython raises)");
+  const Value& cls = cur_.fs->locals[static_cast<size_t>(at)];
+  const Value& self = cur_.fs->locals[0];
+  if (cls.kind != ValueKind::Const || !PyType_Check(cls.obj.get())) return unsupported("super() whose __class__ is not a class");
+  guards::PathRoot root;
+  PyRef holder;
+  if (self.kind != ValueKind::Const || PyType_Check(self.obj.get()) || !path_root(self, &root, &holder)) {
+    return unsupported("super() of " + describe(self) + " (not supported yet)");
+  }
+  PyObject* sup = PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), cls.obj.get(), self.obj.get(), nullptr);
+  if (sup == nullptr) {
+    guards::clear_error();
+    return unsupported("super() raised (CPython raises)");
+  }
+  Value v = Value::constant(PyRef::steal(sup));
+  v.fresh = true;  // made while tracing: it must not escape the frame
+  v.items = {self, cls};
+  push(std::move(v));
+  return ok();
+}
+
+// super().name: a function found after the method's class in the MRO of the object's
+// type. LOAD_METHOD pushes (function, self); a property's getter is inlined.
+Status Tracer::super_attr(const Value& sup, const std::string& name, bool method) {
+  const Value& self = sup.items[0];
+  PyObject* cls = sup.items[1].obj.get();
+  PyRef key = interned_name(name);
+  PyObject* found = guards::super_lookup(Py_TYPE(self.obj.get()), cls, key.get());
+  guards::PathRoot root;
+  PyRef holder;
+  if (found == nullptr || !path_root(self, &root, &holder)) return unsupported("super()." + name + " (not supported yet)");
+  const std::string text = source_text(self.source);
+  if (PyFunction_Check(found) && method) {
+    guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
+    push(Value::constant(PyRef::borrow(found)));
+    push(self);
+    return ok();
+  }
+  if (Py_IS_TYPE(found, &PyProperty_Type) && !method) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(found, "fget"));
+    if (!fget || !PyFunction_Check(fget.get())) {
+      guards::clear_error();
+      return unsupported("super()." + name + ": a property without a Python getter");
+    }
+    guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
+    return inline_call(fget.get(), {self}, nullptr);
+  }
+  return unsupported("super()." + name + " is " + std::string(Py_TYPE(found)->tp_name) + " (not supported yet)");
+}
+
+// hasattr(obj, name) and getattr(obj, name[, default]) with a constant name: what the
+// attribute read finds (guarded as LOAD_ATTR guards it), or, where the object
+// certainly has no such attribute, False or the default (guarded absent). nullopt:
+// not answered here (the call runs as it is).
+std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
+  if (c.args.size() < 2 || c.args.size() > (has ? 2u : 3u)) return std::nullopt;
+  const Value& obj = c.args[0];
+  const Value& name_v = c.args[1];
+  if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
+  if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj)) return std::nullopt;
+  const std::string name = guards::utf8_lossy(name_v.obj.get());
+  if (absent_attr(obj, name)) {
+    if (has) push(Value::constant(PyRef::borrow(Py_False)));
+    else if (c.args.size() == 3) push(c.args[2]);
+    else return unsupported("getattr() of a missing attribute (CPython raises AttributeError)");
+    return ok();
+  }
+  Value out;
+  if (attr_of(obj, name, &out).ok()) {
+    push(has ? Value::constant(PyRef::borrow(Py_True)) : std::move(out));
+    return ok();
+  }
+  if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
+  return computed_attr(obj, name);
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,230 @@
+// Star arguments and keyword dicts: f(*args, **kwargs) (CALL_FUNCTION_EX) traced as the
+// CALL it stands for, the lists, tuples and dicts that build its arguments (LIST_EXTEND,
+// LIST_TO_TUPLE, DICT_MERGE, DICT_UPDATE), `key in container` (CONTAINS_OP) and the
+// read-only methods of a dict the frame holds (kwargs.get(...), kwargs.items()).
+#include "interp/trace/tracer.h"
+
+namespace fj::interp {
+namespace {
+
+// A constant whose comparison runs no user code (a str, a number, None).
+bool plain_key(const Value& v) {
+  return v.kind == ValueKind::Const && !is_opaque(v) && is_foldable(v.obj.get()) && !PyTuple_Check(v.obj.get());
+}
+
+// The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1.
+long dict_find(const Value& dict, PyObject* key) {
+  for (size_t j = 0; j < dict.items.size(); j += 2) {
+    const int eq = PyObject_RichCompareBool(dict.items[j].obj.get(), key, Py_EQ);
+    if (eq < 0) guards::clear_error();
+    if (eq == 1) return static_cast<long>(j);
+  }
+  return -1;
+}
+
+}  // namespace
+
+// The items a star (`*x`, list(x)) unpacks, as far as the trace knows them.
+Status Tracer::star_items(const Value& v, std::vector<Value>* out) {
+  if (v.kind == ValueKind::Dict) {  // *d: its keys
+    for (size_t j = 0; j < v.items.size(); j += 2) out->push_back(v.items[j]);
+    return ok();
+  }
+  push(v);
+  Instruction none{};
+  FJ_TRY(op_get_iter(none));  // on failure it has popped the value
+  Value it = pop();
+  out->insert(out->end(), it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+  return ok();
+}
+
+// (list, ...[arg - 1], iterable -- list, ...): [a, *b]
+Status Tracer::op_list_extend(const Instruction& ins) {
+  Value iterable = pop();
+  auto& stack = cur_.fs->stack;
+  const auto depth = static_cast<size_t>(ins.arg);
+  if (depth == 0 || depth > stack.size()) return unsupported("LIST_EXTEND below the value stack");
+  std::vector<Value> items;
+  FJ_TRY(star_items(iterable, &items));
+  Value& list = stack[stack.size() - depth];
+  if (list.kind != ValueKind::List || list.obj) return unsupported("LIST_EXTEND of " + describe(list));
+  list.items.insert(list.items.end(), items.begin(), items.end());
+  return ok();
+}
+
+// (list -- tuple)
+Status Tracer::op_list_to_tuple(const Instruction&) {
+  Value list = pop();
+  if (list.kind != ValueKind::List || list.obj) return unsupported("LIST_TO_TUPLE of " + describe(list));
+  Value tuple = Value::sequence(ValueKind::Tuple, std::move(list.items));
+  tuple.identity = next_identity_++;
+  push(std::move(tuple));
+  return ok();
+}
+
+// (dict, ...[arg - 1], mapping -- dict, ...): {**a} (DICT_UPDATE: a later key wins) and
+// f(**a) (DICT_MERGE: a repeated key raises in CPython).
+Status Tracer::op_dict_merge(const Instruction& ins) {
+  Value mapping = pop();
+  auto& stack = cur_.fs->stack;
+  const auto depth = static_cast<size_t>(ins.arg);
+  if (depth == 0 || depth > stack.size()) return unsupported("DICT_MERGE below the value stack");
+  Value& dict = stack[stack.size() - depth];
+  if (dict.kind != ValueKind::Dict) return unsupported("a dict update of " + describe(dict));
+  if (mapping.kind != ValueKind::Dict) return unsupported("** of " + describe(mapping) + " (not supported yet)");
+  const bool merge = ins.opcode == op(Opcode::DICT_MERGE);
+  for (size_t j = 0; j < mapping.items.size(); j += 2) {
+    const Value& key = mapping.items[j];
+    const long at = dict_find(dict, key.obj.get());
+    if (at >= 0 && merge) return unsupported("a keyword argument given twice (CPython raises)");
+    if (at >= 0) {
+      dict.items[static_cast<size_t>(at) + 1] = mapping.items[j + 1];
+    } else {
+      dict.items.push_back(key);
+      dict.items.push_back(mapping.items[j + 1]);
+    }
+  }
+  return ok();
+}
+
+// (key, container -- bool): `in` (arg 0) and `not in` (arg 1) where the answer is known:
+// a dict's constant keys, a sequence of constants, a constant tuple or str.
+Status Tracer::op_contains_op(const Instruction& ins) {
+  Value container = pop();
+  Value key = pop();
+  if (!plain_key(key)) return unsupported("'in' with " + describe(key) + " (not supported yet)");
+  bool found = false;
+  if (container.kind == ValueKind::Dict) {
+    found = dict_find(container, key.obj.get()) >= 0;
+  } else if (container.kind == ValueKind::Tuple || container.kind == ValueKind::List) {
+    const bool number_key = !PyUnicode_CheckExact(key.obj.get()) && key.obj.get() != Py_None;
+    for (const Value& item : container.items) {
+      // A symbolic number equals no str and not None; a tensor's == is its own.
+      if (item.kind == ValueKind::Sym && !number_key) continue;
+      if (!plain_key(item)) return unsupported("'in' over " + describe(item) + " (not supported yet)");
+      const int eq = PyObject_RichCompareBool(item.obj.get(), key.obj.get(), Py_EQ);
+      if (eq < 0) guards::clear_error();
+      found |= eq == 1;
+    }
+  } else if (container.kind == ValueKind::Const && !is_opaque(container) && is_foldable(container.obj.get())) {
+    const int r = PySequence_Contains(container.obj.get(), key.obj.get());
+    if (r < 0) {
+      guards::clear_error();
+      return unsupported("'in' raised (CPython raises)");
+    }
+    found = r == 1;
+  } else {
+    return unsupported("'in' of " + describe(container) + " (not supported yet)");
+  }
+  push(Value::constant(PyRef::borrow(found != (ins.arg == 1) ? Py_True : Py_False)));
+  return ok();
+}
+
+// (NULL, callable, args[, kwargs] -- result): f(*args, **kwargs). The tuple's items
+// become positional arguments and the dict's keys keyword names: the call is then
+// traced as CALL would trace it (inlined, a torch op, a builtin, or a graph break).
+Status Tracer::op_call_function_ex(const Instruction& ins) {
+  Value kwargs;
+  const bool has_kwargs = ins.arg & 1;
+  if (has_kwargs) kwargs = pop();
+  Value star = pop();
+  std::vector<Value> args;
+  FJ_TRY(star_items(star, &args));
+  PyRef names;
+  if (has_kwargs) {
+    if (kwargs.kind != ValueKind::Dict) return unsupported("** of " + describe(kwargs) + " (not supported yet)");
+    const size_t nkw = kwargs.items.size() / 2;
+    if (nkw > 0) names = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(nkw)));
+    for (size_t k = 0; k < nkw; ++k) {
+      PyObject* key = kwargs.items[2 * k].obj.get();
+      if (!PyUnicode_CheckExact(key)) return unsupported("a keyword that is not a str (CPython raises)");
+      PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(k), Py_NewRef(key));
+      args.push_back(kwargs.items[2 * k + 1]);
+    }
+  }
+  if (cur_.fs->stack.size() < 2) return unsupported("CALL_FUNCTION_EX below the value stack");
+  Instruction call = ins;
+  call.arg = static_cast<int>(args.size());
+  for (Value& a : args) push(std::move(a));
+  cur_.fs->kw_names = names;
+  return op_call(call);
+}
+
+// The frame's *args (an exact tuple) or **kwargs (an exact dict, str keys): the
+// container is guarded to keep its length and keys; each item is a tensor input, or
+// an object guarded as an attribute is (numbers, str and None by value, anything
+// else by identity), found again by its path ("L['args'][0]", "L['kwargs']['mask']").
+Status Tracer::bind_star_parameter(PyObject* a, const Source& src, Value* out) {
+  constexpr Py_ssize_t kMaxStarItems = 64;
+  const bool is_dict = PyDict_CheckExact(a);
+  if (!is_dict && !PyTuple_CheckExact(a)) return unsupported(source_text(src) + " is not a tuple or dict");
+  const Py_ssize_t n = is_dict ? PyDict_GET_SIZE(a) : PyTuple_GET_SIZE(a);
+  if (n > kMaxStarItems) return unsupported(source_text(src) + " has more than 64 items (not supported yet)");
+  guards().add_sequence(src.arg, source_text(src), a);
+  guards::PathRoot root;
+  root.arg = src.arg;
+  Value v;
+  v.kind = is_dict ? ValueKind::Dict : ValueKind::Tuple;
+  Py_ssize_t pos = 0;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* key = nullptr;
+    PyObject* item = nullptr;
+    Source child = src;
+    if (is_dict) {
+      PyDict_Next(a, &pos, &key, &item);
+      if (!PyUnicode_CheckExact(key)) return unsupported("a **kwargs key that is not a str");
+      child.attrs.push_back("[" + FJ_TRY(guards::utf8_of(key)));
+      v.items.push_back(Value::constant(PyRef::borrow(key)));
+    } else {
+      item = PyTuple_GET_ITEM(a, k);
+      child.attrs.push_back("#" + std::to_string(k));
+    }
+    Value value;
+    if (std::optional<Status> s = path_tensor(item, root, child, &value)) {
+      FJ_TRY(std::move(*s));
+    } else {
+      guards().add_path(source_text(child), root, child.attrs, item);
+      value = Value::constant(PyRef::borrow(item), child);
+    }
+    v.items.push_back(std::move(value));
+  }
+  v.identity = next_identity_++;
+  v.source = src;
+  *out = std::move(v);
+  return ok();
+}
+
+// d.get(key[, default]), d.keys(), d.values(), d.items() of a dict the frame holds.
+Status Tracer::call_dict_method(const std::string& name, const std::vector<Value>& args) {
+  const Value& d = args[0];
+  if (name == "get" && (args.size() == 2 || args.size() == 3)) {
+    if (!plain_key(args[1])) return unsupported("dict.get() with " + describe(args[1]));
+    const long at = dict_find(d, args[1].obj.get());
+    push(at >= 0 ? d.items[static_cast<size_t>(at) + 1]
+                 : args.size() == 3 ? args[2] : Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  if ((name == "keys" || name == "values" || name == "items") && args.size() == 1) {
+    Value it;
+    it.kind = ValueKind::Iterator;
+    for (size_t j = 0; j < d.items.size(); j += 2) {
+      if (name == "keys") it.items.push_back(d.items[j]);
+      else if (name == "values") it.items.push_back(d.items[j + 1]);
+      else it.items.push_back(Value::sequence(ValueKind::Tuple, {d.items[j], d.items[j + 1]}));
+    }
+    push(std::move(it));
+    return ok();
+  }
+  return unsupported("dict." + name + "() with these arguments (not supported yet)");
+}
+
+// d[key] of a dict the frame holds.
+Status Tracer::dict_subscript(const Value& d, const Value& key) {
+  if (!plain_key(key)) return unsupported("dict subscript with " + describe(key));
+  const long at = dict_find(d, key.obj.get());
+  if (at < 0) return unsupported("a missing dict key (CPython raises KeyError)");
+  push(d.items[static_cast<size_t>(at) + 1]);
+  return ok();
+}
+
+}  // namespace fj::interp
