@@ -105,7 +105,7 @@ def arange_sum(n):  # a 0-d sum over one loop of 2**32
 def wide_rows(x, n):  # two rows of 2**31 each, reduced
     return (x.expand(2, n) * 1.5 + 1).exp().sum(1)
 def wide_pointwise(x, n):  # two rows of 2**23, forty sines per element
-    y = x.expand(2, n)
+    y = x.expand(2, n) + torch.arange(n) * 1e-7
     for _ in range(40):
         y = torch.sin(y) * 1.25
     return y
@@ -210,7 +210,10 @@ def test_a_matmul_run_in_panels_equals_eager(dtype, shape):
     a = torch.randn(*batch, m, k, dtype=dtype)
     b = torch.randn(k, n, dtype=dtype)
     c = framejit.compile(lambda a, b: (a @ b) * 2)
-    assert_same(c(a, b), (a @ b) * 2)
+    if dtype == torch.float64:
+        assert_same(c(a, b), (a @ b) * 2)
+    else:  # OpenBLAS and eager's BLAS sum k float32 products in different orders
+        torch.testing.assert_close(c(a, b), (a @ b) * 2, rtol=1e-5, atol=1e-5 * k**0.5)
 
 
 def test_keyboard_interrupt_raised_while_tracing_is_not_swallowed():
