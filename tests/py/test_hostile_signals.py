@@ -103,7 +103,7 @@ def full(x, n):  # a 0-d sum over 2**32 elements: a kernel without a split dim
 def arange_sum(n):  # a 0-d sum over one loop of 2**32
     return (torch.arange(n, dtype=torch.float32) * 1e-9).exp().sum()
 def wide_rows(x, n):  # two rows of 2**31 each, reduced
-    return (x.expand(2, n) * 1.5 + 1).exp().sum(1)
+    return (x.expand(2, n) * 1.5 + torch.arange(n) * 1e-10).exp().sum(1)
 def wide_pointwise(x, n):  # two rows of 2**23, forty sines per element
     y = x.expand(2, n) + torch.arange(n) * 1e-7
     for _ in range(40):
