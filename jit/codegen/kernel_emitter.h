@@ -339,8 +339,16 @@ class KernelEmitter {
       frames_[owner].hoist = exit;
     }
     loop.pre = pre;
-    // An innermost loop (none was emitted in its body) counts toward the next stop check.
-    if (budget_ != nullptr && loops_emitted_ == loops_before) {
+    // An innermost loop (none was emitted in its body) counts toward the next stop
+    // check; one of a few iterations known here is left as it is and does not count
+    // as a loop (the loop around it counts instead: a row of 3 would pay per row).
+    const auto* clo = llvm::dyn_cast<llvm::ConstantInt>(lo);
+    const auto* chi = llvm::dyn_cast<llvm::ConstantInt>(hi);
+    if (clo != nullptr && chi != nullptr && chi->getSExtValue() - clo->getSExtValue() <= kShortLoop &&
+        loops_emitted_ == loops_before) {
+      loops_emitted_ = loops_before - 1;
+      i->addIncoming(lo, pre);
+    } else if (budget_ != nullptr && loops_emitted_ == loops_before) {
       enter->setSuccessor(0, check_stop_in_blocks(loop));
     } else {
       i->addIncoming(lo, pre);
@@ -357,6 +365,7 @@ class KernelEmitter {
     Value *lo, *hi;
     llvm::BasicBlock* pre = nullptr;  // enters the header
   };
+  static constexpr int64_t kShortLoop = 16;
   void init_stop_checks(Value* args);
   llvm::BasicBlock* check_stop_in_blocks(const Loop& loop);
   std::vector<llvm::BasicBlock*> count_and_check(llvm::IRBuilder<>& t, Value* n, llvm::BasicBlock* then);

@@ -57,7 +57,7 @@ struct KernelArgs {
 
 // The innermost loops' iterations between two calls of KernelArgs::stop (at most:
 // a loop of more runs in blocks of this many; shorter loops add up their counts).
-constexpr int64_t kStopCheckElements = int64_t{1} << 14;
+constexpr int64_t kStopCheckElements = int64_t{1} << 16;
 
 // kInterrupted: the stop poll ended the run (jit/cpu/cpu_backend.h, set_stop_poll), in
 // the CPU runtime between pieces of work or in a kernel through KernelArgs::stop.

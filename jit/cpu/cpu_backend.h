@@ -59,7 +59,7 @@ class CompiledGraph {
 // whether a signal waits for a handler that this thread may run; `poll` runs the
 // handlers (it may block: it takes the GIL) and returns true when one raised.
 // A run asks `poll` between pieces of work (rounds of about 10 ms of a large
-// loop, steps, tiles of a large matmul) and inside the kernels every 16K or so
+// loop, steps, panels of a large matmul) and inside the kernels every 64K or so
 // iterations (KernelArgs::stop), on the calling thread (other threads of the pool
 // only see that it said stop); true ends the run: run() returns kInterrupted
 // (jit/codegen/schedule.h), the outputs meaningless. A compile asks `pending`

@@ -49,13 +49,13 @@ constexpr double kRoundTime = 0.01;
 // With a stop poll, a product of more multiply-adds than this runs as panels of the
 // output's rows of about kGemmPanelFlops each, full K and full width (each element's
 // sum is the one a single call computes), the poll asked before each panel.
-constexpr int64_t kGemmPanelFlops = int64_t{1} << 27;
+constexpr int64_t kGemmPanelFlops = int64_t{1} << 28;
 // Panels have at least this many rows: each call packs all of the right operand, so
 // thin panels cost time (OpenBLAS, 1536^3 float64 on one thread: 64-row panels took
 // about 1.1x one call's time, 32-row ones 1.6x, 128x128 tiles 1.7x). Where that
 // is the whole output (a short, wide product), panels of columns, at least
 // kMinGemmPanelCols wide.
-constexpr int64_t kMinGemmPanelRows = 64;
+constexpr int64_t kMinGemmPanelRows = 128;
 constexpr int64_t kMinGemmPanelCols = 256;
 
 int64_t eval_int(const SymExpr& e, const Bindings& b) {
