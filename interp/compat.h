@@ -23,6 +23,7 @@
 extern "C" {
 int fj_compat_signals_pending(void);  // interp/compat_signals.c
 int fj_compat_is_main_thread(void);
+int fj_compat_run_signal_handlers(void);
 }
 
 namespace fj::compat {
@@ -32,6 +33,10 @@ namespace fj::compat {
 inline bool signals_pending() { return fj_compat_signals_pending() != 0; }
 // The thread that runs Python's signal handlers (PyErr_CheckSignals elsewhere does nothing).
 inline bool is_main_thread() { return fj_compat_is_main_thread() != 0; }
+// PyErr_CheckSignals that also clears signals_pending() (which PyErr_CheckSignals
+// leaves set for the eval loop to clear): -1 when a handler raised. With the GIL,
+// on the main thread.
+inline int run_signal_handlers() { return fj_compat_run_signal_handlers(); }
 
 using Frame = _PyInterpreterFrame;
 using EvalFn = _PyFrameEvalFunction;

@@ -192,12 +192,24 @@ Status Tracer::bind_arguments() {
 // by guards::clear_error(): the error is given back to the caller, not a fallback.
 constexpr const char* kInterrupted = "interrupted (KeyboardInterrupt, SystemExit or MemoryError while tracing)";
 
+// Ctrl-C during a long trace: every 256 instructions, the handlers of a pending
+// signal run (as CPython runs them between instructions); false when one raised,
+// its error set aside for the caller (guards/py_errors.h).
+bool Tracer::signal_handlers_ok() {
+  if ((steps_ & 255) != 0 || !compat::signals_pending() || !compat::is_main_thread() ||
+      compat::run_signal_handlers() == 0) {
+    return true;
+  }
+  guards::clear_error();
+  return false;
+}
+
 // Runs the current frame until its RETURN_VALUE.
 Status Tracer::execute(Value* result) {
   while (true) {
     if (cur_.fs->pc >= cur_.code->instructions.size()) return unsupported("ran past the end of the bytecode");
     if (++steps_ > kMaxSteps) return unsupported("trace longer than " + std::to_string(kMaxSteps) + " instructions");
-    if (guards::error_kept()) return unsupported(kInterrupted);
+    if (guards::error_kept() || !signal_handlers_ok()) return unsupported(kInterrupted);
     last_ins_ = &cur_.code->instructions[cur_.fs->pc];
     last_co_ = cur_.co;
     // After an opaque call, a root instruction that cannot be traced runs in CPython
@@ -524,14 +536,35 @@ Status Tracer::compile_graph(std::shared_ptr<jit::CompiledGraph>* out) {
   return ok();
 }
 
+namespace {
+
+Expected<std::shared_ptr<jit::CompiledGraph>> compile_without_gil(jit::CpuBackend& backend, const jit::Graph& g,
+                                                                  bool interruptible) {
+  PyThreadState* saved = PyEval_SaveThread();
+  auto compiled = backend.compile(g, interruptible);
+  PyEval_RestoreThread(saved);
+  return compiled;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<jit::CompiledGraph>> Tracer::compile_on_cpu(const jit::Graph& g, const char* what) {
   Expected<jit::CpuBackend*> backend = cpu_backend();
   if (backend.failed()) return unsupported("the CPU backend is unavailable: " + backend.error());
   // LLVM needs no Python: other threads run meanwhile (a thread that misses the cache
-  // of this same code waits for this trace; interp/hook.cpp).
-  PyThreadState* saved = PyEval_SaveThread();
-  auto compiled = (*backend)->compile(g);
-  PyEval_RestoreThread(saved);
+  // of this same code waits for this trace; interp/hook.cpp). A signal that came
+  // meanwhile ends the compile early: its handlers run here, and the compile starts
+  // again unless one raised (KeyboardInterrupt, given to the caller). Handlers that
+  // return and come often (a sampling profiler's timer) would restart it forever:
+  // the third start goes on to the end whatever comes.
+  auto compiled = compile_without_gil(**backend, g, true);
+  for (int starts = 1; !compiled && compiled.error() == jit::kCompileInterrupted; ++starts) {
+    if (compat::run_signal_handlers() < 0) {
+      guards::clear_error();
+      return unsupported(kInterrupted);
+    }
+    compiled = compile_without_gil(**backend, g, starts < 2);
+  }
   if (!compiled) return unsupported(std::string("compiling ") + what + " failed: " + compiled.error());
   track_graph(*compiled);
   graphs_compiled_++;

@@ -146,6 +146,8 @@ class Tracer {
   // Compiles `g` on the CPU backend with the GIL released, and counts and tracks it;
   // `what` names it in the error ("the graph", "the backward graph").
   Expected<std::shared_ptr<jit::CompiledGraph>> compile_on_cpu(const jit::Graph& g, const char* what);
+  // Runs the handlers of a pending signal every 256 steps; false when one raised.
+  bool signal_handlers_ok();
   Status seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs);
 
   // ---- plan steps: graph breaks, branches, deopt (interp/trace/breaks.cpp) ----

@@ -62,6 +62,7 @@ class KernelEmitter {
     dims_ = field(2, "dims");
     scalars_ = field(3, "scalars");
     status_out_ = field(4, "status");
+    if (options_.target == Target::Cpu && options_.stop_checks) init_stop_checks(args);
     collect_buffers();
     make_alias_scopes();
     plan_lanes();
@@ -301,7 +302,8 @@ class KernelEmitter {
   }
   uint64_t depth_bit() const { return uint64_t{1} << frames_.size(); }
 
-  // for (i = lo; i < hi; ++i) body(i), with the body in a new frame.
+  // for (i = lo; i < hi; ++i) body(i), with the body in a new frame; in blocks with
+  // stop checks between them when it is an innermost loop of a CPU kernel.
   void emit_loop(Value* lo, Value* hi, const std::function<void(Ix)>& body, bool vectorize) {
     FJ_CHECK(frames_.size() < 63, "loops nested too deeply");
     llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -316,12 +318,14 @@ class KernelEmitter {
     for (size_t f = 0; f < frames_.size(); ++f) {
       if (frames_[f].hoist == pre) owner = f;
     }
-    if (owner == frames_.size()) b_.CreateBr(header);
+    llvm::BranchInst* enter = owner == frames_.size() ? b_.CreateBr(header) : nullptr;
     b_.SetInsertPoint(header);
     llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
-    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), first, exit);
+    Loop loop{header, exit, i, llvm::cast<llvm::ICmpInst>(b_.CreateICmpSLT(i, hi)), lo, hi};
+    b_.CreateCondBr(loop.cond, first, exit);
     b_.SetInsertPoint(first);
     const uint64_t bit = depth_bit();
+    const size_t loops_before = ++loops_emitted_;
     open_frame();
     body(Ix{i, bit});
     Value* next = b_.CreateAdd(i, b_.getInt64(1), "i.next", true, true);
@@ -331,12 +335,40 @@ class KernelEmitter {
     close_frame();
     if (owner < frames_.size()) {
       pre = frames_[owner].hoist;
-      llvm::IRBuilder<>(pre).CreateBr(header);
+      enter = llvm::IRBuilder<>(pre).CreateBr(header);
       frames_[owner].hoist = exit;
     }
-    i->addIncoming(lo, pre);
+    loop.pre = pre;
+    // An innermost loop (none was emitted in its body) counts toward the next stop
+    // check; one of a few iterations known here is left as it is and does not count
+    // as a loop (the loop around it counts instead: a row of 3 would pay per row).
+    const auto* clo = llvm::dyn_cast<llvm::ConstantInt>(lo);
+    const auto* chi = llvm::dyn_cast<llvm::ConstantInt>(hi);
+    if (clo != nullptr && chi != nullptr && chi->getSExtValue() - clo->getSExtValue() <= kShortLoop &&
+        loops_emitted_ == loops_before) {
+      loops_emitted_ = loops_before - 1;
+      i->addIncoming(lo, pre);
+    } else if (budget_ != nullptr && loops_emitted_ == loops_before) {
+      enter->setSuccessor(0, check_stop_in_blocks(loop));
+    } else {
+      i->addIncoming(lo, pre);
+    }
     b_.SetInsertPoint(exit);
   }
+
+  // The stop checks of a CPU kernel (KernelArgs::stop), in jit/codegen/lower_stop.cpp.
+  struct Loop {
+    llvm::BasicBlock* header;  // i = phi; cond = i < hi; br cond, body, exit
+    llvm::BasicBlock* exit;
+    llvm::PHINode* i;
+    llvm::ICmpInst* cond;
+    Value *lo, *hi;
+    llvm::BasicBlock* pre = nullptr;  // enters the header
+  };
+  static constexpr int64_t kShortLoop = 16;
+  void init_stop_checks(Value* args);
+  llvm::BasicBlock* check_stop_in_blocks(const Loop& loop);
+  std::vector<llvm::BasicBlock*> count_and_check(llvm::IRBuilder<>& t, Value* n, llvm::BasicBlock* then);
 
   // Strided loops are neither vectorized nor unrolled: they run scalar, rarely,
   // and unrolling them only costs compile time. (Outer loops stay unrollable: the
@@ -621,6 +653,12 @@ class KernelEmitter {
   std::set<NodeId> lane_reductions_;
   std::optional<Tile> tile_;  // the tile loop being emitted
   std::set<Value*> lanes_;    // loop variables that run over the open tile's positions
+  // Stop checks (CPU): KernelArgs::stop and its context, the innermost iterations
+  // left before the next check (an i64 slot; null: no checks), the block that ends
+  // an interrupted kernel, and how many loops were emitted so far.
+  Value *stop_fn_ = nullptr, *stop_ctx_ = nullptr, *budget_ = nullptr;
+  llvm::BasicBlock* interrupted_ = nullptr;
+  size_t loops_emitted_ = 0;
   llvm::MDNode* load_noalias_ = nullptr;
   std::vector<llvm::MDNode*> store_scope_, store_noalias_;
 };

@@ -22,6 +22,10 @@
 // (sizes and view offsets that are symbolic), args->scalars the graph's scalar
 // inputs (see CompiledGraph::run), and *args->status is set to a nonzero
 // KernelStatus when an index is out of range or an int() conversion has no value.
+// CPU kernels call args->stop(args->stop_ctx) (when not null) after every
+// kStopCheckElements or so iterations of their innermost loops, whatever the loop
+// nest (a 0-d sum, a few wide rows); a nonzero answer ends the kernel at once with
+// kInterrupted or'ed into *args->status, its stores left unfinished.
 // Element types: Bool is one byte 0/1; integer arithmetic wraps, nothing traps.
 // Stores never overlap any buffer that the same kernel reads (alias scopes).
 // No LLVM header here: only forward declarations.
@@ -47,11 +51,18 @@ struct KernelArgs {
   const int64_t* dims;
   const double* scalars;
   int64_t* status;
+  int32_t (*stop)(void* ctx);  // CPU only; null: never stop
+  void* stop_ctx;
 };
 
-// kInterrupted and kExternFailed are set by the CPU runtime, not by a kernel: the stop
-// poll ended the run (jit/cpu/cpu_backend.h, set_stop_poll), or an ExternFn failed
-// (jit/ir/extern_fn.h).
+// The innermost loops' iterations between two calls of KernelArgs::stop (at most:
+// a loop of more runs in blocks of this many; shorter loops add up their counts).
+constexpr int64_t kStopCheckElements = int64_t{1} << 16;
+
+// kInterrupted and kExternFailed are set by the CPU runtime or a kernel, not by
+// generated index code: the stop poll ended the run (jit/cpu/cpu_backend.h,
+// set_stop_poll; between pieces of work or in a kernel through KernelArgs::stop), or
+// an ExternFn failed (jit/ir/extern_fn.h).
 enum KernelStatus : int64_t { kOk = 0, kIndexOutOfRange = 1, kNoIntValue = 2, kInterrupted = 4, kExternFailed = 8 };
 
 struct KernelSpec {
@@ -102,6 +113,9 @@ struct LowerOptions {
   // loop inside theirs, per tile of lanes (jit/codegen/lower_lanes.cpp); false: one
   // loop per result element.
   bool lane_loops = true;
+  // CPU: the innermost loops call KernelArgs::stop now and then (false: never, as
+  // the GPU-math host tests need: their modules must hold no indirect call).
+  bool stop_checks = true;
   // Eager's float32 gelu(+inf) is NaN in a tensor of more than one element when
   // torch runs its AVX-512 kernels (their vectorized erf), inf otherwise.
   bool gelu_inf_is_nan = false;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "jit/cpu/blas.h"
 #include "jit/cpu/kernel_runtime.h"
 #include "jit/cpu/orc_jit.h"
+#include "jit/cpu/stop.h"
 #include "jit/cpu/thread_pool.h"
 #include "jit/fork.h"
 #include "jit/log.h"
@@ -67,7 +69,7 @@ class LlvmCpuBackend final : public CpuBackend {
   // same body, a function traced again after framejit.reset() while its old plan is
   // still referenced, one layer's code object reached from several frames). The
   // cache holds weak references: code lives as long as some plan uses it.
-  Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) override {
+  Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph, bool interruptible) override {
     std::string key = graph.structural_key();
     {
       std::lock_guard<ForkSafeMutex> lock(cache_mu_);
@@ -80,7 +82,7 @@ class LlvmCpuBackend final : public CpuBackend {
         }
       }
     }
-    auto compiled = compile_new(graph);
+    auto compiled = compile_new(graph, interruptible);
     if (!compiled) return compiled;
     std::lock_guard<ForkSafeMutex> lock(cache_mu_);
     if (cache_.size() >= cache_sweep_at_) {
@@ -94,15 +96,18 @@ class LlvmCpuBackend final : public CpuBackend {
   size_t cache_hits() const override { return cache_hits_.load(std::memory_order_relaxed); }
 
  private:
-  Expected<std::shared_ptr<CompiledGraph>> compile_new(const Graph& graph) {
+  Expected<std::shared_ptr<CompiledGraph>> compile_new(const Graph& graph, bool interruptible) {
     static std::atomic<uint64_t> next_graph{0};
     const std::string prefix = "fj_g" + std::to_string(next_graph.fetch_add(1));
 
     std::lock_guard<ForkSafeMutex> lock(mu_);  // a fork waits for the compile to end
+    // Ctrl-C: asked after lowering and before each kernel's code generation.
+    StopCheck stop(interruptible ? StopCheck::Mode::PendingOnly : StopCheck::Mode::Never);
     CompileTimes times;
     const auto t0 = Clock::now();
     LowerOptions lower = lower_;
     lower.float_libm_via_double = !gpu_math_;  // the GPU's functions replace the float names
+    lower.stop_checks = !gpu_math_;
     LoweredGraph lowered = lower_graph(graph, prefix, lower, ModuleLayout::PerKernel);
     std::vector<Unit> units;
     for (KernelModule& km : lowered.modules) units.push_back(Unit{std::move(km)});
@@ -110,11 +115,13 @@ class LlvmCpuBackend final : public CpuBackend {
     if (log::enabled(log::Channel::Ir)) log::jit().info("LLVM IR of {}:\n{}", prefix, ir);
     times.lower_ms = ms_since(t0);
     const auto t1 = Clock::now();
-    generate_code(units);
+    if (stop.stop()) return Error{kCompileInterrupted};
+    generate_code(units, stop);
     times.codegen_ms = ms_since(t1);
     std::string optimized;
     for (const Unit& u : units) {
       times.longest_ms = std::max(times.longest_ms, u.ms);
+      if (u.error == kCompileInterrupted) return Error{kCompileInterrupted};
       if (!u.error.empty()) return Error{"CPU backend: compiling " + prefix + ": " + u.error};
       optimized += u.optimized;
     }
@@ -153,14 +160,20 @@ class LlvmCpuBackend final : public CpuBackend {
   }
 
   // Optimizes and generates code on the pool, largest kernels first (they are
-  // handed out in order); each task takes a target machine of its own.
-  void generate_code(std::vector<Unit>& units) {
+  // handed out in order); each task takes a target machine of its own. A task that
+  // finds `stop` set skips its kernel, and this thread asks it while it waits.
+  void generate_code(std::vector<Unit>& units, StopCheck& stop) {
     std::vector<size_t> order(units.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
     const bool keep_text = log::enabled(log::Channel::Ir) || !log::trace_dir().empty();
+    const std::function<void()> waiting = [&stop] { stop.stop(); };
     ThreadPool::instance().parallel_for(order.size(), [&](size_t task) {
       Unit& u = units[order[task]];
+      if (stop.stop()) {
+        u.error = kCompileInterrupted;
+        return;
+      }
       const auto start = Clock::now();
       try {
         compile_unit(u, keep_text);
@@ -168,7 +181,7 @@ class LlvmCpuBackend final : public CpuBackend {
         u.error = e.what();
       }
       u.ms = ms_since(start);
-    });
+    }, stop.active() ? &waiting : nullptr);
   }
 
   void compile_unit(Unit& u, bool keep_text) {

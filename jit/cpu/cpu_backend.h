@@ -54,15 +54,22 @@ class CompiledGraph {
   virtual const std::string& optimized_ir() const = 0;
 };
 
-// Ending a long run early (Ctrl-C). The embedder (interp/, which knows Python)
-// registers a poll; the kernel runtime cuts loops of much work (over 1M elements)
-// into rounds of about 10 ms (as far as the loop's split dim allows: one index of it
-// at least) and calls the poll on the calling thread between them, and between steps. A poll that returns true ends the run:
-// run() returns kInterrupted (jit/codegen/schedule.h), the outputs meaningless. The
-// poll may block (take the GIL, run signal handlers); it is called at most once per
-// piece and must be cheap when nothing is pending. Null (the default): no polling.
+// Ending a long run or compile early (Ctrl-C). The embedder (interp/, which knows
+// Python) registers two functions: `pending` says, cheaply and taking no lock,
+// whether a signal waits for a handler that this thread may run; `poll` runs the
+// handlers (it may block: it takes the GIL) and returns true when one raised.
+// A run asks `poll` between pieces of work (rounds of about 10 ms of a large
+// loop, steps, panels of a large matmul) and inside the kernels every 64K or so
+// iterations (KernelArgs::stop), on the calling thread (other threads of the pool
+// only see that it said stop); true ends the run: run() returns kInterrupted
+// (jit/codegen/schedule.h), the outputs meaningless. A compile asks `pending`
+// between kernels (it holds a lock that a fork takes, so it never waits for the
+// GIL) and gives up with kCompileInterrupted: the caller runs the handlers and
+// compiles again if none raised. Null (the default): no polling.
 using StopPoll = bool (*)();
-void set_stop_poll(StopPoll poll);
+void set_stop_poll(StopPoll poll, StopPoll pending);
+// The Error message of a compile that a pending signal ended.
+inline constexpr const char* kCompileInterrupted = "the compile was interrupted: a signal waits for its handler";
 
 struct CpuOptions {
   // Inline vectorizable exp/log/sin/cos/tanh/sigmoid (within 2 ulp; jit/codegen/math.h)
@@ -85,8 +92,9 @@ class CpuBackend {
   static Expected<std::unique_ptr<CpuBackend>> create(const CpuOptions& options = {});
   virtual ~CpuBackend() = default;
   // Graphs with equal Graph::structural_key() share one CompiledGraph while any
-  // caller holds it.
-  virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph) = 0;
+  // caller holds it. Fails with kCompileInterrupted when a signal came meanwhile
+  // (interruptible: else it goes on to the end).
+  virtual Expected<std::shared_ptr<CompiledGraph>> compile(const Graph& graph, bool interruptible = true) = 0;
   // How many compile() calls returned code compiled for an earlier equal graph.
   virtual size_t cache_hits() const = 0;
 };

@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "jit/cpu/blas.h"
+#include "jit/cpu/stop.h"
 #include "jit/cpu/thread_pool.h"
 #include "jit/ir/size_check.h"
 #include "jit/fork.h"
@@ -40,11 +42,21 @@ constexpr int64_t kMinGemmFlops = int64_t{1} << 20;
 constexpr int64_t kMinGemmBlock = 16;
 constexpr int64_t kChunkAlign = 64;
 // Loops of more work than this run in rounds of about kRoundTime seconds, with the
-// stop poll between rounds (Ctrl-C is seen well within 100 ms).
+// stop poll between rounds (Ctrl-C is seen well within 100 ms); the kernels also
+// ask it themselves (KernelArgs::stop), which bounds a round of a single index.
 constexpr int64_t kPollElements = int64_t{1} << 20;
 constexpr double kRoundTime = 0.01;
-
-std::atomic<StopPoll> g_stop_poll{nullptr};
+// With a stop poll, a product of more multiply-adds than this runs as panels of the
+// output's rows of about kGemmPanelFlops each, full K and full width (each element's
+// sum is the one a single call computes), the poll asked before each panel.
+constexpr int64_t kGemmPanelFlops = int64_t{1} << 28;
+// Panels have at least this many rows: each call packs all of the right operand, so
+// thin panels cost time (OpenBLAS, 1536^3 float64 on one thread: 64-row panels took
+// about 1.1x one call's time, 32-row ones 1.6x, 128x128 tiles 1.7x). Where that
+// is the whole output (a short, wide product), panels of columns, at least
+// kMinGemmPanelCols wide.
+constexpr int64_t kMinGemmPanelRows = 128;
+constexpr int64_t kMinGemmPanelCols = 256;
 
 int64_t eval_int(const SymExpr& e, const Bindings& b) {
   auto v = e.eval(b);
@@ -139,11 +151,12 @@ class CpuCompiledGraph final : public CompiledGraph {
     std::vector<int64_t> dims;
     for (const SymExpr& e : s_.dim_exprs) dims.push_back(eval_int(e, *bindings));
     int64_t status = 0;
-    KernelArgs args{ptrs.data(), strides.data(), dims.data(), scalars, &status};
+    StopCheck stop;
+    KernelArgs args{ptrs.data(), strides.data(), dims.data(), scalars, &status,
+                    stop.active() ? &StopCheck::from_kernel : nullptr, &stop};
     std::map<NodeId, View> views;  // matmul operands read in place
-    const StopPoll poll = g_stop_poll.load(std::memory_order_relaxed);
     for (size_t i = 0; i < s_.steps.size() && !(status & kInterrupted); ++i) {
-      if (i > 0 && poll != nullptr && poll()) {  // between steps too (a long matmul, many kernels)
+      if (i > 0 && stop.stop()) {  // between steps too (many kernels)
         status |= kInterrupted;
         break;
       }
@@ -151,8 +164,8 @@ class CpuCompiledGraph final : public CompiledGraph {
       if (step.kind == Step::Kind::Extern) {
         if (g_.node(step.index).op == Op::ExternCall) {
           if (!call_extern(step.index, ptrs, strides, views, *bindings)) status |= kExternFailed;
-        } else {
-          matmul(step.index, inputs, ptrs, strides, views, *bindings);
+        } else if (!matmul(step.index, inputs, ptrs, strides, views, *bindings, stop)) {
+          status |= kInterrupted;
         }
         continue;
       }
@@ -163,9 +176,11 @@ class CpuCompiledGraph final : public CompiledGraph {
           continue;
         }
       }
-      run_kernel(step.index, args, *bindings);
+      run_kernel(step.index, args, *bindings, stop);
     }
     for (auto& [bytes, p] : temps) release(bytes, p);
+    // A handler raised (its error is set) also where the work had ended meanwhile.
+    if (stop.stopped()) status |= kInterrupted;
     return status;
   }
 
@@ -189,7 +204,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     return b;
   }
 
-  void run_kernel(int32_t index, const KernelArgs& args, const Bindings& b) const {
+  void run_kernel(int32_t index, const KernelArgs& args, const Bindings& b, StopCheck& stop) const {
     const KernelSpec& spec = s_.kernels[static_cast<size_t>(index)];
     const Kernel& k = kernels_[static_cast<size_t>(index)];
     if (spec.split_dim < 0) {
@@ -199,18 +214,17 @@ class CpuCompiledGraph final : public CompiledGraph {
     const int64_t extent = eval_int(spec.shape[static_cast<size_t>(spec.split_dim)], b);
     int64_t work = 0;
     for (const SymExpr& e : k.work) work = std::max(work, eval_int(e, b));
-    const StopPoll poll = g_stop_poll.load(std::memory_order_relaxed);
     const bool parallel = num_threads_ > 1 && work >= kParallelMinElements && extent >= 2;
     // Chunks for the threads: at most kChunksPerThread each, kMinChunkElements of work.
     int64_t per_round = 1;
     if (parallel) {
       per_round = std::min({static_cast<int64_t>(num_threads_) * kChunksPerThread, work / kMinChunkElements, extent});
     }
-    if (poll == nullptr || work <= kPollElements) {
+    if (!stop.active() || work <= kPollElements) {
       if (per_round <= 1) {
         k.fn(&args, 0, extent);
       } else {
-        run_round(k, args, 0, extent, per_round, extent, spec);
+        run_round(k, args, 0, extent, per_round, extent, spec, stop);
       }
       return;
     }
@@ -223,9 +237,10 @@ class CpuCompiledGraph final : public CompiledGraph {
     for (int64_t pos = 0; pos < extent;) {
       const int64_t take = std::min(extent - pos, std::max<int64_t>(static_cast<int64_t>(rows), 1));
       const auto t0 = std::chrono::steady_clock::now();
-      const int64_t end = run_round(k, args, pos, pos + take, per_round, extent, spec);
+      const int64_t end = run_round(k, args, pos, pos + take, per_round, extent, spec, stop);
       pos = end;
-      if (pos < extent && poll()) {
+      if (*args.status & kInterrupted) return;  // a chunk's own stop check ended it
+      if (pos < extent && stop.stop()) {
         *args.status |= kInterrupted;
         return;
       }
@@ -236,35 +251,38 @@ class CpuCompiledGraph final : public CompiledGraph {
 
   // Runs rows [begin, end) of a kernel's split dim as `chunks` chunks on the pool
   // (one: on this thread); chunk bounds on an innermost split dim are multiples of
-  // kChunkAlign, so the round may end short of `end`: returns where it ended.
+  // kChunkAlign, so the round may end short of `end`: returns where it ended. This
+  // thread, once it has no chunk left to run, polls for Ctrl-C while the others
+  // finish theirs (their kernels then stop at their next check).
   int64_t run_round(const Kernel& k, const KernelArgs& args, int64_t begin, int64_t end, int64_t chunks,
-                    int64_t extent, const KernelSpec& spec) const {
+                    int64_t extent, const KernelSpec& spec, StopCheck& stop) const {
     const bool inner = static_cast<size_t>(spec.split_dim) + 1 == spec.shape.size();
     auto bound = [&](int64_t c) -> int64_t {
       if (c >= chunks && end == extent) return extent;
       const int64_t s = begin + static_cast<int64_t>(static_cast<__int128>(end - begin) * c / chunks);
       return inner && s != extent ? s / kChunkAlign * kChunkAlign : s;
     };
-    const int64_t stop = bound(chunks);
-    if (stop <= begin) {  // a round shorter than one aligned step: run to the next one
+    const int64_t until = bound(chunks);
+    if (until <= begin) {  // a round shorter than one aligned step: run to the next one
       const int64_t next = std::min(extent, (begin / kChunkAlign + 1) * kChunkAlign);
       k.fn(&args, begin, next);
       return next;
     }
     if (chunks <= 1) {
-      k.fn(&args, begin, stop);
-      return stop;
+      k.fn(&args, begin, until);
+      return until;
     }
     std::vector<int64_t> status(static_cast<size_t>(chunks), 0);
+    const std::function<void()> waiting = [&stop] { stop.stop(); };
     ThreadPool::instance().parallel_for(static_cast<size_t>(chunks), [&](size_t c) {
       const int64_t lo = std::max(begin, bound(static_cast<int64_t>(c))), hi = bound(static_cast<int64_t>(c) + 1);
       if (hi <= lo) return;
       KernelArgs mine = args;
       mine.status = &status[c];
       k.fn(&mine, lo, hi);
-    });
+    }, stop.active() ? &waiting : nullptr);
     for (int64_t st : status) *args.status |= st;
-    return stop;
+    return until;
   }
 
   // The strides of a view chain over a graph input or over a computed node's buffer
@@ -364,10 +382,11 @@ class CpuCompiledGraph final : public CompiledGraph {
     return n.extern_fn->run(args, result);
   }
 
-  // The batched product of a Matmul node into its buffer (contiguous).
-  void matmul(NodeId id, const std::vector<TensorArg>& inputs, const std::vector<char*>& ptrs,
+  // The batched product of a Matmul node into its buffer (contiguous); false when
+  // the stop check ended it.
+  bool matmul(NodeId id, const std::vector<TensorArg>& inputs, const std::vector<char*>& ptrs,
               const std::vector<int64_t>& strides, const std::map<NodeId, View>& views,
-              const Bindings& b) const {
+              const Bindings& b, StopCheck& stop) const {
     const Node& n = g_.node(id);
     const View a = operand(n.inputs[0], ptrs, strides, views, b);
     const View bm = operand(n.inputs[1], ptrs, strides, views, b);
@@ -383,7 +402,7 @@ class CpuCompiledGraph final : public CompiledGraph {
     const size_t batch_rank = rank - 2;
     int64_t batches = 1;
     for (size_t j = 0; j < batch_rank; ++j) batches *= out_sizes[j];
-    if (batches == 0) return;  // an empty batch: no product to compute (and no buffer to write)
+    if (batches == 0) return true;  // an empty batch: no product to compute (and no buffer to write)
     // The product of batch item `t`'s rows [r0, r1) and columns [c0, c1).
     auto product = [&](int64_t t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
       int64_t coff = 0, aoff = 0, boff = 0;
@@ -404,34 +423,58 @@ class CpuCompiledGraph final : public CompiledGraph {
       Matrix mb{bm.data + boff * elem, k, c1 - c0, bm.strides[br - 2], bm.strides[br - 1]};
       gemm(n.dtype, ma, mb, c + coff * elem, ldc);
     };
-    // Tasks on the kernels' pool (OpenBLAS itself runs single-threaded): whole batch
-    // items when there are enough of them, else blocks of rows (or of columns for
-    // a short, wide product: each task reads all of the other operand, so the
-    // smaller one is the one replicated), each at least kMinGemmFlops of work, at
-    // most two per thread.
+    // Tasks on the kernels' pool (OpenBLAS itself runs single-threaded): panels of a
+    // long product when Ctrl-C is polled (gemm_panel), else whole batch items when
+    // there are enough of them, else blocks of rows (or of columns for a short, wide
+    // product: each task reads all of the other operand, so the smaller one is the
+    // one replicated), each at least kMinGemmFlops of work, at most two per thread.
+    // The stop check runs before each task, and on this thread while it waits.
+    const std::function<void()> waiting = [&stop] { stop.stop(); };
+    const std::function<void()>* poll = stop.active() ? &waiting : nullptr;
+    auto tasks_of = [&](int64_t count, const std::function<void(int64_t)>& task) {
+      ThreadPool::instance().parallel_for(static_cast<size_t>(count), [&](size_t t) {
+        if (!stop.stop()) task(static_cast<int64_t>(t));
+      }, poll);
+      return !stop.stopped();
+    };
     const int64_t flops = batches * m * ncols * k;
+    if (stop.active() && m * ncols * k > kGemmPanelFlops) {
+      const auto [rows, cols] = gemm_panel(m, ncols, k);
+      const int64_t row_tiles = (m + rows - 1) / rows, col_tiles = (ncols + cols - 1) / cols;
+      return tasks_of(batches * row_tiles * col_tiles, [&](int64_t task) {
+        const int64_t t = task / (row_tiles * col_tiles), r = task / col_tiles % row_tiles, c = task % col_tiles;
+        product(t, r * rows, std::min(m, (r + 1) * rows), c * cols, std::min(ncols, (c + 1) * cols));
+      });
+    }
     const int64_t want = std::clamp<int64_t>(flops / kMinGemmFlops, 1, static_cast<int64_t>(num_threads_) * 2);
     if (want <= 1 || batches >= want) {
       const int64_t tasks = want <= 1 ? 1 : batches;
-      ThreadPool::instance().parallel_for(static_cast<size_t>(tasks), [&](size_t t) {
+      return tasks_of(tasks, [&](int64_t t) {
         if (tasks == 1) {
           for (int64_t i = 0; i < batches; ++i) product(i, 0, m, 0, ncols);
         } else {
-          product(static_cast<int64_t>(t), 0, m, 0, ncols);
+          product(t, 0, m, 0, ncols);
         }
       });
-      return;
     }
     const int64_t per_item = (want + batches - 1) / batches;
     const bool by_rows = m >= ncols;
     const int64_t extent = by_rows ? m : ncols;
     const int64_t blocks = std::min(per_item, std::max<int64_t>(extent / kMinGemmBlock, 1));
-    ThreadPool::instance().parallel_for(static_cast<size_t>(batches * blocks), [&](size_t task) {
-      const int64_t t = static_cast<int64_t>(task) / blocks, blk = static_cast<int64_t>(task) % blocks;
+    return tasks_of(batches * blocks, [&](int64_t task) {
+      const int64_t t = task / blocks, blk = task % blocks;
       const int64_t lo = extent * blk / blocks, hi = extent * (blk + 1) / blocks;
       if (by_rows) product(t, lo, hi, 0, ncols);
       else product(t, 0, m, lo, hi);
     });
+  }
+
+  // The panel (rows, cols) of an m x n output, k deep, of about kGemmPanelFlops
+  // multiply-adds: whole rows, at least kMinGemmPanelRows of them; a short output
+  // (no more rows than that) is cut into columns instead.
+  static std::pair<int64_t, int64_t> gemm_panel(int64_t m, int64_t n, int64_t k) {
+    if (m <= kMinGemmPanelRows) return {m, std::min(n, std::max(kMinGemmPanelCols, kGemmPanelFlops / (k * m)))};
+    return {std::min(m, std::max(kMinGemmPanelRows, kGemmPanelFlops / (k * n))), n};
   }
 
   void* acquire(size_t bytes) const {
@@ -467,8 +510,6 @@ class CpuCompiledGraph final : public CompiledGraph {
 };
 
 }  // namespace
-
-void set_stop_poll(StopPoll poll) { g_stop_poll.store(poll, std::memory_order_relaxed); }
 
 std::shared_ptr<CompiledGraph> make_cpu_compiled_graph(std::shared_ptr<const void> code, Graph graph,
                                                        Schedule schedule, std::vector<Kernel> kernels,

@@ -33,6 +33,8 @@ constexpr size_t kMaxThreads = 1024;
 // over 1 ms one time in ten (measured on the 2-core development VM), which is as
 // long as a whole chunk of a large loop.
 constexpr auto kSpin = std::chrono::microseconds(1000);
+// A caller that waits longer than kSpin calls its `waiting` callback this often.
+constexpr auto kWaitingPoll = std::chrono::microseconds(200);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,7 +65,7 @@ class Pool final : public ThreadPool {
     for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
 
-  void parallel_for(size_t n, const std::function<void(size_t)>& fn) override {
+  void run_job(size_t n, const std::function<void(size_t)>& fn, const std::function<void()>* waiting) override {
     if (n > 1) split_jobs_.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
     if (n <= 1 || workers_.empty() || !job.owns_lock() || getpid() != pid_ || n > 0xffffffffu) {
@@ -85,7 +87,15 @@ class Pool final : public ThreadPool {
     auto finished = [this, n] { return done_tasks_.load(std::memory_order_acquire) == n; };
     if (!spin_until(finished)) {
       std::unique_lock<std::mutex> lock(mu_);
-      done_.wait(lock, finished);
+      if (waiting == nullptr) {
+        done_.wait(lock, finished);
+        return;
+      }
+      while (!done_.wait_for(lock, kWaitingPoll, finished)) {
+        lock.unlock();
+        (*waiting)();
+        lock.lock();
+      }
     }
   }
 
@@ -167,7 +177,7 @@ class OmpPool final : public ThreadPool {
     return lib ? reinterpret_cast<ParallelFn>(dlsym(lib, "GOMP_parallel")) : nullptr;
   }
 
-  void parallel_for(size_t n, const std::function<void(size_t)>& fn) override {
+  void run_job(size_t n, const std::function<void(size_t)>& fn, const std::function<void()>* waiting) override {
     if (n > 1) split_jobs_.fetch_add(1, std::memory_order_relaxed);
     // One job at a time (concurrent callers would oversubscribe the cores); a forked
     // child does not use the parent's runtime.
@@ -179,13 +189,27 @@ class OmpPool final : public ThreadPool {
     struct Job {
       const std::function<void(size_t)>* fn;
       size_t n;
-      std::atomic<size_t> next{0};
-    } j{&fn, n};
+      const std::function<void()>* waiting;
+      std::thread::id caller;
+      std::atomic<size_t> next{0}, done{0};
+    } j{&fn, n, waiting, std::this_thread::get_id()};
     // Every thread of the team takes tasks until none is left; GOMP_parallel
-    // returns when all of them have.
+    // returns when all of them have. The caller (the team's master) with a
+    // `waiting` callback waits for the others here rather than in the runtime's
+    // barrier, calling it meanwhile.
     parallel_([](void* p) {
       Job& job = *static_cast<Job*>(p);
-      for (size_t i = job.next.fetch_add(1); i < job.n; i = job.next.fetch_add(1)) (*job.fn)(i);
+      for (size_t i = job.next.fetch_add(1); i < job.n; i = job.next.fetch_add(1)) {
+        (*job.fn)(i);
+        job.done.fetch_add(1, std::memory_order_acq_rel);
+      }
+      if (job.waiting == nullptr || std::this_thread::get_id() != job.caller) return;
+      auto finished = [&job] { return job.done.load(std::memory_order_acquire) == job.n; };
+      if (spin_until(finished)) return;
+      while (!finished()) {
+        (*job.waiting)();
+        std::this_thread::sleep_for(kWaitingPoll);
+      }
     }, &j, static_cast<unsigned>(std::min(threads_, n)), 0);
   }
 

@@ -63,7 +63,8 @@ def test_one_graph_and_one_fused_loop_in_the_ir():
     assert len(defines) == 1, out.stderr
     # One loop nest over x, y and the output only: no intermediate buffers.
     assert "%buf2 = " in ir and "%buf3 = " not in ir, ir
-    assert "alloca" not in ir, ir
+    # (The one stack slot allowed: the stop checks' budget, jit/codegen/lower_stop.cpp.)
+    assert [line for line in ir.splitlines() if "alloca" in line and "stop.budget" not in line] == [], ir
     assert "'graphs': 1" in out.stdout
 
 
