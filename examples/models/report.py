@@ -131,6 +131,8 @@ def main(names):
     print("eq eager: compiled vs eager on identical copies; forwards within 1e-5 rel (eval, no_grad on 2 shapes "
           "and with grad), 3 training steps: losses within 1e-4 rel, final state_dict close (rtol 1e-4, atol 1e-5); "
           "rel = max|diff| / max|eager|")
+    print("reasons: distinct (reason, location); [fallback F xN] = recorded fallbacks of watched function F, "
+          "[break eval|train] = framejit.explain of the forward. A frame shows its first blocker only.")
     failed = False
     for name in names:
         try:
