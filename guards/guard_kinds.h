@@ -271,12 +271,13 @@ struct DictsEmpty {
   std::string text() const;
 };
 
-// The `_modules` dict of the container module at the end of `path` has exactly
-// `keys` (a list), in order.
+// The `_modules` dict of the container module at the end of `path` (or, when `dict`
+// is set, that dict object itself) has exactly `keys` (a list), in order.
 struct DictKeysAre {
   std::string name;
   Path path;
   PyRef keys;
+  PyRef dict;
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -187,6 +187,11 @@ void GuardSet::add_dict_keys(std::string name, const PathRoot& root, const std::
   guards_.push_back({DictKeysAre{std::move(name), Path(root, attrs), PyRef::steal(PyDict_Keys(modules))}});  // a list, in order
 }
 
+void GuardSet::add_dict_keys(std::string name, PyObject* dict) {
+  DictKeysAre g{std::move(name), Path(PathRoot{}, {}), PyRef::steal(PyDict_Keys(dict)), PyRef::borrow(dict)};  // keys: a list, in order
+  guards_.push_back({std::move(g)});
+}
+
 void GuardSet::add_path_hooks_empty(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                                     const std::vector<std::string>& keys) {
   PathHooksEmpty g{std::move(name), Path(root, attrs)};

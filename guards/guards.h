@@ -191,6 +191,8 @@ class GuardSet {
   // keys `modules` has now, in this order.
   void add_dict_keys(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                      PyObject* modules);
+  // `dict` itself (held) keeps exactly the keys it has now, in this order.
+  void add_dict_keys(std::string name, PyObject* dict);
   // Each of `dicts` stays empty (strong references are kept).
   void add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts);
   // The nn.Module at root.attrs... has empty instance-dict entries `keys` (its hook

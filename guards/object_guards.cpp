@@ -203,7 +203,7 @@ std::string PathHooksEmpty::text() const { return name + " has no hooks"; }
 
 bool DictKeysAre::check(const CallInputs& in, jit::Bindings&) const noexcept {
   static PyObject* s_modules = interned("_modules").release();
-  PyObject* dict = instance_entry(path.walk(in), s_modules);
+  PyObject* dict = this->dict ? this->dict.get() : instance_entry(path.walk(in), s_modules);
   if (!keys || dict == nullptr || !PyDict_CheckExact(dict) || PyDict_GET_SIZE(dict) != PyList_GET_SIZE(keys.get())) {
     return false;
   }

@@ -749,6 +749,7 @@ TEST_CASE("autodiff: clone_node rebuilds every op as its builder made it") {
   const NodeId f = ok(g.item(one, ScalarKind::Float));
   ok(g.pointwise(Op::Mul, {filled, f}));
   ok(g.matmul(x, ok(g.permute(x, {1, 0}))));
+  ok(g.extern_call(nullptr, {x}, DType::Float64, SymShape(g.node(x).sym)));
   g.set_outputs({filled});
 
   std::vector<bool> seen(autodiff_detail::kNumOps, false);

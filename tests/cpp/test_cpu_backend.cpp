@@ -539,9 +539,14 @@ TEST_CASE("cpu backend: the contiguous loop is vectorized (optimized IR, ir log)
   REQUIRE(opt != std::string::npos);
   CHECK(text.find("LLVM IR of fj_g") < opt);  // the emitted IR is logged first
   const std::string optimized = text.substr(opt);
+  // With AVX-512, LLVM may still prefer 256-bit vectors (it does on some CPUs that
+  // lower their clock for 512-bit work): either width is a vectorized loop.
+  auto has = [&](const char* op, int lanes) {
+    return optimized.find(std::string(op) + " <" + std::to_string(lanes) + " x float>") != std::string::npos;
+  };
   if (__builtin_cpu_supports("avx512f")) {
-    CHECK(optimized.find("fmul <16 x float>") != std::string::npos);
-    CHECK(optimized.find("fadd <16 x float>") != std::string::npos);
+    CHECK((has("fmul", 16) || has("fmul", 8)));
+    CHECK((has("fadd", 16) || has("fadd", 8)));
   } else if (__builtin_cpu_supports("avx2")) {
     CHECK(optimized.find("fmul <8 x float>") != std::string::npos);
     CHECK(optimized.find("fadd <8 x float>") != std::string::npos);
