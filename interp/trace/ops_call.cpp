@@ -27,7 +27,18 @@ Status Tracer::op_call(const Instruction& ins) {
   const PyOp* torch_op = c.callable.kind == ValueKind::Const && !is_opaque(c.callable) ? torch_function_op(c.callable.obj.get()) : nullptr;
   // einsum is handled below, where what it does not lower can become a graph break.
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
-  if (torch_op != nullptr && !einsum) return call_torch_function(*torch_op, c);
+  if (torch_op != nullptr && !einsum) {
+    // A case the table's lowering does not take (dropout in training) may still be an
+    // extern call; the lowering's own reason stands where that fails too.
+    CallSite again = c;
+    const jit::Graph::Mark before = graph_.mark();
+    const size_t depth = cur_.fs->stack.size();
+    Status s = call_torch_function(*torch_op, c);
+    if (s.ok() || call_raised_ || committed_ || cur_.fs->stack.size() != depth) return s;
+    graph_.roll_back(before);
+    std::optional<Status> e = call_extern(again);
+    return e && e->ok() ? std::move(*e) : s;
+  }
   if (std::optional<Status> s = call_override_check(c)) return std::move(*s);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
