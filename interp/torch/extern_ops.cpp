@@ -252,15 +252,10 @@ class TorchExtern final : public jit::ExternFn {
   std::string name_, key_;
 };
 
-bool is_torch_constant_type(PyObject* o) {
-  const char* t = Py_TYPE(o)->tp_name;
-  return !std::strcmp(t, "torch.dtype") || !std::strcmp(t, "torch.device") || !std::strcmp(t, "torch.layout") ||
-         !std::strcmp(t, "torch.memory_format");
-}
-
 // A constant an extern call may keep: what runs no user code when torch reads it.
 bool extern_constant(PyObject* o) {
-  if (is_foldable(o) || is_torch_constant_type(o)) return true;
+  // is_foldable takes dtypes, devices and layouts too; memory formats are singletons alike.
+  if (is_foldable(o) || !std::strcmp(Py_TYPE(o)->tp_name, "torch.memory_format")) return true;
   if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o) && !PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(guards::torch_refs().size_type))) {
     return false;
   }
