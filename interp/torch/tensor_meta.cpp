@@ -151,6 +151,19 @@ Status Tracer::require_standard_strides(NodeId n, bool allow_view, const std::st
   return ok();
 }
 
+bool Tracer::guard_inputs_contiguous(NodeId n) {
+  std::vector<int> refs;
+  for (NodeId p : input_ancestors(n)) {
+    const InputRef ref = placeholder_slot_[static_cast<size_t>(graph_.node(p).index)];
+    auto c = input_contiguous_.find(p);
+    if (ref.kind == InputRef::Kind::Reg || c == input_contiguous_.end()) continue;
+    if (!c->second) return false;
+    refs.push_back(ref.kind == InputRef::Kind::Arg ? ref.index : -ref.index - 1);
+  }
+  for (int r : refs) entry_->guards.require_contiguous(r);
+  return true;
+}
+
 // t.<name> for a tensor t: nullopt when `name` is not a metadata attribute.
 std::optional<Status> Tracer::tensor_meta_attr(const Value& t, const std::string& name) {
   const jit::Node& n = graph_.node(t.node);

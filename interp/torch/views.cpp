@@ -90,11 +90,15 @@ bool Tracer::equal_guarded(const SymExpr& a, const SymExpr& b) {
   return true;
 }
 
-// Whether the result of reshaping x to `to` is a view: x is contiguous, or the
-// reshape only splits dims.
+// Whether the result of reshaping x to `to` is a view: the reshape only splits dims,
+// or x is contiguous. Eager's x is contiguous when no op on the way made it otherwise
+// and the inputs it comes from were (a pointwise op keeps its input's layout).
 bool Tracer::reshape_is_view(NodeId x, const jit::SymShape& to) {
-  if (!may_be_noncontig(x)) return true;
-  return only_splits(graph_.node(x).sym, to, [&](const SymExpr& a, const SymExpr& b) { return equal_guarded(a, b); });
+  const jit::SymShape& from = graph_.node(x).sym;
+  const auto proven = [](const SymExpr& a, const SymExpr& b) { return jit::eq(a, b).as_bool().value_or(false); };
+  if (only_splits(from, to, proven)) return true;  // no guard needed
+  if (!may_be_noncontig(x) && guard_inputs_contiguous(x)) return true;
+  return only_splits(from, to, [&](const SymExpr& a, const SymExpr& b) { return equal_guarded(a, b); });
 }
 
 // An index into a dim of size n, as Python's: negative counts from the end; out of
@@ -359,7 +363,7 @@ Status Tracer::lower_flatten(const OpCall& c) {
 // contiguous(input, memory_format=None): x itself, or a contiguous copy
 Status Tracer::lower_contiguous(const OpCall& c) {
   if (!is_none(c.a[1])) return unsupported(c.what + " with a memory_format");
-  if (!may_be_noncontig(c.x)) {
+  if (!may_be_noncontig(c.x) && guard_inputs_contiguous(c.x)) {
     push(c.a[0]);
     return ok();
   }

@@ -288,6 +288,10 @@ class Tracer {
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
+  // Whether the arguments and attribute tensors that n is computed from had the
+  // standard contiguous strides (each then guarded so); graph breaks' results are
+  // checked by their own step.
+  bool guard_inputs_contiguous(jit::NodeId n);
   // Placeholders of inputs: whether the input had the standard contiguous strides.
   std::unordered_map<jit::NodeId, bool> input_contiguous_;
   Status op_binary_op(const Instruction&);

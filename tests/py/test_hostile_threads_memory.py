@@ -32,6 +32,11 @@ def same(a, b):
         return isinstance(b, tuple) and len(a) == len(b) and all(same(p, q) for p, q in zip(a, b))
     return a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
 
+def describe(v):
+    if isinstance(v, tuple):
+        return [describe(p) for p in v]
+    return (str(v.dtype), tuple(v.shape), v.stride(), v.flatten()[:8].tolist())
+
 compiled = {fn: framejit.compile(fn) for fn in (f, g, h)}
 errors, mismatches, done = [], [], threading.Event()
 calls = [0] * 8
@@ -43,8 +48,8 @@ def caller(i):
         for fn, args in ((f, (x, y, 0.1 * (k % 5))), (g, (x,)), (h, (x, 1 + k % 3))):
             got = compiled[fn](*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
             want = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-            if not same(got, want):
-                mismatches.append((i, k, fn.__name__))
+            if not same(got, want):  # what differed, for the report
+                mismatches.append((i, k, fn.__name__, describe(got), describe(want)))
             calls[i] += 1
         if k % 8 == i % 8:  # a function compiled now, called at once, then dropped
             ns = {"torch": torch}
