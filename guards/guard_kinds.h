@@ -308,6 +308,17 @@ struct DefaultDTypeIs {
   std::string text() const;
 };
 
+// A torch flag read with a builtin that takes no argument (torch._C.
+// _get_deterministic_algorithms()) still gives `value` (True or False).
+struct TorchFlagIs {
+  std::string name;
+  PyRef fn;
+  bool value;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own.
 struct TensorAttrIs {
   std::string name;
@@ -325,7 +336,7 @@ struct Guard {
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
-               GradModeIs, NoFunctionMode, DefaultDTypeIs, TensorAttrIs>  // torch state
+               GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs>  // torch state
       kind;
 };
 

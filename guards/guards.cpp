@@ -222,6 +222,11 @@ void GuardSet::add_default_dtype(PyObject* dtype) {
   guards_.push_back({DefaultDTypeIs{PyRef::borrow(dtype)}});
 }
 
+void GuardSet::add_torch_flag(const std::string& name, PyObject* fn, bool value) {
+  if (has<TorchFlagIs>([&](const TorchFlagIs& g) { return g.fn.get() == fn; })) return;
+  guards_.push_back({TorchFlagIs{name, PyRef::borrow(fn), value}});
+}
+
 void GuardSet::add_tensor_attr(const std::string& name, PyObject* object) {
   if (has<TensorAttrIs>([&](const TensorAttrIs& g) { return g.name == name; })) return;
   guards_.push_back({TensorAttrIs{name, interned(name.c_str()), PyRef::borrow(object)}});

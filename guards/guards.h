@@ -224,6 +224,7 @@ class GuardSet {
   // involved, and those have no internally overlapping elements.
   void add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names);
   void add_default_dtype(PyObject* dtype);
+  void add_torch_flag(const std::string& name, PyObject* fn, bool value);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 

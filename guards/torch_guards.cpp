@@ -36,6 +36,24 @@ std::string DefaultDTypeIs::failure(const CallInputs&) const {
 
 std::string DefaultDTypeIs::text() const { return "torch.get_default_dtype() is " + describe_object(dtype.get()); }
 
+// ---- TorchFlagIs ---------------------------------------------------------------
+
+bool TorchFlagIs::check(const CallInputs&, jit::Bindings&) const noexcept {
+  PyObject* now = PyObject_CallNoArgs(fn.get());
+  if (now == nullptr) {
+    clear_error();
+    return false;
+  }
+  Py_DECREF(now);
+  return now == (value ? Py_True : Py_False);
+}
+
+std::string TorchFlagIs::failure(const CallInputs&) const {
+  return name + "() is no longer " + (value ? "True" : "False");
+}
+
+std::string TorchFlagIs::text() const { return name + "() is " + (value ? "True" : "False"); }
+
 // ---- TensorAttrIs --------------------------------------------------------------
 
 bool TensorAttrIs::check(const CallInputs&, jit::Bindings&) const noexcept {

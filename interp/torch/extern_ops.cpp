@@ -188,8 +188,8 @@ bool with_gil(F&& body) noexcept {
 // The gradient of operand k of a call: torch's backward of the op (framejit.extern.vjp).
 class TorchVjp final : public jit::ExternFn {
  public:
-  TorchVjp(std::shared_ptr<const CallTemplate> call, size_t k, std::string name, std::string key)
-      : call_(std::move(call)), k_(k), name_(std::move(name)), key_(std::move(key)) {}
+  TorchVjp(std::shared_ptr<const CallTemplate> call, size_t k, int output, std::string name, std::string key)
+      : call_(std::move(call)), k_(k), output_(output), name_(std::move(name)), key_(std::move(key)) {}
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return key_; }
   std::shared_ptr<const jit::ExternFn> vjp(size_t) const override { return nullptr; }
@@ -204,9 +204,11 @@ class TorchVjp final : public jit::ExternFn {
       if (!gy || !PyRef::steal(PyObject_CallMethodNoArgs(tensors[k_].get(), s_requires))) return false;
       PyRef args, kwargs;
       if (!fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) return false;
+      PyRef output = PyRef::steal(PyLong_FromLong(output_));
+      if (!output) return false;
       PyRef g = PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.vjp, call_->fn.get(), args.get(),
-                                                          kwargs ? kwargs.get() : Py_None, tensors[k_].get(),
-                                                          gy.get(), nullptr));
+                                                          kwargs ? kwargs.get() : Py_None, output.get(),
+                                                          tensors[k_].get(), gy.get(), nullptr));
       if (!g) return false;
       if (g.get() != Py_None) return store(g.get(), result);
       static PyObject* s_zero = PyUnicode_InternFromString("zero_");
@@ -218,21 +220,24 @@ class TorchVjp final : public jit::ExternFn {
  private:
   std::shared_ptr<const CallTemplate> call_;
   size_t k_;
+  int output_;  // as TorchExtern's
   std::string name_, key_;
 };
 
-// A call of a torch function on the graph's buffers.
+// A call of a torch function on the graph's buffers. Of a function with several
+// results, each result used is a node of its own that calls it and keeps its own
+// (no random function has several).
 class TorchExtern final : public jit::ExternFn {
  public:
-  TorchExtern(std::shared_ptr<const CallTemplate> call, bool random, std::string name, std::string key)
-      : call_(std::move(call)), random_(random), name_(std::move(name)), key_(std::move(key)) {}
+  TorchExtern(std::shared_ptr<const CallTemplate> call, bool random, int output, std::string name, std::string key)
+      : call_(std::move(call)), random_(random), output_(output), name_(std::move(name)), key_(std::move(key)) {}
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return key_; }
   // A random op has none: its backward would draw again.
   std::shared_ptr<const jit::ExternFn> vjp(size_t k) const override {
     if (random_) return nullptr;
     const std::string tag = ".vjp" + std::to_string(k);
-    return std::make_shared<TorchVjp>(call_, k, name_ + tag, key_ + tag);
+    return std::make_shared<TorchVjp>(call_, k, output_, name_ + tag, key_ + tag);
   }
 
   bool run(const std::vector<jit::ExternArg>& operands, const jit::ExternArg& result) const noexcept override {
@@ -242,6 +247,10 @@ class TorchExtern final : public jit::ExternFn {
       PyRef args, kwargs;
       if (!fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) return false;
       PyRef r = PyRef::steal(PyObject_Call(call_->fn.get(), args.get(), kwargs.get()));
+      if (r && output_ >= 0) {
+        if (!PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) <= output_) return false;
+        r = PyRef::borrow(PyTuple_GET_ITEM(r.get(), output_));
+      }
       return r && store(r.get(), result);
     });
   }
@@ -249,6 +258,7 @@ class TorchExtern final : public jit::ExternFn {
  private:
   std::shared_ptr<const CallTemplate> call_;
   bool random_;
+  int output_;  // -1: the function returns one tensor; else which item of its tuple
   std::string name_, key_;
 };
 
@@ -342,20 +352,30 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
     return unsupported("its meta run failed");
   }
   if (PyUnicode_Check(r.get())) return unsupported(guards::utf8_lossy(r.get()));
-  PyObject* sizes = nullptr;
-  PyObject* dtype = nullptr;
-  int contiguous = 0, random = 0;
-  if (!PyArg_ParseTuple(r.get(), "OO!pp", &dtype, &PyTuple_Type, &sizes, &contiguous, &random)) {
+  PyObject* results = nullptr;
+  PyObject* kind = nullptr;
+  int random = 0;
+  if (!PyArg_ParseTuple(r.get(), "O!pO", &PyTuple_Type, &results, &random, &kind)) {
     guards::clear_error();
     return unsupported("its meta run gave no shape");
   }
-  const std::optional<jit::DType> d = dtype_from_torch(dtype);
-  if (!d) return unsupported("its result's dtype " + guards::describe_object(dtype) + " (not supported yet)");
-  out->dtype = *d;
-  out->contiguous = contiguous != 0;
+  out->tensors.clear();
   out->random = random != 0;
-  out->sizes.clear();
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes); ++i) out->sizes.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, i)));
+  out->kind = kind == Py_None ? PyRef() : PyRef::borrow(kind);
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(results); ++k) {
+    PyObject* sizes = nullptr;
+    PyObject* dtype = nullptr;
+    int contiguous = 0;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(results, k), "OO!p", &dtype, &PyTuple_Type, &sizes, &contiguous)) {
+      guards::clear_error();
+      return unsupported("its meta run gave no shape");
+    }
+    const std::optional<jit::DType> d = dtype_from_torch(dtype);
+    if (!d) return unsupported("its result's dtype " + guards::describe_object(dtype) + " (not supported yet)");
+    ExternResult::Tensor t{*d, {}, contiguous != 0};
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes); ++i) t.sizes.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, i)));
+    out->tensors.push_back(std::move(t));
+  }
   return ok();
 }
 
@@ -368,7 +388,8 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
 // other sizes traces again. A symbol of a group that passes is also changed alone:
 // where the run then raises, eager raises too (and so does the extern call, which
 // sends the frame to CPython); where its sizes differ, the symbol is fixed.
-Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out) {
+Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r,
+                            std::vector<jit::SymShape>* out) {
   auto value = [&](const SymExpr& e) -> std::optional<int64_t> {
     const auto v = e.eval(hints_);
     if (!v || v->index() != 0) return std::nullopt;
@@ -376,16 +397,19 @@ Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const Exte
   };
   out->clear();
   const jit::SymShape& first = graph_.node(call.operands[0]).sym;
-  for (size_t d = 0; d < r.sizes.size(); ++d) {
-    const int64_t v = r.sizes[d];
-    SymExpr e = SymExpr::integer(v);
-    if (d < first.size() && !first[d].is_constant() && value(first[d]) == v) e = first[d];
-    for (jit::NodeId n : call.operands) {
-      for (const SymExpr& dim : graph_.node(n).sym) {
-        if (e.is_constant() && !dim.is_constant() && value(dim) == v) e = dim;
+  for (const ExternResult::Tensor& t : r.tensors) {
+    jit::SymShape& sym = out->emplace_back();
+    for (size_t d = 0; d < t.sizes.size(); ++d) {
+      const int64_t v = t.sizes[d];
+      SymExpr e = SymExpr::integer(v);
+      if (d < first.size() && !first[d].is_constant() && value(first[d]) == v) e = first[d];
+      for (jit::NodeId n : call.operands) {
+        for (const SymExpr& dim : graph_.node(n).sym) {
+          if (e.is_constant() && !dim.is_constant() && value(dim) == v) e = dim;
+        }
       }
+      sym.push_back(std::move(e));
     }
-    out->push_back(std::move(e));
   }
   std::vector<int> symbols;
   for (jit::NodeId n : call.operands) {
@@ -432,14 +456,17 @@ Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const Exte
 
 // Whether the meta run with the symbols bound as in `b` gives the sizes that `sym`
 // takes under `b`; *raised: the meta run failed (eager would raise for such sizes).
-bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym,
+bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const std::vector<jit::SymShape>& sym,
                                  const jit::Bindings& b, bool* raised) {
   ExternResult moved;
   *raised = extern_meta(fn, call, b, &moved).failed();
-  if (*raised || moved.sizes.size() != sym.size()) return false;
-  for (size_t d = 0; d < sym.size(); ++d) {
-    const auto want = sym[d].eval(b);
-    if (!want || want->index() != 0 || std::get<int64_t>(*want) != moved.sizes[d]) return false;
+  if (*raised || moved.tensors.size() != sym.size()) return false;
+  for (size_t k = 0; k < sym.size(); ++k) {
+    if (moved.tensors[k].sizes.size() != sym[k].size()) return false;
+    for (size_t d = 0; d < sym[k].size(); ++d) {
+      const auto want = sym[k][d].eval(b);
+      if (!want || want->index() != 0 || std::get<int64_t>(*want) != moved.tensors[k].sizes[d]) return false;
+    }
   }
   return true;
 }
@@ -481,7 +508,7 @@ Status Tracer::extern_call(const CallSite& c) {
       return unsupported(name + "() draws random numbers: its gradient through an extern call (not supported yet)");
     }
   }
-  jit::SymShape sym;
+  std::vector<jit::SymShape> sym;
   FJ_TRY(extern_sizes(fn, call, r, &sym));
   // The key: the function (by identity and name) and every constant argument, with
   // where the operands go (constants are numbers, strings, dtypes and the like, whose
@@ -502,24 +529,46 @@ Status Tracer::extern_call(const CallSite& c) {
   }
   auto tmpl = std::make_shared<CallTemplate>();
   tmpl->fn = PyRef::borrow(fn), tmpl->args = call.args, tmpl->kwargs = call.kwargs, tmpl->slots = call.slots;
-  auto fn_obj = std::make_shared<TorchExtern>(std::move(tmpl), r.random, name, key);
-  FJ_TRY(push_built(graph_.extern_call(std::move(fn_obj), call.operands, r.dtype, std::move(sym)), name + "()"));
-  if (!r.contiguous) mark_noncontig(top().node);
+  std::vector<Value> results;
+  for (size_t k = 0; k < r.tensors.size(); ++k) {
+    const int output = r.kind ? static_cast<int>(k) : -1;
+    const std::string tag = output < 0 ? "" : "[" + std::to_string(k) + "]";
+    auto fn_obj = std::make_shared<TorchExtern>(tmpl, r.random, output, name + tag, key + tag);
+    auto node = graph_.extern_call(std::move(fn_obj), call.operands, r.tensors[k].dtype, std::move(sym[k]));
+    if (!node) return unsupported(name + "(): " + node.error());
+    if (!r.tensors[k].contiguous) mark_noncontig(*node);
+    results.push_back(Value::tensor(*node));
+  }
+  sync_scalar_inputs();
+  if (!r.kind) {
+    push(std::move(results[0]));
+    return ok();
+  }
+  Value t = Value::sequence(ValueKind::Tuple, std::move(results));
+  if (r.kind.get() != reinterpret_cast<PyObject*>(&PyTuple_Type)) t.obj = r.kind;  // a torch.return_types type
+  t.identity = next_identity_++;
+  push(std::move(t));
   return ok();
 }
 
 namespace {
 
-// torch.<name> (a new reference), or null.
+// torch.<name>, else the method torch.Tensor.<name> (x.repeat(2) has no function
+// torch.repeat); a new reference, or null.
 PyRef torch_function(const std::string& name) {
   PyObject* torch = PyImport_AddModule("torch");  // borrowed; imported long before
   PyRef fn = torch ? PyRef::steal(PyObject_GetAttrString(torch, name.c_str())) : PyRef();
+  if (!fn) {
+    guards::clear_error();
+    fn = PyRef::steal(PyObject_GetAttrString(guards::torch_refs().tensor_type, name.c_str()));
+    if (!fn || Py_TYPE(fn.get()) != &PyMethodDescr_Type) fn = PyRef();
+  }
   if (!fn) guards::clear_error();
   return fn;
 }
 
 bool extern_candidate(PyObject* fn) {
-  if (!PyCFunction_Check(fn) || g_helpers.reason == nullptr) return false;
+  if (!(PyCFunction_Check(fn) || Py_TYPE(fn) == &PyMethodDescr_Type) || g_helpers.reason == nullptr) return false;
   PyRef why = PyRef::steal(PyObject_CallOneArg(g_helpers.reason, fn));
   if (!why) guards::clear_error();
   return why && why.get() == Py_None;

@@ -25,7 +25,15 @@ struct BuiltinCalls {
   static std::optional<Status> hasattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, true); }
   static std::optional<Status> getattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, false); }
   static std::optional<Status> list_or_tuple(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> torch_flag(Tracer& t, const Tracer::CallSite& c);
 };
+
+namespace {
+
+// torch._C's readers of global flags that the trace reads as constants, guarded.
+constexpr const char* kTorchFlags[] = {"_get_deterministic_algorithms", "_get_deterministic_algorithms_warn_only"};
+
+}  // namespace
 
 const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table() {
   static const auto* table = [] {
@@ -43,6 +51,12 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
       if (b != nullptr) (*t)[b] = handler;  // the reference is kept with the table
     }
     Py_XDECREF(builtins);
+    PyObject* torch_c = PyImport_ImportModule("torch._C");
+    for (const char* name : kTorchFlags) {
+      PyObject* f = torch_c ? PyObject_GetAttrString(torch_c, name) : nullptr;
+      if (f != nullptr) (*t)[f] = torch_flag;  // the reference is kept with the table
+    }
+    Py_XDECREF(torch_c);
     guards::clear_error();
     return t;
   }();
@@ -56,6 +70,23 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
   const auto& table = BuiltinCalls::table();
   const auto it = table.find(c.callable.obj.get());
   return it == table.end() ? std::nullopt : it->second(*this, c);
+}
+
+// torch._C._get_deterministic_algorithms() & co: the flag's value now, guarded.
+std::optional<Status> BuiltinCalls::torch_flag(Tracer& t, const Tracer::CallSite& c) {
+  if (!c.args.empty() || c.kw_names) return std::nullopt;
+  PyObject* fn = c.callable.obj.get();
+  PyRef value = PyRef::steal(PyObject_CallNoArgs(fn));
+  if (!value || !PyBool_Check(value.get())) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  if (!name) guards::clear_error();
+  t.guards().add_torch_flag("torch._C." + (name ? guards::utf8_lossy(name.get()) : std::string("?")), fn,
+                            value.get() == Py_True);
+  t.push(Value::constant(std::move(value)));
+  return ok();
 }
 
 // len(x) of a tensor (its first size), a tuple or a list.

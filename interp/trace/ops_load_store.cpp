@@ -5,6 +5,24 @@
 #include "jit/log.h"
 
 namespace fj::interp {
+namespace {
+
+// The position of field `name` of a structseq type (torch.return_types.sort: values,
+// indices), read from its __match_args__.
+std::optional<size_t> structseq_field(PyObject* type, const std::string& name) {
+  PyRef fields = PyRef::steal(PyObject_GetAttrString(type, "__match_args__"));
+  if (!fields || !PyTuple_Check(fields.get())) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fields.get()); ++k) {
+    PyObject* f = PyTuple_GET_ITEM(fields.get(), k);
+    if (PyUnicode_Check(f) && PyUnicode_CompareWithASCIIString(f, name.c_str()) == 0) return static_cast<size_t>(k);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 // ---- loads and stores ----
 
@@ -260,9 +278,11 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
-  if (owner.kind == ValueKind::Tuple && owner.obj && (name == "values" || name == "indices")) {
-    push(owner.items[name == "values" ? 0 : 1]);  // torch.return_types.max & co
-    return ok();
+  if (owner.kind == ValueKind::Tuple && owner.obj) {  // torch.return_types.max & co: a field by name
+    if (std::optional<size_t> k = structseq_field(owner.obj.get(), name); k && *k < owner.items.size()) {
+      push(owner.items[*k]);
+      return ok();
+    }
   }
   if (owner.kind == ValueKind::Tensor) {
     if (name == "T" || name == "mT") {

@@ -263,17 +263,21 @@ class Tracer {
     PyRef args, kwargs;             // the templates: None where an operand goes
   };
   struct ExternResult {
-    jit::DType dtype;
-    jit::Shape sizes;
-    bool contiguous = true;
-    bool random = false;  // draws from torch's generator
+    struct Tensor {
+      jit::DType dtype;
+      jit::Shape sizes;
+      bool contiguous = true;
+    };
+    std::vector<Tensor> tensors;  // one per result tensor
+    PyRef kind;                   // null: one tensor; else the type of the tuple of them
+    bool random = false;          // draws from torch's generator
   };
   Status extern_call(const CallSite& c);
   Status extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out);
   Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out);
-  Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, jit::SymShape* out);
-  bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const jit::SymShape& sym, const jit::Bindings& b,
-                           bool* raised);
+  Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, std::vector<jit::SymShape>* out);
+  bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const std::vector<jit::SymShape>& sym,
+                           const jit::Bindings& b, bool* raised);
 
   // ---- tensor metadata and torch.overrides checks (interp/torch/tensor_meta.cpp) ----
  public:

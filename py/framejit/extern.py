@@ -26,14 +26,16 @@ _reasons = {}
 
 
 def _schema_writes(name):
+    """Whether an overload of aten's `name` writes a tensor argument that is not an
+    out= buffer (out variants such as topk.values, and aten's in-place sort of a
+    Python list, do not count)."""
     packet = getattr(torch.ops.aten, name, None)
     if packet is None:
         return False
     for overload in packet.overloads():
-        if "out" in overload:
-            continue
         for arg in getattr(packet, overload)._schema.arguments:
-            if arg.alias_info is not None and arg.alias_info.is_write:
+            written = arg.alias_info is not None and arg.alias_info.is_write and not arg.is_out
+            if written and str(arg.type).startswith("Tensor"):
                 return True
     return False
 
@@ -45,9 +47,10 @@ def extern_reason(fn):
     except (KeyError, TypeError):
         pass
     name = getattr(fn, "__name__", "")
-    if not isinstance(fn, types.BuiltinFunctionType):
+    method = isinstance(fn, types.MethodDescriptorType) and getattr(fn, "__objclass__", None) is torch._C.TensorBase
+    if not isinstance(fn, types.BuiltinFunctionType) and not method:
         why = "not a torch builtin"
-    elif getattr(fn, "__module__", None) not in _NAMESPACES:
+    elif not method and getattr(fn, "__module__", None) not in _NAMESPACES:
         why = "not in a torch namespace"
     elif not name or name.startswith("_") or name.endswith("_") or name in _DENY:
         why = "not a plain torch op"
@@ -71,9 +74,11 @@ def _storages(x, out):
 
 
 def meta_call(fn, args, kwargs):
-    """fn(*args, **kwargs) where the tensor arguments are meta tensors: (dtype, sizes,
-    contiguous, random) of its result, or a str saying why it cannot be an extern node
-    (random: the op draws from torch's generator, so its gradient cannot run it again)."""
+    """fn(*args, **kwargs) where the tensor arguments are meta tensors: (results,
+    random, kind), or a str saying why it cannot be an extern node. results: a
+    (dtype, sizes, contiguous) per result tensor; random: the op draws from torch's
+    generator (its gradient cannot run it again); kind: None for one tensor, else the
+    type of the sequence of tensors it returns (tuple, or a torch.return_types type)."""
     name = getattr(fn, "__name__", "")
     writes = _WRITES_WHEN.get(name)
     if writes is not None:
@@ -88,15 +93,22 @@ def meta_call(fn, args, kwargs):
             result = fn(*args, **(kwargs or {}))
     except Exception as e:  # eager raises, or torch has no meta kernel for it
         return f"its meta run raised {type(e).__name__}"
-    if type(result) is not torch.Tensor or result.device.type != "meta":
-        return "its result is not one tensor"
+    kind = None
+    results = (result,)
+    if isinstance(result, tuple) and result and type(result).__module__ in ("builtins", "torch.return_types"):
+        kind, results = type(result), tuple(result)
+    if not all(type(r) is torch.Tensor and r.device.type == "meta" for r in results):
+        return "its result is not a tensor or a tuple of tensors"
+    random = _seeded(name)
+    if random and len(results) > 1:
+        return "it draws random numbers for several results"
     inputs = []
     _storages(args, inputs)
     _storages(list((kwargs or {}).values()), inputs)
-    if result._is_view() or any(result is t or result.untyped_storage()._cdata == t.untyped_storage()._cdata
-                                for t in inputs):
+    storages = {t.untyped_storage()._cdata for t in inputs}
+    if any(r.untyped_storage()._cdata in storages for r in results):
         return "its result shares memory with an argument"
-    return result.dtype, tuple(result.shape), result.is_contiguous(), _seeded(name)
+    return tuple((r.dtype, tuple(r.shape), r.is_contiguous()) for r in results), random, kind
 
 
 def _seeded(name):
@@ -107,12 +119,15 @@ def _seeded(name):
     return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in packet.overloads())
 
 
-def vjp(fn, args, kwargs, x, gy):
-    """The gradient of fn(*args, **kwargs) with respect to `x` (one of its tensor
-    arguments, which requires grad) for the result's gradient `gy`: torch's own
+def vjp(fn, args, kwargs, output, x, gy):
+    """The gradient of fn(*args, **kwargs) (of its result number `output` when it
+    returns several; -1: it returns one) with respect to `x` (one of its tensor
+    arguments, which requires grad) for that result's gradient `gy`: torch's own
     backward of the op, run on the spot. None when the result does not depend on x."""
     with torch.enable_grad():
         y = fn(*args, **(kwargs or {}))
+        if output >= 0:
+            y = y[output]
         if not y.requires_grad:
             return None
         (g,) = torch.autograd.grad(y, (x,), gy, allow_unused=True)

@@ -180,3 +180,89 @@ def test_large_call_runs_without_the_gil():
     # Over 64K elements the graph runs with the GIL released; the extern call takes it.
     x = torch.randn(1, 3, 256, 256)
     check(lambda x, w: torch.conv2d(x, w, padding=1).exp(), x, W)
+
+
+# Functions with several results (tuples, torch.return_types), out= overloads that
+# used to hide a plain function (xlogy, topk), and results that are views of the
+# op's own temporaries (avg_pool1d, tensordot): each is an extern call.
+M = torch.randn(5, 7)
+MULTI = {
+    "sort_values": lambda x: torch.sort(x, -1).values * 2,
+    "sort_indices": lambda x: torch.sort(x, 0, descending=True)[1] + 1,
+    "sort_both": lambda x: torch.sort(x, 1).values + torch.sort(x, 1).indices,
+    "topk_kw": lambda x: torch.topk(x, 2, dim=-1).values.sum(-1),
+    "topk_method": lambda x: x.topk(3, 0, largest=False).indices * 2,
+    "cummax": lambda x: torch.cummax(x, 0).values - x,
+    "aminmax_fields": lambda x: torch.aminmax(x, dim=1).max - torch.aminmax(x, dim=1).min,
+    "median_dim": lambda x: torch.median(x, 1).values + 1,
+    "std_mean_tuple": lambda x: torch.std_mean(x, 0)[0] + torch.std_mean(x, 0)[1],
+    "unpacked": lambda x: (lambda v, i: v * i)(*torch.sort(x, 1)),
+    "xlogy": lambda x: torch.xlogy(x, x.abs() + 1) + 1,
+    "tensordot": lambda x: torch.tensordot(x, x, dims=([1], [1])) * 0.5,
+    "avg_pool1d": lambda x: torch.avg_pool1d(x[None], 2)[0] + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MULTI))
+def test_extern_calls_with_several_results_and_out_overloads(name):
+    check(MULTI[name], M)
+    assert "extern[torch." in "\n".join(framejit.explain(MULTI[name], M).graphs)
+
+
+def test_a_returned_structseq_keeps_its_type_and_fields():
+    def f(x):
+        return torch.sort(x * 2, 1)
+    got, want = framejit.compile(f)(M), f(M)
+    assert type(got) is type(want)
+    assert_same(got.values, want.values)
+    assert_same(got.indices, want.indices)
+    assert framejit.stats(f)["graphs"] == 1
+
+
+def test_several_results_follow_a_new_size():
+    def f(x):
+        v, i = torch.sort(x, -1)
+        return v[:, :1] * i.shape[0] + i
+    cf = framejit.compile(f)
+    for n in (5, 9, 6):
+        x = torch.randn(n, 7)
+        assert_same(cf(x), f(x))
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_gradients_through_calls_with_several_results():
+    def f(x, w):
+        v = torch.sort(x * w, -1).values
+        m = torch.aminmax(x, dim=0)
+        return (v[:, :2] * 3).sum() + m.max.sum() - torch.cummax(x, 1)[0].mean()
+    x, w = torch.randn(4, 6, requires_grad=True), torch.randn(6, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    got = framejit.compile(f)(x, w)
+    got.backward()
+    want = f(x2, w2)
+    want.backward()
+    assert_same(got, want)
+    assert_same(x.grad, x2.grad)
+    assert_same(w.grad, w2.grad)
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_a_tensor_method_without_a_torch_function():
+    check(lambda x: x.repeat(2, 1) * 2 + x.repeat(1, 3).sum(), M)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+def test_pad_reads_the_deterministic_flag_as_a_guarded_constant(mode):
+    def f(x):
+        return F.pad(x, (1, 2), mode=mode) * 2
+    x = torch.randn(2, 3, 6)
+    check(f, x)
+    cf = framejit.compile(f)
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert_same(cf(x), f(x))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    s = framejit.stats(f)
+    assert s["recompiles"] == 1 and s["fallbacks"] == 0, s
