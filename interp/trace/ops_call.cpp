@@ -29,12 +29,17 @@ Status Tracer::op_call(const Instruction& ins) {
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
   if (torch_op != nullptr && !einsum) {
     // A case the table's lowering does not take (dropout in training) may still be an
-    // extern call; the lowering's own reason stands where that fails too.
+    // extern call; the lowering's own reason stands where that fails too, and where
+    // eager raises (a meta run may not: max over an empty dim).
     CallSite again = c;
     const jit::Graph::Mark before = graph_.mark();
     const size_t depth = cur_.fs->stack.size();
     Status s = call_torch_function(*torch_op, c);
     if (s.ok() || call_raised_ || committed_ || cur_.fs->stack.size() != depth) return s;
+    if (const std::string& why = s.error(); why.find("eager raises") != std::string::npos ||
+                                            why.find("non-zero size") != std::string::npos) {
+      return s;
+    }
     graph_.roll_back(before);
     std::optional<Status> e = call_extern(again);
     return e && e->ok() ? std::move(*e) : s;

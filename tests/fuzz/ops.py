@@ -169,6 +169,33 @@ ITEMS = [OpSpec(n, t, a, family="item", result="N", weight=w) for n, t, a, w in 
     ("float_0d", "float({0}[0, 0])", "T", 0.3),
 )]
 
+# Torch functions framejit does not lower: each is an extern call, a graph node that
+# calls torch at run time (interp/torch/extern_ops.cpp), some with several results.
+EXTERN = [OpSpec(n, t, a, family="extern", weight=w) for n, t, a, w in (
+    ("cumprod", "torch.cumprod({0}, {d})", "T", 1),
+    ("logcumsumexp", "torch.logcumsumexp({0}, {d})", "T", 0.5),
+    ("atan2", "torch.atan2({0}, {1})", "TT", 1),
+    ("fmod", "torch.fmod({0}, 1.5)", "T", 0.5),
+    ("hypot", "torch.hypot({0}, {1})", "TT", 0.5),
+    ("roll", "torch.roll({0}, 1, {d})", "T", 0.7),
+    ("diff", "torch.diff({0}, dim={d})", "T", 0.5),
+    ("lerp", "torch.lerp({0}, {1}, 0.25)", "TT", 0.5),
+    ("addcmul", "torch.addcmul({0}, {0}, {1}, value=0.5)", "TT", 0.5),
+    ("xlogy", "torch.xlogy({0}, {1})", "TT", 0.3),
+    ("hardtanh", "torch.nn.functional.hardtanh({0})", "T", 0.5),
+    ("elu", "torch.nn.functional.elu({0})", "T", 0.5),
+    ("leaky_relu", "torch.nn.functional.leaky_relu({0}, 0.1)", "T", 0.5),
+    ("sort_values", "torch.sort({0}, {d}).values", "T", 0.7),
+    ("sort_indices", "torch.sort({0}, dim={d}, descending=True)[1]", "T", 0.5),
+    ("topk", "torch.topk({0}, 1, dim={d}).values", "T", 0.5),
+    ("cummax", "torch.cummax({0}, {d}).values", "T", 0.5),
+    ("repeat", "{0}.repeat(2, *([1] * ({0}.dim() - 1)))", "T", 0.3),
+)]
+
+# An op framejit cannot trace: a graph break where it is in the root frame, and an
+# opaque helper call where it is in a helper.
+BREAKS = [OpSpec("numpy_roundtrip", "torch.from_numpy({0}.numpy().copy())", "T", family="break", weight=0.5)]
+
 FAMILIES = {
     "pointwise": POINTWISE,
     "compare": COMPARISONS,
@@ -178,4 +205,6 @@ FAMILIES = {
     "view": VIEWS,
     "matmul": MATMUL,
     "item": ITEMS,
+    "extern": EXTERN,
+    "break": BREAKS,
 }

@@ -266,3 +266,17 @@ def test_pad_reads_the_deterministic_flag_as_a_guarded_constant(mode):
         torch.use_deterministic_algorithms(False)
     s = framejit.stats(f)
     assert s["recompiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_a_call_eager_rejects_is_not_retried_as_an_extern_call():
+    # The lowering declines max() over an empty dim because eager raises there; the
+    # meta run does not raise, and the unused result would never have run.
+    def f(x):
+        unused = torch.max(x, dim=1).values  # noqa: F841
+        return x.squeeze()
+    x = torch.randn(6, 0, dtype=torch.float64)
+    with pytest.raises(IndexError) as want:
+        f(x)
+    with pytest.raises(IndexError) as got:
+        framejit.compile(f)(x)
+    assert str(got.value) == str(want.value)
