@@ -48,8 +48,10 @@ def caller(i):
         for fn, args in ((f, (x, y, 0.1 * (k % 5))), (g, (x,)), (h, (x, 1 + k % 3))):
             got = compiled[fn](*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
             want = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-            if not same(got, want):  # what differed, for the report
-                mismatches.append((i, k, fn.__name__, describe(got), describe(want)))
+            if not same(got, want):  # what differed, for the report: is eager's answer stable?
+                again = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+                mismatches.append((i, k, fn.__name__, describe(got), describe(want), same(again, want),
+                                   framejit.stats(fn)))
             calls[i] += 1
         if k % 8 == i % 8:  # a function compiled now, called at once, then dropped
             ns = {"torch": torch}
