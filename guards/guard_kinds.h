@@ -43,6 +43,7 @@ struct Path {
   int arg = -1;          // root: argument slot, or -1 for a global
   PyRef global_name;     // root: interned name of the global
   PyRef globals;         // root: the globals dict, or null for the call's own
+  PyRef object;          // root: this object (kept), instead of an argument or a global
   std::vector<Step> steps;
 
   Path(const PathRoot& root, const std::vector<std::string>& attrs);

@@ -116,6 +116,7 @@ struct PathRoot {
   int arg = -1;
   PyObject* global_name = nullptr;  // interned
   PyObject* globals = nullptr;      // or null
+  PyObject* object = nullptr;       // or this object itself (a closure's content, guarded by identity)
 };
 
 // obj.name read the plain way, running no user code: the instance dict, a plain class

@@ -9,7 +9,8 @@ namespace fj::guards {
 // ---- Path ----------------------------------------------------------------------
 
 Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
-    : arg(root.arg), global_name(PyRef::borrow(root.global_name)), globals(PyRef::borrow(root.globals)) {
+    : arg(root.arg), global_name(PyRef::borrow(root.global_name)), globals(PyRef::borrow(root.globals)),
+      object(PyRef::borrow(root.object)) {
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
     else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
@@ -21,6 +22,8 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
   PyObject* v = nullptr;
   if (arg >= 0) {
     v = in.args[arg];
+  } else if (object) {
+    v = object.get();
   } else {
     v = PyDict_GetItemWithError(globals ? globals.get() : in.globals, global_name.get());
     if (v == nullptr) clear_error();

@@ -391,8 +391,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     }
     PyObject* v = PyCell_GET(cell);
     if (v == nullptr) continue;
-    guards().add_cell(cell, guards::utf8_lossy(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k)), v);
-    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v));
+    const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k));
+    guards().add_cell(cell, name, v);
+    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v), closure_source(name, v));
   }
 
   const FrameCtx caller = cur_;

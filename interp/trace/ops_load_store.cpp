@@ -151,7 +151,9 @@ static bool is_global_module(const Value& v) {
 
 
 std::string source_text(const Source& s) {
-  std::string out = s.kind == Source::Kind::Arg ? "L['" + s.name + "']" : "G['" + s.name + "']";
+  std::string out = s.kind == Source::Kind::Arg      ? "L['" + s.name + "']"
+                    : s.kind == Source::Kind::Object ? "closure '" + s.name + "'"
+                                                     : "G['" + s.name + "']";
   for (const std::string& a : s.attrs) {
     out += a[0] == '#' ? "[" + a.substr(1) + "]" : a[0] == '[' ? "['" + a.substr(1) + "']" : "." + a;
   }
@@ -169,6 +171,11 @@ bool Tracer::path_root(const Value& base, guards::PathRoot* root, PyRef* holder)
     *holder = PyRef::steal(PyUnicode_InternFromString(base.source.name.c_str()));
     root->global_name = holder->get();
     root->globals = base.source.globals;
+    return true;
+  }
+  if (base.source.kind == Source::Kind::Object && base.source.object != nullptr) {
+    *holder = PyRef::borrow(base.source.object);
+    root->object = holder->get();
     return true;
   }
   return false;

@@ -47,13 +47,25 @@ enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMe
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
-  enum class Kind : uint8_t { None, Arg, Global } kind = Kind::None;
+  // Object: a closure's content, guarded by identity (the path starts at `object`)
+  enum class Kind : uint8_t { None, Arg, Global, Object } kind = Kind::None;
   int arg = -1;                    // Arg: slot
-  std::string name;                // Arg: parameter name; Global: global name
+  std::string name;                // Arg: parameter name; Global: global name; Object: the free variable
+  PyObject* object = nullptr;      // Object: the root object (borrowed: its guard keeps it)
   std::vector<std::string> attrs;  // attribute path below a global module
   bool from_builtins = false;
   PyObject* globals = nullptr;     // Global: the globals dict of an inlined callee (borrowed)
 };
+
+// The source of a closure's content `v` (guarded by identity): attribute paths below
+// an object (an nn.Module the closure holds) start at it.
+inline Source closure_source(const std::string& name, PyObject* v) {
+  Source s;
+  s.kind = Source::Kind::Object;
+  s.name = name;
+  s.object = v;
+  return s;
+}
 
 struct Value {
   ValueKind kind = ValueKind::Null;

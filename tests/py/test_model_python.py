@@ -496,3 +496,43 @@ def test_generator_expression_consumed_by_a_loop_that_writes_in_place():
     cf = framejit.compile(f)
     assert_same(cf(x), f(x))
     assert_same(cf(x), f(x))
+
+
+def closure_model():
+    lin = nn.Linear(4, 3)
+    norm = nn.Linear(3, 3)
+
+    def helper(h):  # an inlined callee whose closure holds a module
+        return torch.tanh(norm(h)) * 2
+
+    def f(x):
+        return helper(torch.relu(lin(x))) + 1
+    return f, lin, norm
+
+
+def test_a_module_held_in_a_closure_is_traced_into():
+    f, lin, _ = closure_model()
+    cf = framejit.compile(f)
+    x = torch.randn(5, 4)
+    assert_same(cf(x), f(x))
+    s = framejit.stats(f)
+    assert s["graphs"] >= 1 and s["graph_breaks"] == 0 and s["fallbacks"] == 0, (s, framejit.fallbacks(f))
+    # Its parameters are read again at each call: updated in place, or replaced.
+    with torch.no_grad():
+        lin.weight.mul_(-2)
+    assert_same(cf(x), f(x))
+    lin.bias = nn.Parameter(torch.randn(3))
+    assert_same(cf(x), f(x))
+    assert framejit.stats(f)["compiles"] == 1
+
+
+def test_gradients_reach_a_closure_module_parameters():
+    f, lin, norm = closure_model()
+    x, gy = torch.randn(5, 4), torch.randn(5, 3)
+    framejit.compile(f)(x).backward(gy)
+    got = [p.grad.clone() for p in (lin.weight, lin.bias, norm.weight)]
+    for p in (lin.weight, lin.bias, norm.weight):
+        p.grad = None
+    f(x).backward(gy)
+    for g, p in zip(got, (lin.weight, lin.bias, norm.weight)):
+        assert_same(g, p.grad)
