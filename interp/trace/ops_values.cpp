@@ -328,6 +328,7 @@ std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, cons
     }
     return true;
   };
+  if (nb_op == NB_INPLACE_ADD && is_traced_list(lhs)) return list_inplace_add(lhs, rhs);  // extends it in place
   ValueKind lk, rk;
   std::vector<Value> a, b;
   if (!items_of(lhs, &lk, &a) || !items_of(rhs, &rk, &b)) return std::nullopt;
