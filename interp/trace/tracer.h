@@ -454,6 +454,8 @@ class Tracer {
   // x[index] of a tensor (views.cpp), one index item at a time
   Status subscript(const Value& x, const Value& index);
   Status subscript_int(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  static bool is_int_list(const Value& v);
+  Status int_list_index(const Value& list, const jit::SymExpr& n, jit::NodeId* out);
   Status subscript_slice(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
   Status slice_bound(const Value& b, const jit::SymExpr& n, const jit::SymExpr& dflt, jit::SymExpr* out);
   Status op_build_slice(const Instruction&);
