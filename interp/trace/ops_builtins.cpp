@@ -63,7 +63,7 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
   return it->second(*this, c);
 }
 
-// len(x) of a tensor (its first size), a tuple or a list, a constant tuple or string.
+// len(x) of a tensor (its first size), a tuple, list or dict, a constant tuple or string.
 std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& a = c.args[0];
@@ -73,6 +73,10 @@ std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
   }
   if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
     t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+    return ok();
+  }
+  if (a.kind == ValueKind::Dict) {  // items are key, value, key, value, ...
+    t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size() / 2))));
     return ok();
   }
   if (a.kind == ValueKind::Const && !is_opaque(a) && (PyTuple_CheckExact(a.obj.get()) || PyUnicode_CheckExact(a.obj.get()))) {

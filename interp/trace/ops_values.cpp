@@ -457,6 +457,10 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
              (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
     same = false;  // a number is never None
+  } else if (is_traced_list(lhs) && (is_traced_list(rhs) || known(rhs))) {
+    same = rhs.kind == ValueKind::List && lhs.identity == rhs.identity;  // a list made here is a new object
+  } else if (is_traced_list(rhs) && known(lhs)) {
+    same = false;
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
   } else {
