@@ -528,6 +528,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   }
   rp->symbol_sources = symbol_sources_;
   rp->next_identity = next_identity_;
+  rp->iterated_lists = iterated_lists_;
   rp->num_regs = num_regs_;
   auto targets = std::make_shared<BranchTargets>();
   for (int o = 0; o < 2; ++o) {
@@ -603,6 +604,7 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   hints_ = run.b;
   symbol_sources_ = rp.symbol_sources;
   next_identity_ = rp.next_identity;
+  iterated_lists_ = rp.iterated_lists;
   num_regs_ = rp.num_regs;
   root_fs_ = rp.state;
   root_fs_.pc = rp.pc[outcome];

@@ -86,7 +86,9 @@ Status Tracer::op_import_name(const Instruction& ins) {
     guards().add_global(name, mod, false, modules, modules);
     key = name.substr(0, name.find('.'));
     mod = PyDict_GetItemString(modules, key.c_str());
-    if (mod == nullptr || mod == Py_None) return unsupported(what + ": its top package is not in sys.modules");
+    if (mod == nullptr || mod == Py_None || initializing(mod)) {
+      return unsupported(what + ": its top package is not imported yet");
+    }
   }
   // The module is found again as sys.modules[key]: attribute reads below it are
   // guarded by that path (module_attr).

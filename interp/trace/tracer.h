@@ -83,6 +83,7 @@ struct ResumePoint {
   std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
   std::vector<std::string> symbol_sources;
   int next_identity = 0;
+  std::unordered_set<int> iterated_lists;  // Tracer::iterated_lists_ then
   int num_regs = 0;
   size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues
 };

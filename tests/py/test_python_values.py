@@ -372,3 +372,20 @@ def test_int_list_index_out_of_range_raises_as_eager(index):
         return x[:, index] * 2
 
     same_exception(f, framejit.compile(f), torch.randn(2, 3))
+
+
+def test_append_to_a_list_being_iterated_in_a_branch_outcome():
+    # Each outcome of the tensor-valued branch is traced from the state saved at the
+    # branch, where a loop over `lst` is live: appending to `lst` there must not use
+    # the loop's unrolled (stale) items.
+    def f(x):
+        lst = [x, -x]
+        for v in lst:
+            if v.sum() > 0:
+                if len(lst) < 4:
+                    lst.append(v * 2)
+        return torch.stack(lst)
+
+    cf = framejit.compile(f)
+    for x in [torch.ones(2), -torch.ones(2), torch.ones(2) * 3, -torch.ones(2) * 2]:
+        assert_same(cf(x), f(x))
