@@ -227,6 +227,7 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
+    if (it.identity >= 0) t.iterated_lists_.insert(it.identity);  // zip reads it lazily: later changes are unseen
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
     if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
   }

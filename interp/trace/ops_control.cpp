@@ -196,11 +196,21 @@ Status Tracer::op_get_iter(const Instruction&) {
   Value it;
   it.kind = ValueKind::Iterator;
   if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
+    // list(g), zip(g), *g of a generator expression run ahead of a write since then.
+    if (seq.writes >= 0 && seq.writes != writes_ && seq.next < seq.items.size()) {
+      return unsupported("a generator expression consumed after a write it may read (not supported yet)");
+    }
     push(std::move(seq));
     return ok();
   }
   if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
-    if (seq.kind == ValueKind::List && seq.identity >= 0) iterated_lists_.insert(seq.identity);
+    // A list iterator reads the list at each step: one over a list the frame holds
+    // keeps its identity (set_list_items updates its items), or its argument source.
+    if (is_traced_list(seq)) it.identity = seq.identity;
+    if (seq.kind == ValueKind::List && seq.source.kind == Source::Kind::Arg && seq.source.arg >= 0 &&
+        seq.source.attrs.empty()) {
+      it.source = seq.source;
+    }
     it.items = std::move(seq.items);
   } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
              (PyTuple_CheckExact(seq.obj.get()) || PyRange_Check(seq.obj.get()))) {

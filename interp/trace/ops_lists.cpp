@@ -63,15 +63,18 @@ Status Tracer::set_list_items(const Value& list, std::vector<Value> items, const
   }
   std::vector<Value*> roots = list_roots();
   if (iterated_lists_.count(list.identity) != 0) {
-    // CPython's list iterator reads the list as it is at each step: with a loop over
-    // this list live, its unrolled items could be stale.
+    // zip() and enumerate() took the list's items when called; CPython's read the
+    // list at each step: with such an iterator live, its items could be stale.
     bool live_iterator = false;
-    for (Value* r : roots) walk_all(*r, [&](Value& v) { live_iterator |= v.kind == ValueKind::Iterator; });
+    for (Value* r : roots) {
+      walk_all(*r, [&](Value& v) { live_iterator |= v.kind == ValueKind::Iterator && v.identity != list.identity; });
+    }
     if (live_iterator) return unsupported(what + " of a list while a loop may iterate over it (not supported yet)");
   }
   for (Value* r : roots) {
     walk_all(*r, [&](Value& v) {
-      if (v.kind == ValueKind::List && v.identity == list.identity) v.items = items;
+      // A loop over the list reads it by position, as CPython's list iterator does.
+      if ((v.kind == ValueKind::List || v.kind == ValueKind::Iterator) && v.identity == list.identity) v.items = items;
     });
   }
   ++writes_;

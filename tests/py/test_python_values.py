@@ -375,17 +375,54 @@ def test_int_list_index_out_of_range_raises_as_eager(index):
 
 
 def test_append_to_a_list_being_iterated_in_a_branch_outcome():
-    # Each outcome of the tensor-valued branch is traced from the state saved at the
-    # branch, where a loop over `lst` is live: appending to `lst` there must not use
-    # the loop's unrolled (stale) items.
+    # The first call never appends; a later one takes the other outcome of the
+    # tensor-valued branch, traced from the state saved at the branch, where the loop
+    # over `lst` is live: it must see the items appended (acc sums them).
     def f(x):
-        lst = [x, -x]
+        lst = [x, x + 1]
+        acc = x * 0
         for v in lst:
-            if v.sum() > 0:
+            acc = acc + v
+            if v.sum() > 10:
                 if len(lst) < 4:
                     lst.append(v * 2)
-        return torch.stack(lst)
+        return torch.stack(lst), acc
 
     cf = framejit.compile(f)
-    for x in [torch.ones(2), -torch.ones(2), torch.ones(2) * 3, -torch.ones(2) * 2]:
+    for x in [torch.ones(2), torch.ones(2) * 10, torch.ones(2), torch.ones(2) * 20]:
         assert_same(cf(x), f(x))
+
+
+def deopt_in_loop(x):
+    lst = [x, x + 1]
+    acc = x * 0
+    for v in lst:
+        acc = acc + v
+        if v.sum() > 10 and len(lst) < 4:
+            junk = [1]
+            del junk[0]  # not traced: CPython resumes here, inside the loop
+            lst.append(v * 2)
+    return torch.stack(lst), acc
+
+
+def deopt_in_loop_over_argument(x, lst):
+    acc = x * 0
+    for v in lst:
+        acc = acc + v
+        if v.sum() > 10 and len(lst) < 4:
+            junk = [1]
+            del junk[0]
+            lst.append(v * 2)
+    return acc
+
+
+def test_resuming_in_cpython_inside_a_loop_over_a_list():
+    # The resumed frame's loop iterates the very list its locals hold, at the same
+    # position: what CPython appends then is seen by the loop, as in eager.
+    cf = framejit.compile(deopt_in_loop)
+    cg = framejit.compile(deopt_in_loop_over_argument)
+    for x in [torch.ones(2), torch.ones(2) * 10, torch.ones(2), torch.ones(2) * 20]:
+        assert_same(cf(x), deopt_in_loop(x))
+        mine, theirs = [x, x + 1], [x, x + 1]
+        assert_same(cg(x, mine), deopt_in_loop_over_argument(x, theirs))
+        assert_same(mine, theirs)
