@@ -39,6 +39,8 @@ HANDLERS = {
     "LOAD_GLOBAL": "load_global", "LOAD_ATTR": "load_attr", "STORE_ATTR": "store_attr",
     "LOAD_METHOD": "load_method", "PUSH_NULL": "push_null", "MAKE_FUNCTION": "make_function",
     "KW_NAMES": "kw_names", "STORE_SUBSCR": "store_subscr",
+    # imports of modules already imported (ops_import.cpp)
+    "IMPORT_NAME": "import_name", "IMPORT_FROM": "import_from",
     # calls (ops_call.cpp)
     "CALL": "call", "CALL_FUNCTION_EX": "call_function_ex",
     # operators (ops_values.cpp)

@@ -40,7 +40,8 @@ struct PlanValue {
   int index = -1;               // GraphOutput, Item (a 0-d output as a Python number): output position;
                                 // Arg: argument slot; PathTensor: its slot;
                                 // Repeat: the memo of a tuple or list built earlier in the same value;
-                                // Reg: the register
+                                // Reg: the register; Iter: when >= 0, the iterator is of the
+                                // list items[0], advanced this many items
   int memo = -1;                // Tuple, List, Dict: where the built object is remembered for Repeat
   int reg = -1;                 // List passed to an opaque call: the built list is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)

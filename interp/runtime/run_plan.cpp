@@ -188,6 +188,18 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       return size;
     }
     case PlanValue::Kind::Iter: {
+      if (v.index >= 0) {  // an iterator of the list items[0], advanced `index` items
+        PyObject* l = build_value(v.items[0], run, outs, memo);
+        PyObject* it = l ? PyObject_GetIter(l) : nullptr;
+        Py_XDECREF(l);
+        for (int k = 0; it != nullptr && k < v.index; ++k) {
+          PyObject* skipped = PyIter_Next(it);
+          if (skipped == nullptr) break;  // shorter now: exhausted, as CPython's would be
+          Py_DECREF(skipped);
+        }
+        if (it != nullptr && PyErr_Occurred()) Py_CLEAR(it);
+        return it;
+      }
       PlanValue as_list = v;
       as_list.kind = PlanValue::Kind::List;
       PyObject* l = build_value(as_list, run, outs, memo);

@@ -402,6 +402,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value index = pop();
   Value container = pop();
   Value value = pop();
+  if (is_traced_list(container)) return list_setitem(container, index, value);
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
   FJ_TRY(require_tensor_attr("__setitem__"));
   return setitem(container, index, value);

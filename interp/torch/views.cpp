@@ -1,6 +1,8 @@
 // The view and indexing families of interp/torch/torch_ops.def (view, permute, split,
 // cat, ...; index_select, gather, embedding), Python subscripts of tensors (x[i, 1:n:2,
 // None, ..., idx]) and BUILD_SLICE.
+#include <algorithm>
+
 #include "interp/trace/tracer.h"
 
 namespace fj::interp {
@@ -492,8 +494,11 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
     else if ((o != nullptr && PySlice_Check(o)) || v.kind == ValueKind::Slice) k = K::Slice;
     else if ((o != nullptr && PyLong_CheckExact(o)) || (v.kind == ValueKind::Sym && v.expr.type() == jit::SymType::Int)) k = K::Int;
     else if (is_tensor(v)) k = K::Tensor;
+    else if (is_int_list(v)) k = K::Tensor;  // x[:, [0, -1]]: advanced indexing, as with a tensor of them
     else return unsupported(what + " with " + describe(v) + " (not supported)");
-    if (k == K::Tensor) {
+    if (k == K::Tensor && v.kind == ValueKind::List) {
+      ++tensors;
+    } else if (k == K::Tensor) {
       const jit::DType d = graph_.node(v.node).dtype;
       if (d != jit::DType::Int64 && d != jit::DType::Int32) return unsupported(what + " with a " + std::string(jit::dtype_name(d)) + " tensor (not supported)");
       ++tensors;
@@ -526,7 +531,8 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
         break;
       case K::Tensor:
         tensor_dim = d;
-        tensor_index = v.node;
+        if (v.kind == ValueKind::List) FJ_TRY(int_list_index(v, graph_.node(x).sym[static_cast<size_t>(d)], &tensor_index));
+        else tensor_index = v.node;
         ++d;
         break;
       case K::Int:
@@ -552,6 +558,46 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
   if (noncontig) mark_noncontig(x);
   push(Value::tensor(x));
   sync_scalar_inputs();
+  return ok();
+}
+
+// A list of ints (constants or symbolic), as a tensor index: torch makes it an int64
+// tensor. Empty lists and bools (a mask) are left out.
+bool Tracer::is_int_list(const Value& v) {
+  if (v.kind != ValueKind::List || v.obj || v.items.empty()) return false;
+  return std::all_of(v.items.begin(), v.items.end(), [](const Value& i) {
+    return (i.kind == ValueKind::Const && !is_opaque(i) && PyLong_CheckExact(i.obj.get())) ||
+           (i.kind == ValueKind::Sym && i.expr.type() == jit::SymType::Int);
+  });
+}
+
+// The int64 index tensor of an int list indexing a dim of size n; each index is
+// checked against n now (guarded), as eager raises IndexError for one out of range.
+Status Tracer::int_list_index(const Value& list, const SymExpr& n, NodeId* out) {
+  const std::string what = "indexing a tensor with a list";
+  std::vector<NodeId> parts;
+  for (const Value& v : list.items) {
+    const auto e = as_sym(v);
+    if (!e) return unsupported(what + " with " + describe(v) + " (not supported)");
+    bool neg = false;
+    FJ_TRY(guard_truth(jit::lt(*e, SymExpr::integer(0)), &neg));
+    const SymExpr idx = neg ? jit::add(*e, n) : *e;
+    bool in = false;
+    FJ_TRY(guard_truth(jit::logical_and(jit::ge(idx, SymExpr::integer(0)), jit::lt(idx, n)), &in));
+    if (!in) return unsupported(what + ": index out of range (eager raises)");
+    auto scalar = operand(Value::sym(idx));
+    if (!scalar) return unsupported(what + ": " + scalar.error());
+    auto one = graph_.full({SymExpr::integer(1)}, *scalar, jit::DType::Int64);
+    if (!one) return unsupported(what + ": " + one.error());
+    parts.push_back(*one);
+  }
+  if (parts.size() == 1) {
+    *out = parts[0];
+    return ok();
+  }
+  auto c = graph_.cat(parts, 0);
+  if (!c) return unsupported(what + ": " + c.error());
+  *out = *c;
   return ok();
 }
 

@@ -6,6 +6,7 @@
 // A view live at a break stays a view: its register is taken from its base's at run
 // time (a View step), never a copy.
 #include <functional>
+#include <unordered_set>
 
 #include "interp/trace/interpreter.h"
 #include "interp/trace/tracer.h"
@@ -88,6 +89,16 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Iterator:
       if (!ctx.frame_state) break;
       out->kind = PlanValue::Kind::Iter;
+      if (v.identity >= 0 || v.source.kind == Source::Kind::Arg) {
+        // A loop over a list the state holds: an iterator of that very list, advanced to
+        // where the loop is (the list built once, see convert_container).
+        Value list = Value::sequence(ValueKind::List, v.items);
+        list.identity = v.identity;
+        list.source = v.source;
+        out->items.resize(1);
+        out->index = static_cast<int>(v.next);
+        return convert(list, &out->items[0], ctx);
+      }
       out->items.resize(v.items.size() - v.next);
       for (size_t i = v.next; i < v.items.size(); ++i) {
         FJ_TRY(convert(v.items[i], &out->items[i - v.next], ctx));
@@ -408,6 +419,24 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   if (Status s = can_cut(*last_ins_); s.failed()) {
     return unsupported(what + " (not supported yet; no graph break " + s.error() + ")");
   }
+  // A list the call receives may change there; a live loop over it could not follow.
+  {
+    std::unordered_set<int> passed;
+    std::vector<Value*> arg_roots;
+    for (Value& a : args) arg_roots.push_back(&a);
+    walk_values(arg_roots, [&](Value& v) {
+      if (v.kind == ValueKind::List && v.identity >= 0) passed.insert(v.identity);
+    });
+    bool looped = false, live_iterator = false;
+    std::vector<Value*> roots = state_roots(root_fs_);
+    walk_values(roots, [&](Value& v) {
+      if (v.kind != ValueKind::Iterator) return;
+      live_iterator = true;
+      looped |= passed.count(v.identity) != 0 || v.source.kind == Source::Kind::Arg;
+    });
+    for (int id : passed) looped |= live_iterator && iterated_lists_.count(id) != 0;  // zip's
+    if (looped) return unsupported(what + " that receives a list a live loop iterates over (not supported yet)");
+  }
   std::vector<Value*> extra{&callable};
   for (Value& a : args) extra.push_back(&a);
   FJ_TRY(cut(extra));
@@ -528,6 +557,7 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   }
   rp->symbol_sources = symbol_sources_;
   rp->next_identity = next_identity_;
+  rp->iterated_lists = iterated_lists_;
   rp->num_regs = num_regs_;
   auto targets = std::make_shared<BranchTargets>();
   for (int o = 0; o < 2; ++o) {
@@ -603,6 +633,7 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   hints_ = run.b;
   symbol_sources_ = rp.symbol_sources;
   next_identity_ = rp.next_identity;
+  iterated_lists_ = rp.iterated_lists;
   num_regs_ = rp.num_regs;
   root_fs_ = rp.state;
   root_fs_.pc = rp.pc[outcome];

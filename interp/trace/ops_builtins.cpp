@@ -69,7 +69,12 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const) return std::nullopt;
   const auto& table = BuiltinCalls::table();
   const auto it = table.find(c.callable.obj.get());
-  return it == table.end() ? std::nullopt : it->second(*this, c);
+  if (it == table.end()) return std::nullopt;
+  // Keyword arguments: zip's strict= and enumerate's start= only.
+  PyObject* zip = reinterpret_cast<PyObject*>(&PyZip_Type);
+  PyObject* enumerate = reinterpret_cast<PyObject*>(&PyEnum_Type);
+  if (c.kw_names && c.callable.obj.get() != zip && c.callable.obj.get() != enumerate) return std::nullopt;
+  return it->second(*this, c);
 }
 
 // torch._C._get_deterministic_algorithms() & co: the flag's value now, guarded.
@@ -89,7 +94,7 @@ std::optional<Status> BuiltinCalls::torch_flag(Tracer& t, const Tracer::CallSite
   return ok();
 }
 
-// len(x) of a tensor (its first size), a tuple or a list.
+// len(x) of a tensor (its first size), a tuple, list or dict, a constant tuple or string.
 std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& a = c.args[0];
@@ -99,6 +104,14 @@ std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
   }
   if (a.kind == ValueKind::Tuple || a.kind == ValueKind::List) {
     t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size()))));
+    return ok();
+  }
+  if (a.kind == ValueKind::Dict) {  // items are key, value, key, value, ...
+    t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(a.items.size() / 2))));
+    return ok();
+  }
+  if (a.kind == ValueKind::Const && !is_opaque(a) && (PyTuple_CheckExact(a.obj.get()) || PyUnicode_CheckExact(a.obj.get()))) {
+    t.push(Value::constant(PyRef::steal(PyLong_FromSsize_t(PyObject_Length(a.obj.get())))));  // a constant's own
     return ok();
   }
   return unsupported("len() of " + t.describe(a));
@@ -220,20 +233,40 @@ std::optional<Status> BuiltinCalls::range(Tracer& t, const Tracer::CallSite& c) 
 // is left to an opaque call (a graph break).
 std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::CallSite& c) {
   const bool is_zip = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyZip_Type);
-  if (c.args.empty() || (!is_zip && c.args.size() > 2)) return std::nullopt;
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  bool strict = false;
+  std::optional<Value> start_arg;
+  if (!is_zip && npos == 2) start_arg = c.args[1];
+  for (size_t k = 0; k < nkw; ++k) {
+    const std::string key = guards::utf8_lossy(PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k)));
+    const Value& v = c.args[npos + k];
+    if (is_zip && key == "strict" && v.kind == ValueKind::Const && !is_opaque(v) && PyBool_Check(v.obj.get())) {
+      strict = v.obj.get() == Py_True;
+    } else if (!is_zip && key == "start" && !start_arg) {
+      start_arg = v;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (npos == 0 || (!is_zip && npos > 2)) return std::nullopt;
   int64_t start = 0;
-  if (!is_zip && c.args.size() == 2 && t.int_arg(c.args[1], "enumerate() start", &start).failed()) return std::nullopt;
+  if (start_arg && t.int_arg(*start_arg, "enumerate() start", &start).failed()) return std::nullopt;
   std::vector<std::vector<Value>> columns;
   int ahead = -1;
-  for (size_t k = 0; k < (is_zip ? c.args.size() : 1); ++k) {
+  for (size_t k = 0; k < (is_zip ? npos : 1); ++k) {
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
+    if (it.identity >= 0) t.iterated_lists_.insert(it.identity);  // zip reads it lazily: later changes are unseen
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
     if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
   }
   size_t n = columns[0].size();
-  for (const auto& column : columns) n = std::min(n, column.size());
+  for (const auto& column : columns) {
+    if (strict && column.size() != n) return unsupported("zip(strict=True) of iterables of different lengths (CPython raises)");
+    n = std::min(n, column.size());
+  }
   Value it;
   it.kind = ValueKind::Iterator;
   it.writes = ahead;

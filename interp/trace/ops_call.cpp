@@ -61,6 +61,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
   if (std::optional<Status> s = call_extern(c)) return std::move(*s);
   if (c.kw_names) {
+    if (std::optional<Status> s = call_builtin(c)) return std::move(*s);  // zip(strict=), enumerate(start=)
     return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
                        std::move(c.args));
   }
@@ -168,6 +169,10 @@ Status Tracer::call_tensor_method(CallSite& c) {
   if (!c.args.empty() && c.args[0].kind == ValueKind::Dict) {
     if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
     return call_dict_method(method, c.args);
+  }
+  if (!c.args.empty() && c.args[0].kind == ValueKind::List) {
+    if (c.kw_names) return unsupported("keyword arguments to list." + method + "() (CPython raises)");
+    return call_list_method(method, c.args);
   }
   if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
   FJ_TRY(require_tensor_attr(method));

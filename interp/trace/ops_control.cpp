@@ -82,7 +82,46 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     push(seq.items[static_cast<size_t>(i)]);
     return ok();
   }
+  if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
   return unsupported("subscript of " + describe(seq) + " (not supported yet)");
+}
+
+// c[i] where both are known and the subscript runs no user code: a builtin type's
+// __class_getitem__ (list[int] is a types.GenericAlias), an item or slice of a
+// constant tuple or string. Computed now; where CPython raises, the trace ends there.
+// nullopt: not such a subscript.
+std::optional<Status> Tracer::subscript_constants(const Value& seq, const Value& index) {
+  if (seq.kind != ValueKind::Const || is_opaque(seq) || seq.fresh) return std::nullopt;
+  PyObject* c = seq.obj.get();
+  PyRef key;
+  if (index.kind == ValueKind::Const && !is_opaque(index) && !index.fresh) {
+    key = index.obj;
+  } else if (index.kind == ValueKind::Tuple && !index.obj && !index.torch_size) {  // dict[str, int]
+    key = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(index.items.size())));
+    for (size_t i = 0; i < index.items.size(); ++i) {
+      const Value& item = index.items[i];
+      if (item.kind != ValueKind::Const || is_opaque(item) || item.fresh) return std::nullopt;
+      PyTuple_SET_ITEM(key.get(), static_cast<Py_ssize_t>(i), PyRef(item.obj).release());
+    }
+  } else {
+    return std::nullopt;
+  }
+  const bool builtin_type = PyType_Check(c) && Py_IS_TYPE(c, &PyType_Type) &&
+                            !(reinterpret_cast<PyTypeObject*>(c)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  bool pure_index = PyLong_Check(key.get()) && Py_IS_TYPE(key.get(), &PyLong_Type);
+  if (PySlice_Check(key.get())) {
+    auto* sl = reinterpret_cast<PySliceObject*>(key.get());
+    pure_index = is_foldable(sl->start) && is_foldable(sl->stop) && is_foldable(sl->step);
+  }
+  const bool sequence = (PyTuple_CheckExact(c) || PyUnicode_CheckExact(c)) && is_foldable(c) && pure_index;
+  if (!builtin_type && !sequence) return std::nullopt;
+  PyObject* r = PyObject_GetItem(c, key.get());
+  if (r == nullptr) {
+    guards::clear_error();
+    return unsupported("subscript of " + describe(seq) + " (CPython raises)");
+  }
+  push(Value::constant(PyRef::steal(r)));
+  return ok();
 }
 
 // (value -- )
@@ -157,10 +196,21 @@ Status Tracer::op_get_iter(const Instruction&) {
   Value it;
   it.kind = ValueKind::Iterator;
   if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
+    // list(g), zip(g), *g of a generator expression run ahead of a write since then.
+    if (seq.writes >= 0 && seq.writes != writes_ && seq.next < seq.items.size()) {
+      return unsupported("a generator expression consumed after a write it may read (not supported yet)");
+    }
     push(std::move(seq));
     return ok();
   }
   if (seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) {
+    // A list iterator reads the list at each step: one over a list the frame holds
+    // keeps its identity (set_list_items updates its items), or its argument source.
+    if (is_traced_list(seq)) it.identity = seq.identity;
+    if (seq.kind == ValueKind::List && seq.source.kind == Source::Kind::Arg && seq.source.arg >= 0 &&
+        seq.source.attrs.empty()) {
+      it.source = seq.source;
+    }
     it.items = std::move(seq.items);
   } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
              (PyTuple_CheckExact(seq.obj.get()) || PyRange_Check(seq.obj.get()))) {

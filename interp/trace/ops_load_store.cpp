@@ -122,8 +122,7 @@ Status Tracer::op_load_global(const Instruction& ins) {
 }
 
 // Reads `name` of a module value read from a global (guarded by its attribute path).
-static Status module_attr(Value& base, const std::string& name, Value* out,
-                          guards::GuardSet& guards) {
+Status module_attr(const Value& base, const std::string& name, Value* out, guards::GuardSet& guards) {
   if (base.kind != ValueKind::Const || !PyModule_Check(base.obj.get()) ||
       base.source.kind != Source::Kind::Global || base.source.from_builtins) {
     return unsupported("attribute '" + name + "' of a value other than a global module");
@@ -355,6 +354,15 @@ Status Tracer::op_load_method(const Instruction& ins) {
     Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
+    push(std::move(method));
+    push(std::move(owner));
+    return ok();
+  }
+  if (is_traced_list(owner) && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
+                                 name == "clear" || name == "reverse" || name == "copy")) {
+    Value method = Value::tensor_method(name);  // a method of the list, called by CALL (call_list_method)
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    method.obj = PyRef::borrow(_PyType_Lookup(&PyList_Type, key.get()));
     push(std::move(method));
     push(std::move(owner));
     return ok();

@@ -328,6 +328,7 @@ std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, cons
     }
     return true;
   };
+  if (nb_op == NB_INPLACE_ADD && is_traced_list(lhs)) return list_inplace_add(lhs, rhs);  // extends it in place
   ValueKind lk, rk;
   std::vector<Value> a, b;
   if (!items_of(lhs, &lk, &a) || !items_of(rhs, &rk, &b)) return std::nullopt;
@@ -456,6 +457,10 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
              (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
     same = false;  // a number is never None
+  } else if (is_traced_list(lhs) && (is_traced_list(rhs) || known(rhs))) {
+    same = rhs.kind == ValueKind::List && lhs.identity == rhs.identity;  // a list made here is a new object
+  } else if (is_traced_list(rhs) && known(lhs)) {
+    same = false;
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
   } else {

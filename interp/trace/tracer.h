@@ -55,6 +55,9 @@ bool is_cpu_device(PyObject* o);
 PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
+// name of a module read from a global (or imported, see ops_import.cpp), guarded by
+// its attribute path (ops_load_store.cpp).
+Status module_attr(const Value& base, const std::string& name, Value* out, guards::GuardSet& guards);
 // "L['self'].fc.weight": how a person finds a value again.
 std::string source_text(const Source& s);
 // The decoded bytecode of a code object, decoded once and kept in its CodeState.
@@ -80,6 +83,7 @@ struct ResumePoint {
   std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
   std::vector<std::string> symbol_sources;
   int next_identity = 0;
+  std::unordered_set<int> iterated_lists;  // Tracer::iterated_lists_ then
   int num_regs = 0;
   size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues
 };
@@ -227,6 +231,8 @@ class Tracer {
   Status op_make_function(const Instruction&);
   Status op_kw_names(const Instruction&);
   Status op_call(const Instruction&);
+  Status op_import_name(const Instruction&);  // ops_import.cpp
+  Status op_import_from(const Instruction&);
 
   // ---- CALL, in steps (interp/trace/ops_call.cpp, builtins: ops_builtins.cpp) ----
   struct CallSite {
@@ -308,6 +314,7 @@ class Tracer {
   Status op_list_append(const Instruction&);
   Status op_unpack_sequence(const Instruction&);
   Status op_binary_subscr(const Instruction&);
+  std::optional<Status> subscript_constants(const Value& seq, const Value& index);
   Status op_pop_top(const Instruction&);
   Status op_copy(const Instruction&);
   Status op_swap(const Instruction&);
@@ -327,6 +334,15 @@ class Tracer {
   // The items `*v` unpacks (ops_star.cpp); a dict the frame holds: its methods, d[key].
   Status star_items(const Value& v, std::vector<Value>* out);
   Status call_dict_method(const std::string& name, const std::vector<Value>& args);
+  // Lists the trace built, mutated on their symbolic value (ops_lists.cpp).
+  static bool is_traced_list(const Value& v);
+  std::vector<Value*> list_roots();
+  // Every copy of `list` in the traced state gets `items`.
+  Status set_list_items(const Value& list, std::vector<Value> items, const std::string& what);
+  Status call_list_method(const std::string& name, const std::vector<Value>& args);
+  Status list_inplace_add(const Value& list, const Value& rhs);
+  Status list_setitem(const Value& list, const Value& index, const Value& value);
+  std::unordered_set<int> iterated_lists_;  // identities of lists a loop (or zip, ...) iterated
   Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
@@ -443,6 +459,8 @@ class Tracer {
   // x[index] of a tensor (views.cpp), one index item at a time
   Status subscript(const Value& x, const Value& index);
   Status subscript_int(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
+  static bool is_int_list(const Value& v);
+  Status int_list_index(const Value& list, const jit::SymExpr& n, jit::NodeId* out);
   Status subscript_slice(const Value& v, int64_t d, jit::NodeId* x, bool* noncontig);
   Status slice_bound(const Value& b, const jit::SymExpr& n, const jit::SymExpr& dflt, jit::SymExpr* out);
   Status op_build_slice(const Instruction&);

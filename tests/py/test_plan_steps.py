@@ -435,7 +435,8 @@ def with_after_break(x):
     print("before")
     with torch.no_grad():
         z = y * 2
-    import math  # noqa: F401  (not traced: the rest runs in CPython)
+    items = [1]
+    del items[0]  # not traced: the rest runs in CPython
     return z - 1
 
 

@@ -1,0 +1,156 @@
+// Mutation of lists the trace built itself (BUILD_LIST, list(...), slices): append,
+// extend, insert, pop, clear, reverse, `+=` and `lst[i] = v`, modelled on the
+// symbolic value.
+//
+// A Value is copied wherever the frame holds it (a local, the stack, a tuple's item,
+// an inlined callee's argument); the copies of one list object share its `identity`.
+// A mutation therefore rewrites the items of every copy in the traced state (every
+// frame's locals, stack and return value, and what a custom Function's ctx holds), so
+// that each alias sees it as CPython's one object would. A list that has escaped to
+// code the trace does not see (an opaque call's argument, breaks.cpp) is an opaque
+// object from then on and never reaches here; a list of the caller (an argument) is
+// not modelled. A mutation counts as a write (writes_): an inlined call that mutated
+// a list cannot be re-run as an opaque step, and a generator expression run ahead of
+// it would have read stale items.
+#include "interp/trace/tracer.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace fj::interp {
+namespace {
+
+bool holds_identity(const Value& v, int identity) {
+  if (v.kind == ValueKind::List && v.identity == identity) return true;
+  return std::any_of(v.items.begin(), v.items.end(), [&](const Value& i) { return holds_identity(i, identity); });
+}
+
+void walk_all(Value& v, const std::function<void(Value&)>& fn) {
+  fn(v);
+  for (Value& item : v.items) walk_all(item, fn);
+}
+
+}  // namespace
+
+bool Tracer::is_traced_list(const Value& v) {
+  return v.kind == ValueKind::List && !v.obj && v.identity >= 0 && v.source.kind == Source::Kind::None;
+}
+
+// Every root of the traced state that may hold a copy of a list.
+std::vector<Value*> Tracer::list_roots() {
+  std::vector<Value*> roots;
+  std::vector<FrameState*> frames{&root_fs_};
+  frames.insert(frames.end(), inlined_frames_.begin(), inlined_frames_.end());
+  for (FrameState* fs : frames) {
+    for (Value& v : fs->locals) roots.push_back(&v);
+    for (Value& v : fs->stack) roots.push_back(&v);
+    if (fs->ret) roots.push_back(&*fs->ret);
+    if (fs->yields) {
+      for (Value& v : *fs->yields) roots.push_back(&v);
+    }
+  }
+  for (AutogradCtx& ctx : ctxs_) {
+    for (auto& attr : ctx.attrs) roots.push_back(&attr.second);
+    for (Value& v : ctx.saved) roots.push_back(&v);
+  }
+  return roots;
+}
+
+Status Tracer::set_list_items(const Value& list, std::vector<Value> items, const std::string& what) {
+  if (!is_traced_list(list)) return unsupported(what + " of " + describe(list) + " (not supported yet)");
+  for (const Value& item : items) {
+    if (holds_identity(item, list.identity)) return unsupported(what + ": a list that holds itself (not supported)");
+  }
+  std::vector<Value*> roots = list_roots();
+  if (iterated_lists_.count(list.identity) != 0) {
+    // zip() and enumerate() took the list's items when called; CPython's read the
+    // list at each step: with such an iterator live, its items could be stale.
+    bool live_iterator = false;
+    for (Value* r : roots) {
+      walk_all(*r, [&](Value& v) { live_iterator |= v.kind == ValueKind::Iterator && v.identity != list.identity; });
+    }
+    if (live_iterator) return unsupported(what + " of a list while a loop may iterate over it (not supported yet)");
+  }
+  for (Value* r : roots) {
+    walk_all(*r, [&](Value& v) {
+      // A loop over the list reads it by position, as CPython's list iterator does.
+      if ((v.kind == ValueKind::List || v.kind == ValueKind::Iterator) && v.identity == list.identity) v.items = items;
+    });
+  }
+  ++writes_;
+  return ok();
+}
+
+// lst.append(x) & co of a list the trace built: args[0] is the list.
+Status Tracer::call_list_method(const std::string& name, const std::vector<Value>& args) {
+  const Value& list = args[0];
+  const std::string what = "list." + name + "()";
+  std::vector<Value> items = list.items;
+  const int64_t n = static_cast<int64_t>(items.size());
+  Value result = Value::constant(PyRef::borrow(Py_None));
+  if (name == "append" && args.size() == 2) {
+    items.push_back(args[1]);
+  } else if (name == "extend" && args.size() == 2) {
+    std::vector<Value> more;
+    FJ_TRY(star_items(args[1], &more));
+    items.insert(items.end(), more.begin(), more.end());
+  } else if (name == "insert" && args.size() == 3) {
+    int64_t at;
+    FJ_TRY(int_arg(args[1], what + " index", &at));
+    if (at < 0) at = std::max<int64_t>(at + n, 0);
+    at = std::min(at, n);
+    items.insert(items.begin() + at, args[2]);
+  } else if (name == "pop" && args.size() <= 2) {
+    int64_t at = -1;
+    if (args.size() == 2) FJ_TRY(int_arg(args[1], what + " index", &at));
+    if (n == 0) return unsupported("pop from empty list (CPython raises)");
+    if (at < 0) at += n;
+    if (at < 0 || at >= n) return unsupported("pop index out of range (CPython raises)");
+    result = items[static_cast<size_t>(at)];
+    items.erase(items.begin() + at);
+  } else if (name == "clear" && args.size() == 1) {
+    items.clear();
+  } else if (name == "reverse" && args.size() == 1) {
+    std::reverse(items.begin(), items.end());
+  } else if (name == "copy" && args.size() == 1) {
+    Value copy = Value::sequence(ValueKind::List, std::move(items));
+    copy.identity = next_identity_++;
+    push(std::move(copy));
+    return ok();
+  } else {
+    return unsupported(what + " with these arguments (not supported yet)");
+  }
+  FJ_TRY(set_list_items(list, std::move(items), what));
+  push(std::move(result));
+  return ok();
+}
+
+// lst += iterable: extends the list in place; the result is the list itself.
+Status Tracer::list_inplace_add(const Value& list, const Value& rhs) {
+  std::vector<Value> more;
+  FJ_TRY(star_items(rhs, &more));
+  std::vector<Value> items = list.items;
+  items.insert(items.end(), more.begin(), more.end());
+  FJ_TRY(set_list_items(list, items, "list +="));
+  Value now = list;
+  now.items = std::move(items);
+  push(std::move(now));
+  return ok();
+}
+
+// lst[i] = value, an int index.
+Status Tracer::list_setitem(const Value& list, const Value& index, const Value& value) {
+  if (index.kind == ValueKind::Const && !is_opaque(index) && PySlice_Check(index.obj.get())) {
+    return unsupported("slice assignment to a list (not supported yet)");
+  }
+  int64_t at;
+  FJ_TRY(int_arg(index, "a list index", &at));
+  std::vector<Value> items = list.items;
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (at < 0) at += n;
+  if (at < 0 || at >= n) return unsupported("list assignment index out of range (CPython raises)");
+  items[static_cast<size_t>(at)] = value;
+  return set_list_items(list, std::move(items), "list item assignment");
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,428 @@
+"""Python values that model code computes with, traced instead of ending the trace:
+`import` of modules already imported, subscripts of known constants (list[int] for
+torch.jit.annotate), zip(strict=) / enumerate(start=), lists the frame builds and
+mutates (append, extend, pop, ..., with their aliases), and a list of ints indexing a
+tensor. Each case is compared against eager (values, exceptions, side effects) and
+checked to trace without a fallback."""
+import sys
+import types
+
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+def traced_whole(fn, *args):
+    e = framejit.explain(fn, *args)
+    assert e.graph_breaks == [], [b.reason for b in e.graph_breaks]
+    assert e.graph_count == 1
+    framejit.reset()
+
+
+def no_fallback(fn):
+    s = framejit.stats(fn)
+    assert s["fallbacks"] == 0, s
+
+
+def same_exception(fn, cf, *args):
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - whatever eager raises
+        eager = e
+    else:
+        raise AssertionError("eager did not raise")
+    with pytest.raises(type(eager)) as got:
+        cf(*args)
+    assert str(got.value) == str(eager)
+
+
+# ---- import of modules already imported ----
+
+
+def imports_inside(x):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn import functional as G
+    import math
+
+    return F.relu(x) + G.gelu(x) * math.pi + torch.tanh(x)
+
+
+def test_import_of_imported_modules_is_traced():
+    x = torch.randn(4, 5)
+    traced_whole(imports_inside, x)
+    cf = framejit.compile(imports_inside)
+    for shape in [(4, 5), (3, 7), (4, 5)]:
+        x = torch.randn(shape)
+        assert_same(cf(x), imports_inside(x))
+    no_fallback(imports_inside)
+
+
+def imports_fake(x):
+    import fj_test_fake_module
+
+    return x * fj_test_fake_module.SCALE
+
+
+def test_import_reads_sys_modules_at_each_call():
+    first = types.ModuleType("fj_test_fake_module")
+    first.SCALE = 2.0
+    second = types.ModuleType("fj_test_fake_module")
+    second.SCALE = 5.0
+    x = torch.randn(3)
+    try:
+        sys.modules["fj_test_fake_module"] = first
+        cf = framejit.compile(imports_fake)
+        assert_same(cf(x), imports_fake(x))
+        no_fallback(imports_fake)
+        first.SCALE = 3.0  # an attribute of the imported module changes
+        assert_same(cf(x), x * 3.0)
+        sys.modules["fj_test_fake_module"] = second  # another module under the name
+        assert_same(cf(x), x * 5.0)
+    finally:
+        sys.modules.pop("fj_test_fake_module", None)
+
+
+def test_import_of_a_module_not_imported_runs_it_once(tmp_path, monkeypatch):
+    (tmp_path / "fj_test_lazy_module.py").write_text(
+        "import builtins\nbuiltins.fj_test_lazy_runs = getattr(builtins, 'fj_test_lazy_runs', 0) + 1\nSCALE = 4.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import builtins
+
+    def f(x):
+        import fj_test_lazy_module
+
+        return x * fj_test_lazy_module.SCALE
+
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    try:
+        assert_same(cf(x), x * 4.0)
+        assert builtins.fj_test_lazy_runs == 1
+        assert_same(cf(x), x * 4.0)  # imported now: traced, still run once
+        assert builtins.fj_test_lazy_runs == 1
+    finally:
+        sys.modules.pop("fj_test_lazy_module", None)
+        del builtins.fj_test_lazy_runs
+    assert framejit.stats(f)["compiles"] >= 1
+
+
+# ---- subscripts of constants, torch.jit.annotate, len() of constants ----
+
+
+def annotated(x):
+    stride = torch.jit.annotate(list[int], [])
+    table = torch.jit.annotate(dict[str, int], {})
+    n = len(stride) + len(table) + (10, 20, 30)[-1] + len((1, 2)) + len("ab"[1:])
+    return x * n
+
+
+def test_subscript_of_constants_and_annotate():
+    x = torch.randn(3, 2)
+    traced_whole(annotated, x)
+    cf = framejit.compile(annotated)
+    assert_same(cf(x), annotated(x))
+    no_fallback(annotated)
+
+
+def test_subscript_of_a_constant_out_of_range_raises_as_eager():
+    def f(x):
+        return x * (1, 2)[5]
+
+    same_exception(f, framejit.compile(f), torch.randn(2))
+
+
+# ---- zip(strict=), enumerate(start=) ----
+
+
+def zips(x, y):
+    out = x
+    for i, (a, b) in enumerate(zip((x, y), (y, x), strict=False), start=2):
+        out = out + a * b * i
+    for a, b in zip((x, y), (y,), strict=False):
+        out = out - a * b
+    return out
+
+
+def test_zip_strict_false_and_enumerate_start():
+    x, y = torch.randn(3), torch.randn(3)
+    traced_whole(zips, x, y)
+    cf = framejit.compile(zips)
+    assert_same(cf(x, y), zips(x, y))
+    no_fallback(zips)
+
+
+def test_zip_strict_of_different_lengths_raises_as_eager():
+    def f(x):
+        for a, b in zip((x, x), (x,), strict=True):
+            x = a + b
+        return x
+
+    same_exception(f, framejit.compile(f), torch.randn(2))
+
+
+# ---- lists the frame builds and mutates ----
+
+
+def rnn_like(x, h, n: int):
+    outputs = []
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] + h)
+        outputs.append(h)
+    return torch.stack(outputs, 1), len(outputs)
+
+
+def test_append_in_a_loop_then_stack():
+    x, h = torch.randn(2, 5, 3), torch.randn(2, 3)
+    traced_whole(rnn_like, x, h, 4)
+    cf = framejit.compile(rnn_like)
+    for steps in [5, 7, 5]:
+        x = torch.randn(2, steps, 3)
+        assert_same(cf(x, h, 4), rnn_like(x, h, 4))
+    no_fallback(rnn_like)
+
+
+def list_methods(x):
+    a = [x]
+    b = a  # one list, two names
+    t = (a, 1)  # and held by a tuple
+    a.append(x * 2)
+    b.extend((x * 3, x * 4))
+    a.insert(0, x - 1)
+    a.insert(-100, x - 2)
+    last = b.pop()
+    second = a.pop(1)
+    a[0] = a[0] * 10
+    b += [x + 5]
+    a += (x + 6,)
+    c = b.copy()
+    c.reverse()
+    c.append(x)
+    d = [x]
+    d.clear()
+    return torch.stack(t[0]), last, second, torch.stack(c), len(t[0]), len(c), d, a is b, a is c
+
+
+def test_list_methods_and_aliases():
+    x = torch.randn(3)
+    traced_whole(list_methods, x)
+    cf = framejit.compile(list_methods)
+    assert_same(cf(x), list_methods(x))
+    no_fallback(list_methods)
+
+
+def returns_aliases(x):
+    a = [x]
+    a.append(x + 1)
+    return a, a, [a]
+
+
+def test_returned_aliases_are_one_list():
+    x = torch.randn(2)
+    cf = framejit.compile(returns_aliases)
+    r, e = cf(x), returns_aliases(x)
+    assert_same(r, e)
+    assert r[0] is r[1] and r[2][0] is r[0]
+    r[0].append(1)  # the caller's list is a list of its own
+    assert len(r[1]) == 3 and len(r[2][0]) == 3
+    no_fallback(returns_aliases)
+
+
+def add_to(lst, v):
+    lst.append(v * 2)
+    return len(lst)
+
+
+def callee_mutates(x):
+    out = [x]
+    n = add_to(out, x)
+    n2 = add_to(out, out[-1])
+    return torch.cat(out), n, n2
+
+
+def test_inlined_callee_mutates_the_callers_list():
+    x = torch.randn(3)
+    traced_whole(callee_mutates, x)
+    cf = framejit.compile(callee_mutates)
+    assert_same(cf(x), callee_mutates(x))
+    no_fallback(callee_mutates)
+
+
+CALLS = []
+
+
+def opaque_mutator(lst):
+    global CALLS  # STORE_GLOBAL is not traced: the call is a graph break
+    CALLS = CALLS + [len(lst)]
+    lst.append(lst[0] + 1)
+
+
+def escapes(x):
+    out = [x * 2]
+    out.append(x)
+    opaque_mutator(out)
+    out.append(x * 3)
+    return torch.stack(out), len(out)
+
+
+def test_list_given_to_an_opaque_call_sees_its_changes():
+    global CALLS
+    x = torch.randn(3)
+    CALLS = []
+    expected = escapes(x)
+    eager_calls = list(CALLS)
+    CALLS = []
+    cf = framejit.compile(escapes)
+    assert_same(cf(x), expected)
+    assert_same(cf(x), expected)  # from the plan
+    assert CALLS == eager_calls * 2
+    assert framejit.stats(escapes)["graph_breaks"] >= 1
+
+
+def test_argument_list_is_mutated_as_eager():
+    def f(x, lst):
+        lst.append(x)
+        return x + 1
+
+    cf = framejit.compile(f)
+    x = torch.randn(2)
+    mine, theirs = [], []
+    for _ in range(3):
+        assert_same(cf(x, mine), f(x, theirs))
+    assert len(mine) == len(theirs) == 3
+
+
+def test_loop_over_a_list_it_appends_to():
+    def f(x):
+        lst = [x, x + 1]
+        for v in lst:
+            if len(lst) < 5:
+                lst.append(v * 2)
+        return torch.stack(lst)
+
+    cf = framejit.compile(f)
+    x = torch.randn(2)
+    assert_same(cf(x), f(x))
+    assert_same(cf(x), f(x))
+
+
+def test_generator_over_a_list_mutated_after():
+    def f(x):
+        lst = [x]
+        g = (v * 2 for v in lst)
+        lst.append(x + 1)
+        return torch.stack(list(g))
+
+    cf = framejit.compile(f)
+    x = torch.randn(2)
+    assert_same(cf(x), f(x))
+
+
+@pytest.mark.parametrize("body", ["pop_empty", "pop_range", "set_range"])
+def test_list_errors_raise_as_eager(body):
+    def f(x):
+        lst = [x]
+        if body == "pop_empty":
+            lst.clear()
+            lst.pop()
+        elif body == "pop_range":
+            lst.pop(3)
+        else:
+            lst[-2] = x
+        return x
+
+    same_exception(f, framejit.compile(f), torch.randn(2))
+
+
+# ---- a list of ints indexing a tensor ----
+
+
+def list_index(x):
+    return x[:, [-1], :], x[[0, -1]], x[[1, 0], 1:], x[..., [0, 2, 0]]
+
+
+def test_int_list_index_is_advanced_indexing():
+    x = torch.randn(3, 4, 5)
+    traced_whole(list_index, x)
+    cf = framejit.compile(list_index)
+    for shape in [(3, 4, 5), (2, 6, 3), (3, 4, 5)]:
+        x = torch.randn(shape)
+        assert_same(cf(x), list_index(x))
+    no_fallback(list_index)
+
+
+def test_int_list_index_copies():
+    def f(x):
+        y = x[[0]]
+        y.add_(1)
+        return y
+
+    cf = framejit.compile(f)
+    x, x2 = torch.randn(3, 2), None
+    x2 = x.clone()
+    assert_same(cf(x), f(x2))
+    assert_same(x, x2)  # neither wrote through to x
+
+
+@pytest.mark.parametrize("index", [[3], [-4], [0, 5]])
+def test_int_list_index_out_of_range_raises_as_eager(index):
+    def f(x):
+        return x[:, index] * 2
+
+    same_exception(f, framejit.compile(f), torch.randn(2, 3))
+
+
+def test_append_to_a_list_being_iterated_in_a_branch_outcome():
+    # The first call never appends; a later one takes the other outcome of the
+    # tensor-valued branch, traced from the state saved at the branch, where the loop
+    # over `lst` is live: it must see the items appended (acc sums them).
+    def f(x):
+        lst = [x, x + 1]
+        acc = x * 0
+        for v in lst:
+            acc = acc + v
+            if v.sum() > 10:
+                if len(lst) < 4:
+                    lst.append(v * 2)
+        return torch.stack(lst), acc
+
+    cf = framejit.compile(f)
+    for x in [torch.ones(2), torch.ones(2) * 10, torch.ones(2), torch.ones(2) * 20]:
+        assert_same(cf(x), f(x))
+
+
+def deopt_in_loop(x):
+    lst = [x, x + 1]
+    acc = x * 0
+    for v in lst:
+        acc = acc + v
+        if v.sum() > 10 and len(lst) < 4:
+            junk = [1]
+            del junk[0]  # not traced: CPython resumes here, inside the loop
+            lst.append(v * 2)
+    return torch.stack(lst), acc
+
+
+def deopt_in_loop_over_argument(x, lst):
+    acc = x * 0
+    for v in lst:
+        acc = acc + v
+        if v.sum() > 10 and len(lst) < 4:
+            junk = [1]
+            del junk[0]
+            lst.append(v * 2)
+    return acc
+
+
+def test_resuming_in_cpython_inside_a_loop_over_a_list():
+    # The resumed frame's loop iterates the very list its locals hold, at the same
+    # position: what CPython appends then is seen by the loop, as in eager.
+    cf = framejit.compile(deopt_in_loop)
+    cg = framejit.compile(deopt_in_loop_over_argument)
+    for x in [torch.ones(2), torch.ones(2) * 10, torch.ones(2), torch.ones(2) * 20]:
+        assert_same(cf(x), deopt_in_loop(x))
+        mine, theirs = [x, x + 1], [x, x + 1]
+        assert_same(cg(x, mine), deopt_in_loop_over_argument(x, theirs))
+        assert_same(mine, theirs)
