@@ -70,10 +70,12 @@ def _storages(x, out):
             _storages(item, out)
 
 
-def meta_call(fn, args, kwargs):
+def meta_call(fn, args, kwargs, grad=False):
     """fn(*args, **kwargs) where the tensor arguments are meta tensors: (dtype, sizes,
-    contiguous, random) of its result, or a str saying why it cannot be an extern node
-    (random: the op draws from torch's generator, so its gradient cannot run it again)."""
+    contiguous, random, needs_grad) of its result, or a str saying why it cannot be an
+    extern node (random: the op draws from torch's generator, so its gradient cannot
+    run it again). With grad, some meta tensors require grad and the call runs with
+    grad mode on: needs_grad says whether eager's result would require grad."""
     name = getattr(fn, "__name__", "")
     writes = _WRITES_WHEN.get(name)
     if writes is not None:
@@ -84,7 +86,7 @@ def meta_call(fn, args, kwargs):
     if kwargs and ("out" in kwargs or "generator" in kwargs):
         return "a call with out= or generator="
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             result = fn(*args, **(kwargs or {}))
     except Exception as e:  # eager raises, or torch has no meta kernel for it
         return f"its meta run raised {type(e).__name__}"
@@ -96,7 +98,7 @@ def meta_call(fn, args, kwargs):
     if result._is_view() or any(result is t or result.untyped_storage()._cdata == t.untyped_storage()._cdata
                                 for t in inputs):
         return "its result shares memory with an argument"
-    return result.dtype, tuple(result.shape), result.is_contiguous(), _seeded(name)
+    return result.dtype, tuple(result.shape), result.is_contiguous(), _seeded(name), result.requires_grad
 
 
 def _seeded(name):
