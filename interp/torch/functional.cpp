@@ -21,6 +21,23 @@ Status Tracer::lower_dropout(const OpCall& c) { return dropout(c, false); }
 // feature_dropout(input, p, train) (what F.dropout1d/2d/3d call): one draw per channel.
 Status Tracer::lower_feature_dropout(const OpCall& c) { return dropout(c, true); }
 
+// dropout_ and feature_dropout_: ATen's in-place _dropout_impl multiplies the input in
+// place (input.mul_(noise)), and returns the input untouched where the out-of-place
+// one returns it.
+Status Tracer::lower_dropout_(const OpCall& c) { return dropout_inplace(c, false); }
+Status Tracer::lower_feature_dropout_(const OpCall& c) { return dropout_inplace(c, true); }
+
+Status Tracer::dropout_inplace(const OpCall& c, bool feature) {
+  const size_t first_new = graph_.size();
+  FJ_TRY(dropout(c, feature));
+  Value result = pop();
+  if (result.node == c.x) {
+    push(c.a[0]);
+    return ok();
+  }
+  return finish_inplace(c.a[0], result.node, first_new, {}, c.what);
+}
+
 // Both dropouts as ATen's _dropout_impl computes them: the input itself when not
 // training, when p == 0 or when it has no elements; input * a 0-d zero when p == 1
 // (NaN stays NaN); else input * noise, the noise drawn at run time by torch as eager

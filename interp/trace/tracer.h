@@ -403,6 +403,7 @@ class Tracer {
 #define TORCH_OP(Enum, name, Family, First, varargs, ...) Status lower_##name(const OpCall& c);
 #include "interp/torch/torch_ops.def"
   Status dropout(const OpCall& c, bool feature);  // both dropouts (functional.cpp)
+  Status dropout_inplace(const OpCall& c, bool feature);
   // shared by the reductions (reductions.cpp)
   Status reduce_dims(const OpCall& c, size_t dim_at, size_t keep_at, std::vector<int64_t>* dims, bool* no_dim, bool* keep);
   Status sum_mean_prod(const OpCall& c);

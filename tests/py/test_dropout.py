@@ -181,3 +181,54 @@ def test_noncontiguous_input_is_eagers_dropout():
     x = torch.randn(6, 5).t()
     (want, after_want), (got, after_got) = seeded(f, 9, x), seeded(cf, 9, x)
     assert equal(got, want) and equal(after_got, after_want)
+
+
+def test_inplace_dropout_writes_the_tensor_as_eager():
+    def f(x, w):
+        h = x * w
+        F.dropout(h, 0.5, True, inplace=True)
+        return h + 1, F.dropout(x, 0.3, True, inplace=True)
+    cf = framejit.compile(f)
+    w = torch.randn(4, 6, requires_grad=True)
+    for with_grad in (False, True):
+        x1, x2 = torch.randn(4, 6), None
+        x2 = x1.clone()
+        wi = w if with_grad else w.detach()
+        (want, after_want), (got, after_got) = seeded(f, 4, x1, wi), seeded(cf, 4, x2, wi)
+        assert equal(got[0].detach(), want[0].detach()) and equal(after_got, after_want)
+        assert got[1] is x2 and equal(x1, x2)  # the input itself, written
+        if not with_grad:  # writing an input in a frame that needs autograd falls back
+            no_fallback(f)
+
+
+def test_inplace_dropout_of_a_result_differentiates_as_eager():
+    def f(x, w):
+        h = x * w
+        F.dropout(h, 0.5, True, inplace=True)
+        return (h * h).sum()
+    cf = framejit.compile(f)
+    x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
+    grads = []
+    for fn in (f, cf):
+        w.grad = None
+        torch.manual_seed(6)
+        fn(x, w).backward()
+        grads.append(w.grad.clone())
+    assert equal(grads[1], grads[0])
+    no_fallback(f)
+
+
+def test_inplace_dropout_of_a_leaf_that_requires_grad_raises_as_eager():
+    def f(x):
+        return F.dropout(x, 0.5, True, inplace=True)
+    x = torch.randn(3, requires_grad=True)
+    try:
+        f(x)
+    except RuntimeError as e:
+        want = str(e)
+    try:
+        framejit.compile(f)(x)
+    except RuntimeError as e:
+        assert str(e) == want
+    else:
+        raise AssertionError("no error")
