@@ -39,7 +39,8 @@ def forward_verdict(forwards):
 
 def training_verdict(training):
     loss_rel = max(abs(c - e) / max(abs(e), 1e-12) for c, e in zip(training.compiled_losses, training.eager_losses))
-    state_same = all(torch.allclose(training.compiled_state[k].double(), v.double(), rtol=1e-4, atol=1e-5)
+    # The tolerance of tests/py/test_models.py (which says why atol is 2e-5 under AdamW).
+    state_same = all(torch.allclose(training.compiled_state[k].double(), v.double(), rtol=1e-4, atol=2e-5)
                      for k, v in training.eager_state.items())
     state_rel = compare.state_max_rel_diff(training.compiled_state, training.eager_state)
     return loss_rel <= 1e-4 and state_same, loss_rel, state_rel
@@ -129,7 +130,7 @@ def main(names):
         versions += ", transformers NOT INSTALLED (hf.* entries fail; scripts/setup installs it)"
     print(f"framejit model zoo ({versions})")
     print("eq eager: compiled vs eager on identical copies; forwards within 1e-5 rel (eval, no_grad on 2 shapes "
-          "and with grad), 3 training steps: losses within 1e-4 rel, final state_dict close (rtol 1e-4, atol 1e-5); "
+          "and with grad), 3 training steps: losses within 1e-4 rel, final state_dict close (rtol 1e-4, atol 2e-5); "
           "rel = max|diff| / max|eager|")
     print("reasons: distinct (reason, location); [fallback F xN] = recorded fallbacks of watched function F, "
           "[break eval|train] = framejit.explain of the forward. A frame shows its first blocker only.")

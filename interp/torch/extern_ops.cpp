@@ -5,6 +5,7 @@
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "guards/py_errors.h"
@@ -239,6 +240,7 @@ class TorchExtern final : public jit::ExternFn {
     const std::string tag = ".vjp" + std::to_string(k);
     return std::make_shared<TorchVjp>(call_, k, output_, name_ + tag, key_ + tag);
   }
+  bool random() const override { return random_; }
 
   bool run(const std::vector<jit::ExternArg>& operands, const jit::ExternArg& result) const noexcept override {
     return with_gil([&] {
@@ -262,6 +264,39 @@ class TorchExtern final : public jit::ExternFn {
   std::string name_, key_;
 };
 
+// Dropout's noise as ATen's _dropout_impl draws it in training: a fresh tensor of the
+// input's dtype (of its sizes, or [N, C, 1, ...] for feature dropout), bernoulli_(1 - p),
+// then div_(1 - p). The node's result buffer is that tensor: contiguous, as eager's
+// empty_like / new_empty of a contiguous input (the draw order follows the memory
+// order, so the tracer takes only inputs whose eager layout is contiguous).
+class DropoutNoise final : public jit::ExternFn {
+ public:
+  explicit DropoutNoise(double p) : p_(p) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "dropout_noise(p=%a)", p);
+    key_ = buf;
+  }
+  const std::string& name() const override { return name_; }
+  const std::string& key() const override { return key_; }
+  std::shared_ptr<const jit::ExternFn> vjp(size_t) const override { return nullptr; }
+  bool random() const override { return true; }
+
+  bool run(const std::vector<jit::ExternArg>&, const jit::ExternArg& result) const noexcept override {
+    return with_gil([&] {
+      static PyObject* s_bernoulli = PyUnicode_InternFromString("bernoulli_");
+      static PyObject* s_div = PyUnicode_InternFromString("div_");
+      PyRef noise = wrap(result);
+      PyRef keep = PyRef::steal(PyFloat_FromDouble(1 - p_));
+      return noise && keep && PyRef::steal(PyObject_CallMethodOneArg(noise.get(), s_bernoulli, keep.get())) &&
+             PyRef::steal(PyObject_CallMethodOneArg(noise.get(), s_div, keep.get()));
+    });
+  }
+
+ private:
+  double p_;
+  std::string name_ = "dropout_noise", key_;
+};
+
 // A constant an extern call may keep: what runs no user code when torch reads it.
 bool extern_constant(PyObject* o) {
   // is_foldable takes dtypes, devices and layouts too; memory formats are singletons alike.
@@ -279,6 +314,15 @@ bool extern_constant(PyObject* o) {
 
 void set_extern_helpers(PyObject* reason, PyObject* meta_call, PyObject* vjp, PyObject* from_dlpack) {
   g_helpers = ExternHelpers{Py_NewRef(reason), Py_NewRef(meta_call), Py_NewRef(vjp), Py_NewRef(from_dlpack)};
+}
+
+// Dropout's noise of the given sizes and dtype (see DropoutNoise), recorded without a
+// gradient: nothing flows into it, and the product with the input differentiates as
+// any product.
+Expected<jit::NodeId> Tracer::dropout_noise(const jit::SymShape& sizes, jit::DType dtype, double p) {
+  Expected<jit::NodeId> n = graph_.extern_call(std::make_shared<DropoutNoise>(p), {}, dtype, sizes);
+  if (n) record_without_grad(*n);
+  return n;
 }
 
 // One argument of an extern call as a Python object of the call's template: tensors
@@ -319,9 +363,12 @@ Status Tracer::extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call
 
 // The dtype, sizes and layout of the call's result when its operands have the sizes
 // their shapes take under `b`: a run on meta tensors.
-Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out) {
+Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out,
+                           const std::vector<bool>& grad) {
   std::vector<PyRef> metas;
   static PyObject* s_meta = PyUnicode_InternFromString("meta");
+  static PyObject* s_requires = PyUnicode_InternFromString("requires_grad_");
+  bool any_grad = false;
   for (jit::NodeId n : call.operands) {
     const jit::Node& node = graph_.node(n);
     PyRef shape = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(node.rank())));
@@ -334,6 +381,10 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
     PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "dtype", torch_dtype(node.dtype), "device", s_meta));
     PyRef args = PyRef::steal(PyTuple_Pack(1, shape.get()));
     PyRef t = kw && args ? PyRef::steal(PyObject_Call(guards::torch_refs().empty, args.get(), kw.get())) : PyRef();
+    if (t && metas.size() < grad.size() && grad[metas.size()]) {
+      any_grad = true;
+      if (!PyRef::steal(PyObject_CallMethodNoArgs(t.get(), s_requires))) t = PyRef();
+    }
     if (!t) {
       guards::clear_error();
       return unsupported("a meta tensor could not be made");
@@ -346,7 +397,8 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
     return unsupported("out of memory");
   }
   PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.meta_call, fn, args.get(),
-                                                      kwargs ? kwargs.get() : Py_None, nullptr));
+                                                      kwargs ? kwargs.get() : Py_None,
+                                                      any_grad ? Py_True : Py_False, nullptr));
   if (!r) {
     guards::clear_error();
     return unsupported("its meta run failed");
@@ -354,13 +406,14 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
   if (PyUnicode_Check(r.get())) return unsupported(guards::utf8_lossy(r.get()));
   PyObject* results = nullptr;
   PyObject* kind = nullptr;
-  int random = 0;
-  if (!PyArg_ParseTuple(r.get(), "O!pO", &PyTuple_Type, &results, &random, &kind)) {
+  int random = 0, needs_grad = 0;
+  if (!PyArg_ParseTuple(r.get(), "O!pOp", &PyTuple_Type, &results, &random, &kind, &needs_grad)) {
     guards::clear_error();
     return unsupported("its meta run gave no shape");
   }
   out->tensors.clear();
   out->random = random != 0;
+  out->needs_grad = needs_grad != 0;
   out->kind = kind == Py_None ? PyRef() : PyRef::borrow(kind);
   for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(results); ++k) {
     PyObject* sizes = nullptr;
@@ -503,11 +556,7 @@ Status Tracer::extern_call(const CallSite& c) {
   if (call.operands.empty()) return unsupported(name + "() without a tensor argument");
   ExternResult r;
   if (Status s = extern_meta(fn, call, hints_, &r); s.failed()) return unsupported(name + "(): " + s.error());
-  for (jit::NodeId n : call.operands) {
-    if (r.random && grad_enabled_ && node_needs_grad(n)) {
-      return unsupported(name + "() draws random numbers: its gradient through an extern call (not supported yet)");
-    }
-  }
+  if (r.random) FJ_TRY(extern_random_ok(fn, name, call));
   std::vector<jit::SymShape> sym;
   FJ_TRY(extern_sizes(fn, call, r, &sym));
   // The key: the function (by identity and name) and every constant argument, with
@@ -537,6 +586,7 @@ Status Tracer::extern_call(const CallSite& c) {
     auto node = graph_.extern_call(std::move(fn_obj), call.operands, r.tensors[k].dtype, std::move(sym[k]));
     if (!node) return unsupported(name + "(): " + node.error());
     if (!r.tensors[k].contiguous) mark_noncontig(*node);
+    if (r.random) record_without_grad(*node);
     results.push_back(Value::tensor(*node));
   }
   sync_scalar_inputs();
@@ -548,6 +598,30 @@ Status Tracer::extern_call(const CallSite& c) {
   if (r.kind.get() != reinterpret_cast<PyObject*>(&PyTuple_Type)) t.obj = r.kind;  // a torch.return_types type
   t.identity = next_identity_++;
   push(std::move(t));
+  return ok();
+}
+
+// A random op is an extern call where its draws come out as eager's: its operands'
+// eager layout is contiguous (the draws follow the memory order of a tensor made
+// like an operand: empty_like(x).bernoulli_(...)), and its result needs no gradient
+// (eager's does not: rand_like of a tensor that requires grad; else its backward would
+// have to draw again). The result is then recorded without a gradient.
+Status Tracer::extern_random_ok(PyObject* fn, const std::string& name, const ExternCallArgs& call) {
+  std::vector<bool> grad;
+  bool any = false;
+  for (jit::NodeId n : call.operands) {
+    if (may_be_noncontig(n) || !guard_inputs_contiguous(n)) {
+      return unsupported(name + "() draws random numbers in the memory order of an operand that may be non-contiguous (not supported yet)");
+    }
+    grad.push_back(grad_enabled_ && node_needs_grad(n));
+    any = any || grad.back();
+  }
+  if (!any) return ok();
+  ExternResult g;
+  if (Status s = extern_meta(fn, call, hints_, &g, grad); s.failed()) return unsupported(name + "(): " + s.error());
+  if (g.needs_grad) {
+    return unsupported(name + "() draws random numbers and its result needs a gradient (its backward would draw again; not supported)");
+  }
   return ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include "interp/runtime/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -15,14 +16,78 @@ using jit::NodeId;
 using jit::Op;
 
 // dropout(input, p, train): the input itself when not training (eager returns it).
-Status Tracer::lower_dropout(const OpCall& c) {
+Status Tracer::lower_dropout(const OpCall& c) { return dropout(c, false); }
+
+// feature_dropout(input, p, train) (what F.dropout1d/2d/3d call): one draw per channel.
+Status Tracer::lower_feature_dropout(const OpCall& c) { return dropout(c, true); }
+
+// dropout_ and feature_dropout_: ATen's in-place _dropout_impl multiplies the input in
+// place (input.mul_(noise)), and returns the input untouched where the out-of-place
+// one returns it.
+Status Tracer::lower_dropout_(const OpCall& c) { return dropout_inplace(c, false); }
+Status Tracer::lower_feature_dropout_(const OpCall& c) { return dropout_inplace(c, true); }
+
+Status Tracer::dropout_inplace(const OpCall& c, bool feature) {
+  const size_t first_new = graph_.size();
+  FJ_TRY(dropout(c, feature));
+  Value result = pop();
+  if (result.node == c.x) {
+    push(c.a[0]);
+    return ok();
+  }
+  return finish_inplace(c.a[0], result.node, first_new, {}, c.what);
+}
+
+// Both dropouts as ATen's _dropout_impl computes them: the input itself when not
+// training, when p == 0 or when it has no elements; input * a 0-d zero when p == 1
+// (NaN stays NaN); else input * noise, the noise drawn at run time by torch as eager
+// draws it (Tracer::dropout_noise), so a seed gives eager's masks and values. The
+// noise carries no gradient: the product differentiates as any product.
+Status Tracer::dropout(const OpCall& c, bool feature) {
   bool train = true;
   FJ_TRY(bool_arg(c.a[2], c.what + " train", &train));
-  if (train) return unsupported(c.what + " in training (random; not supported yet)");
-  const std::optional<jit::SymExpr> p = as_sym(c.a[1]);
-  if (!p || p->type() == jit::SymType::Bool) return unsupported(c.what + " with p=" + describe(c.a[1]) + " (not supported)");
-  push(c.a[0]);
-  return ok();
+  const std::optional<jit::SymExpr> ps = as_sym(c.a[1]);
+  if (!ps || ps->type() == jit::SymType::Bool) return unsupported(c.what + " with p=" + describe(c.a[1]) + " (not supported)");
+  if (!train) {
+    push(c.a[0]);
+    return ok();
+  }
+  const auto value = ps->eval(hints_);
+  if (!value) return unsupported(c.what + " with p=" + describe(c.a[1]) + " (no value here)");
+  const double p = sym_value_to_double(*value);
+  if (!ps->is_constant()) {  // the draws depend on p's value: guarded
+    bool same = false;
+    FJ_TRY(guard_truth(jit::eq(*ps, jit::SymExpr::real(p)), &same));
+    if (!same) return unsupported(c.what + " with p=" + describe(c.a[1]) + " (not supported)");
+  }
+  if (!(p >= 0 && p <= 1)) return unsupported(c.what + " with p outside [0, 1] (eager raises)");
+  const jit::Node x = graph_.node(c.x);  // a copy: building nodes moves the graph's storage
+  if (feature && x.rank() < 2) return unsupported(c.what + " of a tensor with fewer than 2 dims (eager raises)");
+  const bool empty = std::any_of(x.sym.begin(), x.sym.end(), [](const jit::SymExpr& d) { return jit::is_const(d, 0); });
+  if (p == 0 || empty) {
+    push(c.a[0]);
+    return ok();
+  }
+  if (!jit::is_floating(x.dtype)) return unsupported(c.what + " in training of a " + std::string(jit::dtype_name(x.dtype)) + " tensor (not supported)");
+  NodeId by = -1;
+  if (p == 1) {
+    Expected<NodeId> zero = graph_.full({}, graph_.scalar(0.0), x.dtype);
+    if (!zero) return unsupported(c.what + ": " + zero.error());
+    by = *zero;
+  } else {
+    // The noise follows eager's draw order only where eager's noise is contiguous:
+    // empty_like keeps a non-contiguous input's strides (new_empty for feature
+    // dropout is always contiguous).
+    if (!feature && (may_be_noncontig(c.x) || !guard_inputs_contiguous(c.x))) {
+      return unsupported(c.what + " in training of a tensor that may be non-contiguous (not supported yet)");
+    }
+    jit::SymShape sizes = x.sym;
+    if (feature) std::fill(sizes.begin() + 2, sizes.end(), jit::SymExpr::integer(1));
+    Expected<NodeId> noise = dropout_noise(sizes, x.dtype, p);
+    if (!noise) return unsupported(c.what + ": " + noise.error());
+    by = *noise;
+  }
+  return push_built(graph_.pointwise(Op::Mul, {c.x, by}), c.what, c.x);
 }
 
 // batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,

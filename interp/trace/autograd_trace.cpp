@@ -86,6 +86,11 @@ void Tracer::note_grad_mode(size_t first_node) {
   }
 }
 
+void Tracer::record_without_grad(jit::NodeId n) {
+  if (node_grad_.size() <= static_cast<size_t>(n)) node_grad_.resize(static_cast<size_t>(n) + 1, -1);
+  node_grad_[static_cast<size_t>(n)] = 0;
+}
+
 bool Tracer::node_needs_grad(jit::NodeId target) const {
   std::vector<bool> needs(static_cast<size_t>(target) + 1, false);
   for (size_t id = 0; id <= static_cast<size_t>(target); ++id) {

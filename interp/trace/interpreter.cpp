@@ -572,8 +572,11 @@ Expected<std::shared_ptr<jit::CompiledGraph>> Tracer::compile_on_cpu(const jit::
 }
 
 Status Tracer::compile() {
-  // Without outputs and checks the plan only rebuilds the return value.
-  if (graph_.outputs().empty() && graph_.checks().empty()) return ok();
+  // Without outputs and checks the plan only rebuilds the return value, unless the
+  // graph draws random numbers that nothing reads (eager's generator moves on).
+  const bool draws = std::any_of(graph_.nodes().begin(), graph_.nodes().end(),
+                                 [](const jit::Node& n) { return n.extern_fn && n.extern_fn->random(); });
+  if (graph_.outputs().empty() && graph_.checks().empty() && !draws) return ok();
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {

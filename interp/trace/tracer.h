@@ -277,10 +277,16 @@ class Tracer {
     std::vector<Tensor> tensors;  // one per result tensor
     PyRef kind;                   // null: one tensor; else the type of the tuple of them
     bool random = false;          // draws from torch's generator
+    bool needs_grad = false;      // eager's result requires grad (asked only with grad flags)
   };
   Status extern_call(const CallSite& c);
   Status extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out);
-  Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out);
+  // grad: per operand, whether its meta tensor requires grad (empty: none does).
+  Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out,
+                     const std::vector<bool>& grad = {});
+  Status extern_random_ok(PyObject* fn, const std::string& name, const ExternCallArgs& call);
+  // Dropout's noise in training: an extern node that draws it at run time as eager does.
+  Expected<jit::NodeId> dropout_noise(const jit::SymShape& sizes, jit::DType dtype, double p);
   Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, std::vector<jit::SymShape>* out);
   bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const std::vector<jit::SymShape>& sym,
                            const jit::Bindings& b, bool* raised);
@@ -353,6 +359,8 @@ class Tracer {
   // Records the grad mode of the nodes a step recorded (those its inner steps have
   // not already recorded).
   void note_grad_mode(size_t first_node);
+  // Node n carries no gradient whatever the grad mode (random draws).
+  void record_without_grad(jit::NodeId n);
   // Whether eager's result for this node would require grad (placeholders' flags,
   // grad mode per node, custom Functions).
   bool node_needs_grad(jit::NodeId n) const;
@@ -414,6 +422,8 @@ class Tracer {
   Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);  // checks FirstArg, lowers
 #define TORCH_OP(Enum, name, Family, First, varargs, ...) Status lower_##name(const OpCall& c);
 #include "interp/torch/torch_ops.def"
+  Status dropout(const OpCall& c, bool feature);  // both dropouts (functional.cpp)
+  Status dropout_inplace(const OpCall& c, bool feature);
   // shared by the reductions (reductions.cpp)
   Status reduce_dims(const OpCall& c, size_t dim_at, size_t keep_at, std::vector<int64_t>* dims, bool* no_dim, bool* keep);
   Status sum_mean_prod(const OpCall& c);

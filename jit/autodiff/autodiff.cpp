@@ -38,7 +38,7 @@ Expected<NodeId> Differentiator::value(NodeId id) {
       return memo = save(id);
     case Family::Reduction:
     case Family::Index:
-    case Family::Extern:
+    case Family::Extern:  // a random extern call (dropout's noise) would draw again
       return memo = save(id);
     case Family::Constant:
     case Family::Pointwise:

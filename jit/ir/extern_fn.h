@@ -43,6 +43,12 @@ class ExternFn {
   // whose result is operand k's gradient (its shape and dtype). Null when there is
   // none (the graph is then not differentiated: autograd runs in CPython).
   virtual std::shared_ptr<const ExternFn> vjp(size_t k) const = 0;
+  // Whether each run draws from a random generator (dropout's noise, rand_like): such
+  // a node is never merged with another, moved across one, cloned or recomputed (the
+  // autodiff saves it, see jit/autodiff/autodiff.cpp), and runs in node order among
+  // the graph's extern calls (jit/codegen/schedule.cpp), so the draws keep the order
+  // the trace saw. Its result carries no gradient.
+  virtual bool random() const { return false; }
 };
 
 }  // namespace fj::jit

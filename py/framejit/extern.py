@@ -73,12 +73,14 @@ def _storages(x, out):
             _storages(item, out)
 
 
-def meta_call(fn, args, kwargs):
+def meta_call(fn, args, kwargs, grad=False):
     """fn(*args, **kwargs) where the tensor arguments are meta tensors: (results,
-    random, kind), or a str saying why it cannot be an extern node. results: a
-    (dtype, sizes, contiguous) per result tensor; random: the op draws from torch's
-    generator (its gradient cannot run it again); kind: None for one tensor, else the
-    type of the sequence of tensors it returns (tuple, or a torch.return_types type)."""
+    random, kind, needs_grad), or a str saying why it cannot be an extern node.
+    results: a (dtype, sizes, contiguous) per result tensor; random: the op draws from
+    torch's generator (its gradient cannot run it again); kind: None for one tensor,
+    else the type of the sequence of tensors it returns (tuple, or a torch.return_types
+    type). With grad, some meta tensors require grad and the call runs with grad mode
+    on: needs_grad says whether eager's result would require grad."""
     name = getattr(fn, "__name__", "")
     writes = _WRITES_WHEN.get(name)
     if writes is not None:
@@ -89,7 +91,7 @@ def meta_call(fn, args, kwargs):
     if kwargs and ("out" in kwargs or "generator" in kwargs):
         return "a call with out= or generator="
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             result = fn(*args, **(kwargs or {}))
     except Exception as e:  # eager raises, or torch has no meta kernel for it
         return f"its meta run raised {type(e).__name__}"
@@ -108,7 +110,8 @@ def meta_call(fn, args, kwargs):
     storages = {t.untyped_storage()._cdata for t in inputs}
     if any(r.untyped_storage()._cdata in storages for r in results):
         return "its result shares memory with an argument"
-    return tuple((r.dtype, tuple(r.shape), r.is_contiguous()) for r in results), random, kind
+    needs_grad = any(r.requires_grad for r in results)
+    return tuple((r.dtype, tuple(r.shape), r.is_contiguous()) for r in results), random, kind, needs_grad
 
 
 def _seeded(name):

@@ -156,6 +156,9 @@ def torch_functions(pointwise_names=()):
         "new_full": [T.new_full],
         # torch.nn.functional's ops (F.dropout and F.batch_norm call these)
         "dropout": [torch.dropout],  # torch._VF.dropout is the same object
+        "feature_dropout": [torch.feature_dropout],  # F.dropout1d/2d/3d call it through _VF
+        "dropout_": [torch.dropout_],  # inplace=True
+        "feature_dropout_": [torch.feature_dropout_],
         "batch_norm": [torch.batch_norm],
         "scaled_dot_product_attention": [F.scaled_dot_product_attention],
         "nll_loss_nd": [torch._C._nn.nll_loss_nd],

@@ -4,6 +4,7 @@
 // where the function has a kink, as amax ties).
 #include <doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -682,6 +683,54 @@ TEST_CASE("autodiff: nodes recorded under no_grad stop gradients; a custom fragm
   REQUIRE(none_needed);
   CHECK(none_needed->output_needs_grad == std::vector<bool>{false});
   CHECK(none_needed->grad_defined == std::vector<bool>{false});
+}
+
+// A stand-in for dropout's noise: each run "draws" the next numbers of a counter.
+class CountingDraw final : public ExternFn {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::string& key() const override { return name_; }
+  std::shared_ptr<const ExternFn> vjp(size_t) const override { return nullptr; }
+  bool random() const override { return true; }
+  bool run(const std::vector<ExternArg>&, const ExternArg& result) const noexcept override {
+    auto* out = static_cast<double*>(result.data);
+    for (int64_t e = 0; e < result.sizes[0]; ++e) out[e * result.strides[0]] = static_cast<double>(++draws);
+    return true;
+  }
+  mutable int draws = 0;
+
+ private:
+  std::string name_ = "counting_draw";
+};
+
+TEST_CASE("autodiff: a random extern node is saved, never drawn again in the backward") {
+  std::mt19937 rng(31);
+  Graph g;
+  NodeId x = g.placeholder(DType::Float64, {4});
+  auto draw = std::make_shared<CountingDraw>();
+  NodeId noise = ok(g.extern_call(draw, {}, DType::Float64, {SymExpr::integer(4)}));
+  NodeId y = ok(g.pointwise(Op::Mul, {ok(g.pointwise(Op::Exp, {x})), noise}));
+  g.set_outputs({y});
+  DiffOptions opts;
+  opts.no_grad.assign(g.size(), false);
+  opts.no_grad[static_cast<size_t>(noise)] = true;  // as the tracer records random draws
+  auto j = differentiate(g, {true}, opts);
+  REQUIRE_MESSAGE(j, (j ? "" : j.error()));
+  CHECK(std::find(j->saved.begin(), j->saved.end(), noise) != j->saved.end());
+  for (const Node& n : j->backward.nodes()) CHECK(n.op != Op::ExternCall);
+  const Tensor xv = random({4}, rng), w = random({4}, rng);
+  auto fw = compile(j->forward);
+  auto bw = compile(j->backward);
+  const Bindings none;
+  const std::vector<Tensor> outs = run(j->forward, *fw, {xv}, {}, none);
+  CHECK(draw->draws == 4);
+  std::vector<Tensor> bw_in(outs.begin() + static_cast<long>(j->num_outputs), outs.end());
+  bw_in.push_back(w);
+  const std::vector<Tensor> grads = run(j->backward, *bw, bw_in, {}, none);
+  CHECK(draw->draws == 4);  // the backward read the saved noise
+  for (size_t e = 0; e < 4; ++e) {
+    CHECK(grads[0].v[e] == doctest::Approx(w.v[e] * std::exp(xv.v[e]) * static_cast<double>(e + 1)).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("autodiff: slice_scatter and cumsum") {
