@@ -661,8 +661,8 @@ Status Tracer::seal_writes(ConvertCtx& ctx) {
     updated[static_cast<size_t>(root.index)] = true;
   }
   if (plan_->writes.empty()) return ok();
-  // A joint plan runs through the autograd Function, which has no write-back step.
-  if (autograd_) return unsupported("an in-place update of an input in a frame that needs autograd (not supported yet)");
+  // A joint plan writes back after its autograd Function's forward, where
+  // check_joint_writes allows it.
   // Inputs written must not share memory with other inputs (f(x, x), a view of a
   // parameter passed as an argument) or within themselves (an expanded tensor): a
   // guard, and this call must pass it too, else eager runs it.
