@@ -82,6 +82,8 @@ Status Tracer::batch_norm_train(const OpCall& c, const NodeId p[4]) {
   if (p[0] >= 0) FJ_TRY(check(graph_.pointwise(Op::Mul, {y, p[0]}), &y));
   if (p[1] >= 0) FJ_TRY(check(graph_.pointwise(Op::Add, {y, p[1]}), &y));
   if (p[2] >= 0) {
+    FJ_TRY(check_writable(a[3], c.what));
+    FJ_TRY(check_writable(a[4], c.what));
     const size_t first = graph_.size();
     auto momentum = operand(a[6]);
     if (!momentum || graph_.node(*momentum).rank() != 0) return unsupported(c.what + " with momentum " + describe(a[6]));

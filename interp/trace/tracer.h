@@ -511,6 +511,9 @@ class Tracer {
   // dst's elements become `value` (dst's shape and dtype, a node no other value holds);
   // *now: dst's node afterwards.
   Status write_to(const Value& dst, jit::NodeId value, const std::string& what, jit::NodeId* now);
+  // Whether write_to may write dst's storage at all (checked before the first of
+  // several writes that one op makes, so that none is left half done).
+  Status check_writable(const Value& dst, const std::string& what);
   // An in-place op's out-of-place `result` checked and cast as eager's in-place op does,
   // then written to dst; pushes dst (eager returns self).
   Status finish_inplace(const Value& dst, jit::NodeId result, size_t first_new, const std::vector<Value>& operands,
