@@ -619,9 +619,10 @@ def test_zip_and_enumerate_over_rows_and_lists():
     run_both(f, torch.randn(3, 4), [torch.randn(4), torch.randn(4), torch.randn(4)])
 
 
-def test_input_written_in_a_frame_that_needs_autograd_is_written_back():
-    # A joint (autograd) plan writes the input back after its forward: eager's
-    # mutation and gradients (the backward reads the new value, a graph output).
+def test_input_written_in_a_frame_that_needs_autograd_runs_as_eager():
+    # A joint (autograd) plan writes inputs back after its forward, but here its backward
+    # recomputes x * 2 from the input's old value: such a frame must run in CPython,
+    # with eager's mutation and gradients.
     def f(w, x):
         x.mul_(2)
         return (w * x).sum()
@@ -629,15 +630,14 @@ def test_input_written_in_a_frame_that_needs_autograd_is_written_back():
     cf = framejit.compile(f)
     w1 = torch.randn(5, requires_grad=True)
     w2 = w1.detach().clone().requires_grad_(True)
-    for _ in range(2):
-        x1 = torch.randn(5)
-        x2 = x1.clone()
-        f(w1, x1).backward()
-        cf(w2, x2).backward()
-        assert torch.equal(x1, x2)
-        assert torch.allclose(w1.grad, w2.grad)
-    s = framejit.stats(cf)
-    assert s["fallbacks"] == 0 and s["compiles"] == 1, s
+    x1 = torch.randn(5)
+    x2 = x1.clone()
+    f(w1, x1).backward()
+    cf(w2, x2).backward()
+    assert torch.equal(x1, x2)
+    assert torch.allclose(w1.grad, w2.grad)
+    assert framejit.stats(cf)["fallbacks"] >= 1
+    assert any("backward reads an input that the frame updates" in r.reason for r in framejit.fallbacks(cf))
 
 
 # ---- operands that are other views of the written tensor ----
