@@ -279,6 +279,9 @@ PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<doubl
   for (size_t k = 0; k < plan.joint->num_outputs; ++k) {
     out_refs.push_back(PyRef::borrow(PyTuple_GET_ITEM(outs.get(), static_cast<Py_ssize_t>(k))));
   }
+  // Inputs the frame updated in place, from their new values (not differentiable:
+  // check_joint_writes), as the plan without autograd writes them.
+  if (!plan.writes.empty() && !write_back(plan.writes, out_refs, run)) return nullptr;
   std::vector<PyObject*> memo(static_cast<size_t>(plan.num_memos), nullptr);
   return build_value(plan.ret, run, out_refs, memo);
 }

@@ -98,28 +98,9 @@ Status Tracer::lower_batch_norm(const OpCall& c) {
   const std::vector<Value>& a = c.a;
   bool training = true;
   FJ_TRY(bool_arg(a[5], c.what + " training", &training));
-  if (training) return unsupported(c.what + " in training (not supported yet)");
-  const jit::Node& x = graph_.node(c.x);
-  const DType d = x.dtype;
-  if (!jit::is_floating(d)) return unsupported(c.what + " of a " + std::string(jit::dtype_name(d)) + " tensor (eager raises)");
-  if (x.rank() < 2) return unsupported(c.what + " of a tensor with fewer than 2 dims (not supported)");
-  const jit::SymShape channels{x.sym[1]};
-  const size_t rank = x.rank();
-  // weight, bias, running_mean, running_var: each [C] of the input's dtype, shaped
-  // [1, C, 1, ...] to broadcast over the input.
-  NodeId p[4] = {-1, -1, -1, -1};
-  for (size_t k = 0; k < 4; ++k) {
-    const Value& v = a[1 + k];
-    if (k < 2 && is_none(v)) continue;
-    if (!is_tensor(v)) return unsupported(c.what + " with " + describe(v) + " (not supported)");
-    if (graph_.node(v.node).dtype != d) return unsupported(c.what + " with parameters of another dtype (not supported yet)");
-    FJ_TRY(same_sizes(graph_.node(v.node).sym, channels, c.what));
-    jit::SymShape to(rank, jit::SymExpr::integer(1));
-    to[1] = channels[0];
-    auto r = graph_.reshape(v.node, to);
-    if (!r) return unsupported(c.what + ": " + r.error());
-    p[k] = *r;
-  }
+  NodeId p[4] = {-1, -1, -1, -1};  // weight, bias, running_mean, running_var as [1, C, 1, ...]
+  FJ_TRY(batch_norm_params(c, training, p));
+  if (training) return batch_norm_train(c, p);  // batch_norm.cpp
   const std::optional<jit::SymExpr> eps = as_sym(a[7]);
   if (!eps || !eps->is_constant() || eps->type() == jit::SymType::Bool) return unsupported(c.what + " with a non-constant eps");
   const double e = sym_value_to_double(*eps->as_value());

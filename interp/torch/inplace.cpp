@@ -156,7 +156,7 @@ Expected<NodeId> Tracer::fresh_copy(NodeId x) {
   return graph_.pointwise(is_bool ? jit::Op::BitwiseAnd : jit::Op::Mul, {x, one});
 }
 
-Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what, NodeId* now) {
+Status Tracer::check_writable(const Value& dst, const std::string& what) {
   if (!is_tensor(dst)) return unsupported(what + " of " + describe(dst));
   const NodeId storage = storage_of(dst.node);
   if (alias_lost_.count(storage)) {
@@ -175,6 +175,12 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
       return unsupported(what + " of an input that requires grad, with grad mode on (eager raises)");
     }
   }
+  return ok();
+}
+
+Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what, NodeId* now) {
+  FJ_TRY(check_writable(dst, what));
+  const NodeId storage = storage_of(dst.node);
   // Through each view step, up to the base.
   NodeId cur = dst.node, val = value;
   for (auto p = view_parent_.find(cur); p != view_parent_.end(); p = view_parent_.find(cur)) {
@@ -662,8 +668,8 @@ Status Tracer::seal_writes(ConvertCtx& ctx) {
     updated[static_cast<size_t>(root.index)] = true;
   }
   if (plan_->writes.empty()) return ok();
-  // A joint plan runs through the autograd Function, which has no write-back step.
-  if (autograd_) return unsupported("an in-place update of an input in a frame that needs autograd (not supported yet)");
+  // A joint plan writes back after its autograd Function's forward, where
+  // check_joint_writes allows it.
   // Inputs written must not share memory with other inputs (f(x, x), a view of a
   // parameter passed as an argument) or within themselves (an expanded tensor): a
   // guard, and this call must pass it too, else eager runs it.

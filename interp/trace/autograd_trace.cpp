@@ -131,6 +131,7 @@ Status Tracer::compile_joint(bool* joint) {
   auto j = jit::differentiate(graph_, requires_grad, options);
   if (!j) return unsupported(j.error());
   if (std::none_of(j->output_needs_grad.begin(), j->output_needs_grad.end(), [](bool b) { return b; })) return ok();
+  FJ_TRY(check_joint_writes(*j));
 
   auto jp = std::make_shared<JointPlan>();
   const std::vector<jit::NodeId> outputs = graph_.outputs();
@@ -186,6 +187,29 @@ Status Tracer::compile_joint(bool* joint) {
   entry_->backward_text = bw.str();
   plan_->joint = std::move(jp);
   *joint = true;
+  return ok();
+}
+
+// Inputs written in place (plan_->writes) are copied into after the joint forward
+// returns, outside autograd: that is eager's result only where the new value does not
+// require grad (eager would give the input a grad_fn) and the backward does not read
+// the input's old value (eager's saved-tensor check would raise, or the value read
+// would be the new one).
+Status Tracer::check_joint_writes(const jit::Joint& j) {
+  for (const WriteBack& w : plan_->writes) {
+    const auto o = static_cast<size_t>(w.output);
+    if (o < j.output_needs_grad.size() && j.output_needs_grad[o]) {
+      return unsupported("an in-place update of an input with a value that requires grad (not supported yet)");
+    }
+    for (jit::NodeId s : j.saved) {
+      const jit::Node& n = graph_.node(s);
+      if (n.op != jit::Op::Placeholder) continue;
+      const InputRef ref = placeholder_slot_[static_cast<size_t>(n.index)];
+      if (ref.kind == w.target.kind && ref.index == w.target.index) {
+        return unsupported("the backward reads an input that the frame updates in place (not supported yet)");
+      }
+    }
+  }
   return ok();
 }
 

@@ -367,6 +367,9 @@ class Tracer {
   // The graph reads tensors that require grad with grad mode on: differentiate it and
   // compile forward and backward; *joint is false when no output needs a gradient.
   Status compile_joint(bool* joint);
+  // Whether the joint plan may write its in-place updates of inputs back after its
+  // forward (autograd_trace.cpp).
+  Status check_joint_writes(const jit::Joint& j);
   // Attribute and method reads that autograd handles (a custom Function's ctx,
   // Function.apply); nullopt when `owner` is none of those.
   std::optional<Status> autograd_attr(const Value& owner, const std::string& name, bool method);
@@ -459,6 +462,9 @@ class Tracer {
   Status new_filled(const OpCall& c, const Value& value);
   // shared by the functional ops (functional.cpp)
   Status nll_loss(const OpCall& c, bool log_softmax);
+  // shared by batch_norm in eval (functional.cpp) and training (batch_norm.cpp)
+  Status batch_norm_params(const OpCall& c, bool training, jit::NodeId p[4]);
+  Status batch_norm_train(const OpCall& c, const jit::NodeId p[4]);
   Status arange_length(const OpCall& c, const jit::SymExpr& s0, const jit::SymExpr& e0, const jit::SymExpr& st, bool all_int,
                        jit::SymExpr* length);
   // shared by the matmul family (matmul.cpp, einsum.cpp)
@@ -537,6 +543,9 @@ class Tracer {
   // dst's elements become `value` (dst's shape and dtype, a node no other value holds);
   // *now: dst's node afterwards.
   Status write_to(const Value& dst, jit::NodeId value, const std::string& what, jit::NodeId* now);
+  // Whether write_to may write dst's storage at all (checked before the first of
+  // several writes that one op makes, so that none is left half done).
+  Status check_writable(const Value& dst, const std::string& what);
   // An in-place op's out-of-place `result` checked and cast as eager's in-place op does,
   // then written to dst; pushes dst (eager returns self).
   Status finish_inplace(const Value& dst, jit::NodeId result, size_t first_new, const std::vector<Value>& operands,
