@@ -152,6 +152,11 @@ void GuardSet::add_path(std::string name, const PathRoot& root, const std::vecto
   guards_.push_back({PathIs{std::move(name), Path(root, attrs), PyRef::borrow(object)}});
 }
 
+void GuardSet::add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                 PyObject* key, bool contains) {
+  guards_.push_back({PathDictHas{std::move(name), Path(root, attrs), PyRef::borrow(key), contains}});
+}
+
 void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                                const std::string& method, PyObject* fn) {
   guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn), PyRef()}});

@@ -122,6 +122,10 @@ struct PathRoot {
 // attribute (not a data descriptor), or nn.Module's parameters, buffers and
 // submodules. Borrowed, or nullptr (no error set) when that cannot be done.
 PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept;
+// What object.__getattribute__(obj, name) returns where that runs no code, whatever
+// obj's class does in its own __getattribute__ (an instance-dict entry, a class
+// attribute that is no descriptor); nullptr otherwise. Borrowed.
+PyObject* object_attr(PyObject* obj, PyObject* name) noexcept;
 // The plain lookup of obj.name finds nothing, known without running user code:
 // object's own __getattribute__, nothing of that name on the type, not in the instance
 // dict (nor, under nn.Module's __getattr__, in its parameters, buffers or submodules).
@@ -173,6 +177,9 @@ class GuardSet {
   // root.attrs... is `object`; `name` is its readable source ("L['self'].scale").
   void add_path(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                 PyObject* object);
+  // The exact dict at root.attrs... has (contains) or has not the str key `key`.
+  void add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                         PyObject* key, bool contains);
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);

@@ -13,6 +13,7 @@ Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
     else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
+    else if (!a.empty() && a[0] == '!') steps.push_back({interned(a.c_str() + 1), -1, PyRef(), true});
     else steps.push_back({interned(a.c_str())});
   }
 }
@@ -28,7 +29,7 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
   for (const Step& s : steps) {
     if (v == nullptr) return nullptr;
     if (s.name) {
-      v = plain_attr(v, s.name.get());
+      v = s.generic ? object_attr(v, s.name.get()) : plain_attr(v, s.name.get());
     } else if (s.key) {
       if (!PyDict_CheckExact(v)) return nullptr;
       v = PyDict_GetItemWithError(v, s.key.get());
@@ -102,6 +103,26 @@ bool PathIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
 std::string PathIs::failure(const CallInputs&) const { return name + " is no longer " + describe_object(object.get()); }
 
 std::string PathIs::text() const { return name + " is " + describe_object(object.get()); }
+
+// ---- PathDictHas ---------------------------------------------------------------
+
+bool PathDictHas::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || !PyDict_CheckExact(v)) return false;
+  const int r = PyDict_Contains(v, key.get());
+  if (r < 0) clear_error();
+  return r == (contains ? 1 : 0);
+}
+
+std::string PathDictHas::failure(const CallInputs& in) const {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || !PyDict_CheckExact(v)) return name + " is gone or no longer a dict";
+  return name + (contains ? " no longer has the key " : " has the key ") + describe_object(key.get()) + " now";
+}
+
+std::string PathDictHas::text() const {
+  return name + (contains ? " has the key " : " has no key ") + describe_object(key.get());
+}
 
 // ---- PathMethodIs --------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-// Attributes that run Python or depend on what is absent: properties and __getattr__
-// of user classes (their getters inlined), methods read as values (bound methods),
+// Attributes that run Python or depend on what is absent: properties, __getattr__ and
+// __getattribute__ of user classes (inlined), methods read as values (bound methods),
 // zero-argument super() in a method, hasattr() and getattr() with a default. Each
 // answer is guarded at the object's path (guards::PathMethodIs).
 #include "interp/trace/tracer.h"
@@ -8,6 +8,12 @@ namespace fj::interp {
 namespace {
 
 PyRef interned_name(const std::string& name) { return PyRef::steal(PyUnicode_InternFromString(name.c_str())); }
+
+// object.__getattribute__ (a slot wrapper), looked up once.
+PyObject* object_getattribute() {
+  static PyObject* fn = _PyType_Lookup(&PyBaseObject_Type, interned_name("__getattribute__").get());
+  return fn;
+}
 
 }  // namespace
 
@@ -40,18 +46,48 @@ bool Tracer::absent_attr(const Value& obj, const std::string& name) {
 }
 
 // owner.name where the plain lookup did not answer: a property of the class (its
-// getter inlined), a function of the class (a bound method), or the class's
-// __getattr__ (inlined) when the plain lookup finds nothing. Pushes the value;
-// nullopt when none of these applies.
+// getter inlined), a function of the class (a bound method), the class's __getattr__
+// (inlined) when the plain lookup finds nothing, or the class's own __getattribute__
+// when that is a Python function (inlined like any helper: attribute aliasing such as
+// transformers' PretrainedConfig). Pushes the value; nullopt when none applies.
 std::optional<Status> Tracer::computed_attr(const Value& owner, const std::string& name) {
   guards::PathRoot root;
   PyRef holder;
   if (owner.kind != ValueKind::Const || owner.fresh || !path_root(owner, &root, &holder)) return std::nullopt;
   PyObject* obj = owner.obj.get();
   PyTypeObject* tp = Py_TYPE(obj);
-  if (!guards::generic_getattribute(tp) || PyType_Check(obj) || PyModule_Check(obj)) return std::nullopt;
+  if (PyType_Check(obj) || PyModule_Check(obj)) return std::nullopt;
+  const std::string text = source_text(owner.source);
+  if (!guards::generic_getattribute(tp)) {
+    // A class statement's __getattribute__ makes tp_getattro call it (and __getattr__
+    // only when it raises AttributeError, which ends the trace).
+    PyRef ga_name = interned_name("__getattribute__");
+    PyObject* ga = _PyType_Lookup(tp, ga_name.get());
+    if (ga == nullptr || !PyFunction_Check(ga) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;
+    guards().add_path_method(text, root, owner.source.attrs, "__getattribute__", ga);
+    return inline_call(ga, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+  }
+  if (std::optional<Status> s = descriptor_attr(owner, name, root)) return s;
   PyRef key = interned_name(name);
-  PyObject* descr = _PyType_Lookup(tp, key.get());
+  if (_PyType_Lookup(tp, key.get()) != nullptr) return std::nullopt;
+  PyRef getattr_name = interned_name("__getattr__");
+  PyObject* getattr = _PyType_Lookup(tp, getattr_name.get());
+  if (getattr == nullptr || !PyFunction_Check(getattr) || getattr == guards::module_getattr() ||
+      !guards::attr_missing(obj, key.get())) {
+    return std::nullopt;
+  }
+  guards().add_path_missing(text, root, owner.source.attrs, name);
+  guards().add_path_method(text, root, owner.source.attrs, "__getattr__", getattr);
+  return inline_call(getattr, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+}
+
+// owner.name found on the class as a property (its getter inlined) or a function not
+// shadowed by the instance dict (a bound method), as object.__getattribute__ finds
+// them; guarded at owner's path. nullopt: the class holds neither under that name.
+std::optional<Status> Tracer::descriptor_attr(const Value& owner, const std::string& name, const guards::PathRoot& root) {
+  PyObject* obj = owner.obj.get();
+  PyRef key = interned_name(name);
+  PyObject* descr = _PyType_Lookup(Py_TYPE(obj), key.get());
   const std::string text = source_text(owner.source);
   if (descr != nullptr && Py_IS_TYPE(descr, &PyProperty_Type)) {
     PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
@@ -80,16 +116,57 @@ std::optional<Status> Tracer::computed_attr(const Value& owner, const std::strin
     push(std::move(v));
     return ok();
   }
-  if (descr != nullptr) return std::nullopt;
-  PyRef getattr_name = interned_name("__getattr__");
-  PyObject* getattr = _PyType_Lookup(tp, getattr_name.get());
-  if (getattr == nullptr || !PyFunction_Check(getattr) || getattr == guards::module_getattr() ||
-      !guards::attr_missing(obj, key.get())) {
+  return std::nullopt;
+}
+
+// object.__getattribute__(obj, name) with a constant name (what super().__getattribute__
+// calls inside a class's own __getattribute__): the instance dict or a plain class
+// attribute, read past the class's __getattribute__ and guarded so (a "!name" path
+// step), or a property or method of the class. nullopt: not answered here.
+std::optional<Status> Tracer::call_object_getattribute(const CallSite& c) {
+  if (c.args.size() != 2 || c.kw_names) return std::nullopt;
+  const Value& obj = c.args[0];
+  const Value& name_v = c.args[1];
+  if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
+  guards::PathRoot root;
+  PyRef holder;
+  if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj) || !path_root(obj, &root, &holder) ||
+      PyType_Check(obj.obj.get()) || PyModule_Check(obj.obj.get())) {
     return std::nullopt;
   }
-  guards().add_path_missing(text, root, owner.source.attrs, name);
-  guards().add_path_method(text, root, owner.source.attrs, "__getattr__", getattr);
-  return inline_call(getattr, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+  const std::string name = guards::utf8_lossy(name_v.obj.get());
+  Value out;
+  Status plain = attr_of(obj, name, &out, /*past_getattribute=*/true);
+  if (plain.ok()) {
+    push(std::move(out));
+    return ok();
+  }
+  if (std::optional<Status> s = descriptor_attr(obj, name, root)) return s;
+  return plain;
+}
+
+// `key in d` (an exact str key) where d is an exact dict the frame finds again by its
+// path: answered now, guarded to keep that answer.
+bool Tracer::is_path_dict(const Value& d) const {
+  guards::PathRoot root;
+  PyRef holder;
+  return d.kind == ValueKind::Const && !is_opaque(d) && PyDict_CheckExact(d.obj.get()) && path_root(d, &root, &holder);
+}
+
+std::optional<bool> Tracer::path_dict_contains(const Value& dict, const Value& key) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (!is_path_dict(dict) || !path_root(dict, &root, &holder) || key.kind != ValueKind::Const || is_opaque(key) ||
+      !PyUnicode_CheckExact(key.obj.get())) {
+    return std::nullopt;
+  }
+  const int r = PyDict_Contains(dict.obj.get(), key.obj.get());
+  if (r < 0) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  guards().add_path_dict_has(source_text(dict.source), root, dict.source.attrs, key.obj.get(), r == 1);
+  return r == 1;
 }
 
 // super() in a method: the class in its __class__ cell and its first argument. Its
@@ -133,7 +210,7 @@ Status Tracer::super_attr(const Value& sup, const std::string& name, bool method
   PyRef holder;
   if (found == nullptr || !path_root(self, &root, &holder)) return unsupported("super()." + name + " (not supported yet)");
   const std::string text = source_text(self.source);
-  if (PyFunction_Check(found) && method) {
+  if ((PyFunction_Check(found) || found == object_getattribute()) && method) {
     guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
     push(Value::constant(PyRef::borrow(found)));
     push(self);
@@ -175,6 +252,32 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   }
   if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
   return computed_attr(obj, name);
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// d[key] (get_default null) or d.get(key[, default]) of a dict read by path, with an
+// exact str key: the item found again by the step "[key" at each call, or, where the key
+// is absent (guarded so), the default (d[key] then ends the trace: CPython raises).
+std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, const Value* get_default) {
+  std::optional<bool> has = path_dict_contains(d, key);
+  if (!has) return std::nullopt;
+  if (!*has) {
+    if (get_default == nullptr) return unsupported("a missing dict key (CPython raises KeyError)");
+    push(*get_default);
+    return ok();
+  }
+  PyObject* v = PyDict_GetItemWithError(d.obj.get(), key.obj.get());
+  if (v == nullptr) {
+    guards::clear_error();
+    return unsupported("a dict item that cannot be read");
+  }
+  Value out;
+  FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key.obj.get()), v, &out));
+  push(std::move(out));
+  return ok();
 }
 
 }  // namespace fj::interp

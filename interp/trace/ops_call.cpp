@@ -160,7 +160,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 // x.method(...): in-place methods, methods from the op table, and size methods.
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
-  if (!c.args.empty() && c.args[0].kind == ValueKind::Dict) {
+  if (!c.args.empty() && (c.args[0].kind == ValueKind::Dict || is_path_dict(c.args[0]))) {
     if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
     return call_dict_method(method, c.args);
   }

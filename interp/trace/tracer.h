@@ -127,7 +127,9 @@ class Tracer {
                       std::array<int, guards::kMaxRank>* dim_symbols);
   // obj.name of a value the frame can find again (an argument, a global, or an
   // attribute path from one), read the plain way and guarded.
-  Status attr_of(const Value& base, const std::string& name, Value* out);
+  // past_getattribute: read as object.__getattribute__ reads it (guards::object_attr),
+  // whatever the class's own __getattribute__ does.
+  Status attr_of(const Value& base, const std::string& name, Value* out, bool past_getattribute = false);
   static bool is_module_instance(PyObject* v);
   void found_in_path(int k, PyObject* v, const guards::TensorMeta& meta);
   // Attributes beyond the plain read (interp/trace/ops_attrs.cpp): properties,
@@ -135,6 +137,15 @@ class Tracer {
   static bool is_super(const Value& v);
   bool absent_attr(const Value& obj, const std::string& name);
   std::optional<Status> computed_attr(const Value& owner, const std::string& name);
+  std::optional<Status> descriptor_attr(const Value& owner, const std::string& name, const guards::PathRoot& root);
+  // An exact dict the frame finds again by its path (a class's attribute_map, an
+  // instance __dict__).
+  bool is_path_dict(const Value& d) const;
+  // `key in d` for such a dict and an exact str key (guarded); nullopt otherwise.
+  std::optional<bool> path_dict_contains(const Value& dict, const Value& key);
+  // d[key] and d.get(key[, default]) of such a dict; nullopt when d or key is not one.
+  std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default);
+  Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Status zero_arg_super();
   Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
@@ -241,6 +252,8 @@ class Tracer {
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
+  // object.__getattribute__(obj, name), as super().__getattribute__(name) calls it.
+  std::optional<Status> call_object_getattribute(const CallSite& c);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
   std::optional<Status> module_generator(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names);
   Status guard_module_tree(PyObject* m, const std::string& text, int depth);
@@ -323,6 +336,7 @@ class Tracer {
   // The items `*v` unpacks (ops_star.cpp); a dict the frame holds: its methods, d[key].
   Status star_items(const Value& v, std::vector<Value>* out);
   Status call_dict_method(const std::string& name, const std::vector<Value>& args);
+  void replace_everywhere(const Value& now);
   Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
