@@ -251,7 +251,11 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     return ok();
   }
   if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
-  return computed_attr(obj, name);
+  std::optional<Status> s = computed_attr(obj, name);
+  // An inlined getter or __getattribute__ that cannot be traced (one that raises
+  // AttributeError for getattr's default, say): the call runs as it is, where it can.
+  if (s && s->failed() && !call_raised_ && !committed_) return opaque_call(c, s->take_error(), c.orig_args);
+  return s;
 }
 
 }  // namespace fj::interp

@@ -97,6 +97,25 @@ def test_config_getattribute_is_inlined_and_guarded():
     assert_same(cm(x), m(x))
 
 
+def reads_with_defaults(m, x):
+    a = getattr(m.config, "scale", 1.0)
+    b = getattr(m.config, "missing", 2.0)  # __getattribute__ raises: the default
+    c = getattr(m.config, "hidden_size", None)
+    return x * a + b * c
+
+
+def test_config_getattr_with_default_of_a_missing_name():
+    config = AliasConfig(3, 0.5)
+    m = Block(config)
+    x = torch.randn(2, 4)
+    cf = framejit.compile(reads_with_defaults)
+    assert_same(cf(m, x), reads_with_defaults(m, x))
+    assert_same(cf(m, x), reads_with_defaults(m, x))
+    config.missing = -4.0
+    assert_same(cf(m, x), reads_with_defaults(m, x))
+    assert framejit.stats(reads_with_defaults)["fallbacks"] == 0
+
+
 def test_config_getattribute_replaced_on_the_class_retraces():
     torch.manual_seed(0)
     m = Block(AliasConfig(3, 0.5))
