@@ -237,16 +237,19 @@ struct PathMethodIs {
   PyRef method;  // interned
   PyRef fn;
   PyRef after;
+  bool past_getattribute = false;  // fn null: object.__getattribute__ finds nothing
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
 };
 
-// An inlined function keeps its __code__, __defaults__ and __kwdefaults__.
+// An inlined function keeps its __code__, __defaults__, __kwdefaults__, __name__ and
+// __qualname__.
 struct FunctionUnchanged {
   std::string name;  // qualname
   PyRef fn;
   PyRef code, defaults, kwdefaults;
+  PyRef fname, qualname;  // __name__ and __qualname__ (a trace may read them)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

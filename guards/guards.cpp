@@ -169,15 +169,17 @@ void GuardSet::add_path_super_method(std::string name, const PathRoot& root, con
 }
 
 void GuardSet::add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
-                                const std::string& attr) {
-  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef()}});
+                                const std::string& attr, bool past_getattribute) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef(),
+                                  past_getattribute}});
 }
 
 void GuardSet::add_function(PyObject* fn) {
   if (has<FunctionUnchanged>([&](const FunctionUnchanged& g) { return g.fn.get() == fn; })) return;
   auto* f = reinterpret_cast<PyFunctionObject*>(fn);
   guards_.push_back({FunctionUnchanged{utf8_lossy(f->func_qualname), PyRef::borrow(fn), PyRef::borrow(f->func_code),
-                                       PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults)}});
+                                       PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults),
+                                       PyRef::borrow(f->func_name), PyRef::borrow(f->func_qualname)}});
 }
 
 void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {

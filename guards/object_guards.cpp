@@ -129,6 +129,9 @@ std::string PathDictHas::text() const {
 bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
   if (v == nullptr) return false;
+  if (!fn && past_getattribute) {
+    return !PyType_Check(v) && _PyType_Lookup(Py_TYPE(v), method.get()) == nullptr && object_attr(v, method.get()) == nullptr;
+  }
   if (!fn) return attr_missing(v, method.get());
   if (after) return super_lookup(Py_TYPE(v), after.get(), method.get()) == fn.get();
   if (_PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
@@ -153,15 +156,16 @@ std::string PathMethodIs::text() const {
 
 bool FunctionUnchanged::check(const CallInputs&, jit::Bindings&) const noexcept {
   auto* f = reinterpret_cast<PyFunctionObject*>(fn.get());
-  return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get();
+  return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get() &&
+         f->func_name == fname.get() && f->func_qualname == qualname.get();
 }
 
 std::string FunctionUnchanged::failure(const CallInputs&) const {
-  return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + name + " changed";
+  return "the __code__, __defaults__, __kwdefaults__, __name__ or __qualname__ of inlined function " + name + " changed";
 }
 
 std::string FunctionUnchanged::text() const {
-  return "inlined function " + name + " keeps its __code__, __defaults__ and __kwdefaults__";
+  return "inlined function " + name + " keeps its __code__, __defaults__, __kwdefaults__ and names";
 }
 
 // ---- DictsEmpty ----------------------------------------------------------------

@@ -158,7 +158,8 @@ getter instance_dict_getter() noexcept {
 }
 
 // What object.__getattribute__ finds without running code: an instance-dict entry, a
-// class attribute that is no descriptor, or the instance dict itself as `__dict__`. *found_descr: the class had `name` (so no
+// class attribute that is no descriptor, the instance dict itself as `__dict__`, or
+// the object's type as `__class__`. *found_descr: the class had `name` (so no
 // __getattr__ would run).
 PyObject* generic_plain_attr(PyObject* obj, PyObject* name, bool* found_descr, PyObject** dict_out) noexcept {
   PyTypeObject* tp = Py_TYPE(obj);
@@ -169,6 +170,8 @@ PyObject* generic_plain_attr(PyObject* obj, PyObject* name, bool* found_descr, P
     PyObject** dictptr = _PyObject_GetDictPtr(obj);  // obj.__dict__: the instance dict itself
     return dictptr != nullptr ? *dictptr : nullptr;
   }
+  static PyObject* object_class = _PyType_Lookup(&PyBaseObject_Type, interned("__class__").get());
+  if (descr != nullptr && descr == object_class) return reinterpret_cast<PyObject*>(tp);  // obj.__class__
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property, slot
   PyObject** dictptr = _PyObject_GetDictPtr(obj);
   PyObject* dict = dictptr != nullptr ? *dictptr : nullptr;
@@ -184,7 +187,28 @@ PyObject* generic_plain_attr(PyObject* obj, PyObject* name, bool* found_descr, P
 }  // namespace
 
 PyObject* object_attr(PyObject* obj, PyObject* name) noexcept {
-  if (PyType_Check(obj) || PyModule_Check(obj)) return nullptr;  // their own getattro
+  if (PyType_Check(obj)) {
+    // A class statement's class whose metaclass keeps type's own __getattribute__ (a
+    // __getattr__ of the metaclass runs only for what that does not find): its
+    // __name__ and __qualname__ (two fields of the type), and plain class attributes.
+    static PyObject* s_getattribute = interned("__getattribute__").release();
+    auto* tp = reinterpret_cast<PyTypeObject*>(obj);
+    PyTypeObject* meta = Py_TYPE(obj);
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        _PyType_Lookup(meta, s_getattribute) != _PyType_Lookup(&PyType_Type, s_getattribute)) {
+      return nullptr;
+    }
+    PyObject* meta_attr = _PyType_Lookup(meta, name);
+    auto* ht = reinterpret_cast<PyHeapTypeObject*>(obj);
+    if (_PyUnicode_EqualToASCIIString(name, "__name__") || _PyUnicode_EqualToASCIIString(name, "__qualname__")) {
+      if (meta_attr != _PyType_Lookup(&PyType_Type, name)) return nullptr;
+      return _PyUnicode_EqualToASCIIString(name, "__name__") ? ht->ht_name : ht->ht_qualname;
+    }
+    if (meta_attr != nullptr) return nullptr;
+    PyObject* v = _PyType_Lookup(tp, name);
+    return v != nullptr && Py_TYPE(v)->tp_descr_get == nullptr ? v : nullptr;
+  }
+  if (PyModule_Check(obj)) return nullptr;  // its own getattro
   bool found_descr = false;
   PyObject* dict = nullptr;
   return generic_plain_attr(obj, name, &found_descr, &dict);

@@ -402,6 +402,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value index = pop();
   Value container = pop();
   Value value = pop();
+  if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
   FJ_TRY(require_tensor_attr("__setitem__"));
   return setitem(container, index, value);

@@ -2,6 +2,8 @@
 // __getattribute__ of user classes (inlined), methods read as values (bound methods),
 // zero-argument super() in a method, hasattr() and getattr() with a default. Each
 // answer is guarded at the object's path (guards::PathMethodIs).
+#include <algorithm>
+
 #include "interp/trace/tracer.h"
 
 namespace fj::interp {
@@ -142,6 +144,11 @@ std::optional<Status> Tracer::call_object_getattribute(const CallSite& c) {
     return ok();
   }
   if (std::optional<Status> s = descriptor_attr(obj, name, root)) return s;
+  PyRef key = interned_name(name);
+  if (_PyType_Lookup(Py_TYPE(obj.obj.get()), key.get()) == nullptr && guards::object_attr(obj.obj.get(), key.get()) == nullptr) {
+    guards().add_path_missing(source_text(obj.source), root, obj.source.attrs, name, /*past_getattribute=*/true);
+    attribute_error_proved_ = true;  // eager raises AttributeError here (call_getattr)
+  }
   return plain;
 }
 
@@ -251,7 +258,20 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     return ok();
   }
   if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
+  attribute_error_proved_ = false;
+  const size_t steps = entry_->plan.steps.size();
+  const int writes = writes_;
   std::optional<Status> s = computed_attr(obj, name);
+  PyRef getattr_name = interned_name("__getattr__");
+  if (s && s->failed() && std::exchange(attribute_error_proved_, false) && c.args.size() == 3 && !call_raised_ &&
+      steps == entry_->plan.steps.size() && writes == writes_ &&
+      _PyType_Lookup(Py_TYPE(obj.obj.get()), getattr_name.get()) == nullptr) {
+    // The class's own __getattribute__ reached object's for a name it lacks and let
+    // the AttributeError out (no __getattr__ to catch it): getattr's default.
+    graph_.roll_back(c.before);
+    push(c.args[2]);
+    return ok();
+  }
   // An inlined getter or __getattribute__ that cannot be traced (one that raises
   // AttributeError for getattr's default, say): the call runs as it is, where it can.
   if (s && s->failed() && !call_raised_ && !committed_) return opaque_call(c, s->take_error(), c.orig_args);
@@ -281,6 +301,82 @@ std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, c
   Value out;
   FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key.obj.get()), v, &out));
   push(std::move(out));
+  return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// f.__code__, f.__name__, f.__qualname__ of a function the trace holds (guarded to keep
+// them, FunctionUnchanged), the co_* fields of a code object (immutable) where they are
+// constants, and a class's __name__, __qualname__ and plain class attributes (guarded by
+// path, see guards::object_attr).
+// nullopt: not one of these.
+std::optional<Status> Tracer::function_attr(const Value& owner, const std::string& name) {
+  if (owner.kind != ValueKind::Const || is_opaque(owner) || owner.fresh) return std::nullopt;
+  PyObject* o = owner.obj.get();
+  if (PyFunction_Check(o) && (name == "__code__" || name == "__name__" || name == "__qualname__")) {
+    guards().add_function(o);
+    auto* f = reinterpret_cast<PyFunctionObject*>(o);
+    PyObject* v = name == "__code__" ? f->func_code : name == "__name__" ? f->func_name : f->func_qualname;
+    push(Value::constant(PyRef::borrow(v)));
+    return ok();
+  }
+  if (PyType_Check(o)) {
+    Value out;
+    if (attr_of(owner, name, &out, /*past_getattribute=*/true).failed()) return std::nullopt;
+    push(std::move(out));
+    return ok();
+  }
+  if (PyCode_Check(o) && name.rfind("co_", 0) == 0) {
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!v || !is_foldable(v.get())) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    push(Value::constant(std::move(v)));
+    return ok();
+  }
+  return std::nullopt;
+}
+
+// Methods of a constant tuple or str that compute a new constant and change nothing.
+bool is_pure_constant_method(PyObject* self, const std::string& name) {
+  static const char* const kTuple[] = {"index", "count"};
+  static const char* const kStr[] = {"startswith", "endswith", "removeprefix", "removesuffix", "lower", "upper",
+                                     "strip", "lstrip", "rstrip", "index", "count", "find", "replace", "isidentifier"};
+  if (!is_foldable(self)) return false;
+  if (PyTuple_CheckExact(self)) return std::find(std::begin(kTuple), std::end(kTuple), name) != std::end(kTuple);
+  if (PyUnicode_CheckExact(self)) return std::find(std::begin(kStr), std::end(kStr), name) != std::end(kStr);
+  return false;
+}
+
+// A call of such a method (bound by op_load_method, fresh) with constant arguments:
+// run now. nullopt: the callable is no such method.
+std::optional<Status> Tracer::call_constant_method(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || !c.callable.fresh || !PyCFunction_Check(c.callable.obj.get())) {
+    return std::nullopt;
+  }
+  PyObject* self = PyCFunction_GET_SELF(c.callable.obj.get());
+  const char* mname = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;
+  if (self == nullptr || mname == nullptr || !is_pure_constant_method(self, mname)) return std::nullopt;
+  if (c.kw_names) return unsupported("keyword arguments to a method of a constant (not supported yet)");
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(c.args.size())));
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    const Value& a = c.args[i];
+    if (a.kind != ValueKind::Const || is_opaque(a) || !is_foldable(a.obj.get())) {
+      return unsupported(std::string("a method of a constant called with ") + describe(a) + " (not supported yet)");
+    }
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), Py_NewRef(a.obj.get()));
+  }
+  PyRef r = PyRef::steal(PyObject_Call(c.callable.obj.get(), tuple.get(), nullptr));
+  if (!r) {
+    guards::clear_error();
+    return unsupported(std::string(mname) + "() of a constant raised (CPython raises)");
+  }
+  if (!is_foldable(r.get())) return unsupported(std::string(mname) + "() of a constant made " + describe(Value::constant(r)));
+  push(Value::constant(std::move(r)));
   return ok();
 }
 

@@ -310,6 +310,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
+  if (std::optional<Status> s = function_attr(owner, name)) return std::move(*s);
   Value out;
   if (is_global_module(owner)) {
     FJ_TRY(module_attr(owner, name, &out, guards()));
@@ -361,6 +362,17 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(method));
     push(std::move(owner));
     return ok();
+  }
+  if (owner.kind == ValueKind::Const && !is_opaque(owner) && is_pure_constant_method(owner.obj.get(), name)) {
+    PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), name.c_str()));
+    if (bound) {
+      Value m = Value::constant(std::move(bound));
+      m.fresh = true;  // made while tracing: called now (call_constant_method), never kept
+      push(Value::null());
+      push(std::move(m));
+      return ok();
+    }
+    guards::clear_error();
   }
   // A method of the object's class: (function, self), traced by inlining the function.
   if (owner.kind == ValueKind::Const && !owner.fresh) {

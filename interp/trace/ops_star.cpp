@@ -87,12 +87,39 @@ Status Tracer::op_dict_merge(const Instruction& ins) {
   return ok();
 }
 
+// `key in (a, b, ...)` where the key and every item are objects of the trace whose
+// classes compare in C alike (enum members): answered now. nullopt otherwise.
+static std::optional<bool> contains_by_c_equality(const Value& key, const Value& container) {
+  if (key.kind != ValueKind::Const || is_opaque(key) || is_foldable(key.obj.get()) || !compares_in_c(key.obj.get()) ||
+      (container.kind != ValueKind::Tuple && container.kind != ValueKind::List)) {
+    return std::nullopt;
+  }
+  bool found = false;
+  for (const Value& item : container.items) {
+    if (item.kind != ValueKind::Const || is_opaque(item) ||
+        Py_TYPE(item.obj.get())->tp_richcompare != Py_TYPE(key.obj.get())->tp_richcompare) {
+      return std::nullopt;
+    }
+    const int eq = PyObject_RichCompareBool(item.obj.get(), key.obj.get(), Py_EQ);
+    if (eq < 0) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    found |= eq == 1;
+  }
+  return found;
+}
+
 // (key, container -- bool): `in` (arg 0) and `not in` (arg 1) where the answer is known:
 // a dict's constant keys, a sequence of constants, a constant tuple or str, a str key
 // of a dict read by path (guarded).
 Status Tracer::op_contains_op(const Instruction& ins) {
   Value container = pop();
   Value key = pop();
+  if (std::optional<bool> found = contains_by_c_equality(key, container)) {
+    push(Value::constant(PyRef::borrow(*found != (ins.arg == 1) ? Py_True : Py_False)));
+    return ok();
+  }
   if (!plain_key(key)) return unsupported("'in' with " + describe(key) + " (not supported yet)");
   bool found = false;
   if (container.kind == ValueKind::Dict) {
@@ -264,7 +291,23 @@ void replace_in(std::vector<Value>& values, const Value& now) {
 }
 }  // namespace
 
-// A dict or list the frame built changed (dict.pop): every copy of it, in each traced
+// d[key] = value of a dict the frame built: every copy of it sees the new item.
+Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
+  if (!plain_key(key)) return unsupported("dict item assignment with " + describe(key));
+  if (d.identity < 0) return unsupported("item assignment to a dict of unknown identity (not supported yet)");
+  Value after = d;
+  const long at = dict_find(after, key.obj.get());
+  if (at >= 0) {
+    after.items[static_cast<size_t>(at) + 1] = std::move(value);
+  } else {
+    after.items.push_back(key);
+    after.items.push_back(std::move(value));
+  }
+  replace_everywhere(after);
+  return ok();
+}
+
+// A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each traced
 // frame's locals and stack and inside other containers, becomes `now` (same identity).
 void Tracer::replace_everywhere(const Value& now) {
   replace_in(root_fs_.locals, now);

@@ -108,6 +108,7 @@ def test_config_getattr_with_default_of_a_missing_name():
     config = AliasConfig(3, 0.5)
     m = Block(config)
     x = torch.randn(2, 4)
+    no_breaks(reads_with_defaults, m, x)  # the missing name's AttributeError is proved
     cf = framejit.compile(reads_with_defaults)
     assert_same(cf(m, x), reads_with_defaults(m, x))
     assert_same(cf(m, x), reads_with_defaults(m, x))
@@ -209,3 +210,75 @@ def test_tiny_huggingface_gpt2_equals_eager():
     # longer sends the frame to CPython.
     s = framejit.stats()
     assert s["fallbacks"] == 0 and s["compiles"] >= 1
+
+
+class CatchingConfig(AliasConfig):
+    """A __getattribute__ that catches the AttributeError itself: getattr's default
+    is never used."""
+
+    def __getattribute__(self, key):
+        try:
+            return super().__getattribute__(key)
+        except AttributeError:
+            return 10.0
+
+
+def test_getattr_default_not_taken_where_a_handler_catches():
+    m = Block(CatchingConfig(3, 0.5))
+    x = torch.randn(2, 4)
+    cf = framejit.compile(reads_with_defaults)
+    assert_same(cf(m, x), reads_with_defaults(m, x))
+    assert_same(cf(m, x), reads_with_defaults(m, x))
+
+
+class Action(str, __import__("enum").Enum):
+    NONE = "none"
+    NOTIFY = "notify"
+    RAISE = "raise"
+
+
+def deprecating(func, old_name):
+    def wrapped(*args, **kwargs):
+        import math
+
+        func_name = func.__name__
+        func_name = f"{args[0].__class__.__name__}.{func_name}"
+        action = Action.NONE
+        if old_name in kwargs:
+            action = Action.NOTIFY
+            kwargs["scale"] = kwargs.pop(old_name) * math.pi
+        index = func.__code__.co_varnames.index("scale") if "scale" in func.__code__.co_varnames else None
+        if action == Action.RAISE:
+            raise ValueError(func_name)
+        out = func(*args, **kwargs)
+        return out, func_name, action in (Action.NOTIFY, Action.RAISE), index
+
+    return wrapped
+
+
+class Scaled(nn.Module):
+    def forward(self, x, scale=1.0):
+        return x * scale
+
+
+def test_deprecation_style_wrapper_traces_without_a_break():
+    m = Scaled()
+    f = deprecating(Scaled.forward, "factor")
+    x = torch.randn(3)
+    no_breaks(f, m, x)
+    cf = framejit.compile(f)
+    for kwargs in ({}, {"factor": 2.0}, {"scale": 3.0}, {"factor": 0.5}):
+        assert_same(cf(m, x, **kwargs), f(m, x, **kwargs))
+    # The names the trace read are guarded: a renamed function or class retraces.
+    Scaled.forward.__name__ = "renamed"
+    try:
+        assert_same(cf(m, x), f(m, x))
+    finally:
+        Scaled.forward.__name__ = "forward"
+    Scaled.__name__ = "Other"
+    try:
+        assert_same(cf(m, x), f(m, x))
+    finally:
+        Scaled.__name__ = "Scaled"
+    assert_same(cf(m, x), f(m, x))
+    assert framejit.stats(f)["fallbacks"] == 0
