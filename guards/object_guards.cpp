@@ -130,7 +130,7 @@ bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
   if (v == nullptr) return false;
   if (!fn && past_getattribute) {
-    return !PyType_Check(v) && _PyType_Lookup(Py_TYPE(v), method.get()) == nullptr && object_attr(v, method.get()) == nullptr;
+    return !PyType_Check(v) && !PyModule_Check(v) && _PyType_Lookup(Py_TYPE(v), method.get()) == nullptr && object_attr(v, method.get()) == nullptr;
   }
   if (!fn) return attr_missing(v, method.get());
   if (after) return super_lookup(Py_TYPE(v), after.get(), method.get()) == fn.get();

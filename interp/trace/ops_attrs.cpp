@@ -259,12 +259,13 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   }
   if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
   attribute_error_proved_ = false;
-  const size_t steps = entry_->plan.steps.size();
+  const Plan* plan = plan_;
+  const size_t steps = plan_->steps.size();
   const int writes = writes_;
   std::optional<Status> s = computed_attr(obj, name);
   PyRef getattr_name = interned_name("__getattr__");
   if (s && s->failed() && std::exchange(attribute_error_proved_, false) && c.args.size() == 3 && !call_raised_ &&
-      steps == entry_->plan.steps.size() && writes == writes_ &&
+      plan == plan_ && steps == plan_->steps.size() && writes == writes_ &&
       _PyType_Lookup(Py_TYPE(obj.obj.get()), getattr_name.get()) == nullptr) {
     // The class's own __getattribute__ reached object's for a name it lacks and let
     // the AttributeError out (no __getattr__ to catch it): getattr's default.

@@ -245,7 +245,9 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
     if (at < 0 && args.size() == 2) return unsupported("dict.pop() of a missing key (CPython raises KeyError)");
     Value out = at >= 0 ? d.items[static_cast<size_t>(at) + 1] : args[2];
     if (at >= 0) {
+      FJ_TRY(may_change_dict(d));
       Value after = d;
+      after.source = Source{};  // built from its items from now on
       after.items.erase(after.items.begin() + at, after.items.begin() + at + 2);
       replace_everywhere(after);
     }
@@ -291,11 +293,22 @@ void replace_in(std::vector<Value>& values, const Value& now) {
 }
 }  // namespace
 
+// The frame's own **kwargs dict is that object until it changes; an opaque call before
+// the change may have kept it, and would miss the change: the trace stops there.
+Status Tracer::may_change_dict(const Value& d) const {
+  if (d.source.kind == Source::Kind::Arg && (committed_ || plan_ != &entry_->plan || !plan_->steps.empty())) {
+    return unsupported("a change of **kwargs after a graph break (not supported yet)");
+  }
+  return ok();
+}
+
 // d[key] = value of a dict the frame built: every copy of it sees the new item.
 Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
   if (!plain_key(key)) return unsupported("dict item assignment with " + describe(key));
   if (d.identity < 0) return unsupported("item assignment to a dict of unknown identity (not supported yet)");
+  FJ_TRY(may_change_dict(d));
   Value after = d;
+  after.source = Source{};  // built from its items from now on
   const long at = dict_find(after, key.obj.get());
   if (at >= 0) {
     after.items[static_cast<size_t>(at) + 1] = std::move(value);

@@ -347,6 +347,7 @@ class Tracer {
   Status call_dict_method(const std::string& name, const std::vector<Value>& args);
   void replace_everywhere(const Value& now);
   Status dict_store(const Value& d, const Value& key, Value value);
+  Status may_change_dict(const Value& d) const;
   Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);

@@ -282,3 +282,19 @@ def test_deprecation_style_wrapper_traces_without_a_break():
         Scaled.__name__ = "Scaled"
     assert_same(cf(m, x), f(m, x))
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+def returns_its_kwargs(x, **kw):
+    a = kw.pop("a", 0.0)
+    kw["b"] = a * 2
+    return x + a, kw
+
+
+def test_changed_kwargs_of_the_compiled_frame_are_returned_changed():
+    x = torch.randn(3)
+    cf = framejit.compile(returns_its_kwargs)
+    for kwargs in ({"a": 1.5}, {"a": 2.5, "c": 1}, {"c": 3}):
+        got, want = cf(x, **kwargs), returns_its_kwargs(x, **kwargs)
+        assert_same(got[0], want[0])
+        assert got[1] == want[1]
+    assert framejit.stats(returns_its_kwargs)["fallbacks"] == 0

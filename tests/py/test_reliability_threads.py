@@ -108,9 +108,10 @@ def test_threads_racing_to_the_same_miss_trace_once(fast_switching):
 
 def test_waiters_resume_after_a_trace_that_falls_back(fast_switching):
     # A trace that cannot compile releases the waiters too. (An opaque call such as
-    # print is a graph break now; an import inside the frame is not traced.)
+    # print is a graph break now and `import math` is traced; a from-import inside the
+    # frame is not traced.)
     def g(x):
-        import math  # noqa: F401
+        from math import pi  # noqa: F401
         return x + 1
 
     cf = framejit.compile(g)
