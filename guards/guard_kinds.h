@@ -32,13 +32,16 @@ namespace fj::guards {
 // ---- shared pieces ---------------------------------------------------------
 
 // An attribute path below a root (see PathRoot): each step an attribute name, the
-// index of an item of an exact list or tuple (a step "#i"), or the value of a str key
-// of an exact dict (a step "[key", as in **kwargs).
+// index of an item of an exact list or tuple (a step "#i"), the value of a str key
+// of an exact dict (a step "[key", as in **kwargs), or an attribute read the way
+// object.__getattribute__ reads it, past the class's own __getattribute__ (a step
+// "!name", see object_attr).
 struct Path {
   struct Step {
     PyRef name;          // interned; null for an index or key step
     Py_ssize_t index = -1;
     PyRef key;           // a key step
+    bool generic = false;  // a name step read as object.__getattribute__ reads it
   };
   int arg = -1;          // root: argument slot, or -1 for a global
   PyRef global_name;     // root: interned name of the global
@@ -214,6 +217,18 @@ struct PathIs {
   std::string text() const;
 };
 
+// The exact dict at root.a.b has the str key `key` (contains) or has not (`in` on a
+// dict the trace read by path, such as a class's attribute_map).
+struct PathDictHas {
+  std::string name;
+  Path path;
+  PyRef key;  // an exact str: hashing and comparing it runs no code
+  bool contains;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // type(root.a.b).<method> is `fn`, not shadowed by the instance dict. With `after`:
 // super(after, obj).<method> is `fn` (the MRO of the object's type after that class).
 // With fn null: the plain lookup of <method> finds nothing (guards::attr_missing).
@@ -223,16 +238,19 @@ struct PathMethodIs {
   PyRef method;  // interned
   PyRef fn;
   PyRef after;
+  bool past_getattribute = false;  // fn null: object.__getattribute__ finds nothing
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
 };
 
-// An inlined function keeps its __code__, __defaults__ and __kwdefaults__.
+// An inlined function keeps its __code__, __defaults__, __kwdefaults__, __name__ and
+// __qualname__.
 struct FunctionUnchanged {
   std::string name;  // qualname
   PyRef fn;
   PyRef code, defaults, kwdefaults;
+  PyRef fname, qualname;  // __name__ and __qualname__ (a trace may read them)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
@@ -335,7 +353,7 @@ struct TensorAttrIs {
 struct Guard {
   std::variant<ArgTensor, PathTensor, NoOverlap, SequenceIs,             // tensors
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
-               GlobalIs, ModuleAttrIs, PathIs, PathMethodIs, FunctionUnchanged, DictsEmpty,
+               GlobalIs, ModuleAttrIs, PathIs, PathDictHas, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
                GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs>  // torch state
       kind;

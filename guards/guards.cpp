@@ -152,6 +152,11 @@ void GuardSet::add_path(std::string name, const PathRoot& root, const std::vecto
   guards_.push_back({PathIs{std::move(name), Path(root, attrs), PyRef::borrow(object)}});
 }
 
+void GuardSet::add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                 PyObject* key, bool contains) {
+  guards_.push_back({PathDictHas{std::move(name), Path(root, attrs), PyRef::borrow(key), contains}});
+}
+
 void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                                const std::string& method, PyObject* fn) {
   guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(method.c_str()), PyRef::borrow(fn), PyRef()}});
@@ -164,15 +169,17 @@ void GuardSet::add_path_super_method(std::string name, const PathRoot& root, con
 }
 
 void GuardSet::add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
-                                const std::string& attr) {
-  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef()}});
+                                const std::string& attr, bool past_getattribute) {
+  guards_.push_back({PathMethodIs{std::move(name), Path(root, attrs), interned(attr.c_str()), PyRef(), PyRef(),
+                                  past_getattribute}});
 }
 
 void GuardSet::add_function(PyObject* fn) {
   if (has<FunctionUnchanged>([&](const FunctionUnchanged& g) { return g.fn.get() == fn; })) return;
   auto* f = reinterpret_cast<PyFunctionObject*>(fn);
   guards_.push_back({FunctionUnchanged{utf8_lossy(f->func_qualname), PyRef::borrow(fn), PyRef::borrow(f->func_code),
-                                       PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults)}});
+                                       PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults),
+                                       PyRef::borrow(f->func_name), PyRef::borrow(f->func_qualname)}});
 }
 
 void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {

@@ -123,6 +123,11 @@ struct PathRoot {
 // attribute (not a data descriptor), or nn.Module's parameters, buffers and
 // submodules. Borrowed, or nullptr (no error set) when that cannot be done.
 PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept;
+// What object.__getattribute__(obj, name) returns where that runs no code, whatever
+// obj's class does in its own __getattribute__ (an instance-dict entry, a class
+// attribute that is no descriptor, __dict__, __class__), or a heap type's __name__,
+// __qualname__ and plain class attributes; nullptr otherwise. Borrowed.
+PyObject* object_attr(PyObject* obj, PyObject* name) noexcept;
 // The plain lookup of obj.name finds nothing, known without running user code:
 // object's own __getattribute__, nothing of that name on the type, not in the instance
 // dict (nor, under nn.Module's __getattr__, in its parameters, buffers or submodules).
@@ -174,6 +179,9 @@ class GuardSet {
   // root.attrs... is `object`; `name` is its readable source ("L['self'].scale").
   void add_path(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                 PyObject* object);
+  // The exact dict at root.attrs... has (contains) or has not the str key `key`.
+  void add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                         PyObject* key, bool contains);
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);
@@ -182,8 +190,10 @@ class GuardSet {
   void add_path_super_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                              PyObject* after, const std::string& method, PyObject* fn);
   // root.attrs... has no attribute `attr` (attr_missing holds).
+  // past_getattribute: object.__getattribute__ finds no `attr` (nothing of that name on
+  // the type, none in the instance dict), whatever the class's own __getattribute__.
   void add_path_missing(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
-                        const std::string& attr);
+                        const std::string& attr, bool past_getattribute = false);
   // Argument `arg` is a list or tuple of exactly this type and length (its items are
   // path tensors with the steps "#0", "#1", ...), or an exact dict with exactly these
   // keys in this order (its values are found with the steps "[key").

@@ -14,6 +14,7 @@ Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
     else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
+    else if (!a.empty() && a[0] == '!') steps.push_back({interned(a.c_str() + 1), -1, PyRef(), true});
     else steps.push_back({interned(a.c_str())});
   }
 }
@@ -31,7 +32,7 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
   for (const Step& s : steps) {
     if (v == nullptr) return nullptr;
     if (s.name) {
-      v = plain_attr(v, s.name.get());
+      v = s.generic ? object_attr(v, s.name.get()) : plain_attr(v, s.name.get());
     } else if (s.key) {
       if (!PyDict_CheckExact(v)) return nullptr;
       v = PyDict_GetItemWithError(v, s.key.get());
@@ -106,11 +107,34 @@ std::string PathIs::failure(const CallInputs&) const { return name + " is no lon
 
 std::string PathIs::text() const { return name + " is " + describe_object(object.get()); }
 
+// ---- PathDictHas ---------------------------------------------------------------
+
+bool PathDictHas::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || !PyDict_CheckExact(v)) return false;
+  const int r = PyDict_Contains(v, key.get());
+  if (r < 0) clear_error();
+  return r == (contains ? 1 : 0);
+}
+
+std::string PathDictHas::failure(const CallInputs& in) const {
+  PyObject* v = path.walk(in);
+  if (v == nullptr || !PyDict_CheckExact(v)) return name + " is gone or no longer a dict";
+  return name + (contains ? " no longer has the key " : " has the key ") + describe_object(key.get()) + " now";
+}
+
+std::string PathDictHas::text() const {
+  return name + (contains ? " has the key " : " has no key ") + describe_object(key.get());
+}
+
 // ---- PathMethodIs --------------------------------------------------------------
 
 bool PathMethodIs::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
   if (v == nullptr) return false;
+  if (!fn && past_getattribute) {
+    return !PyType_Check(v) && !PyModule_Check(v) && _PyType_Lookup(Py_TYPE(v), method.get()) == nullptr && object_attr(v, method.get()) == nullptr;
+  }
   if (!fn) return attr_missing(v, method.get());
   if (after) return super_lookup(Py_TYPE(v), after.get(), method.get()) == fn.get();
   if (_PyType_Lookup(Py_TYPE(v), method.get()) != fn.get()) return false;
@@ -135,15 +159,16 @@ std::string PathMethodIs::text() const {
 
 bool FunctionUnchanged::check(const CallInputs&, jit::Bindings&) const noexcept {
   auto* f = reinterpret_cast<PyFunctionObject*>(fn.get());
-  return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get();
+  return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get() &&
+         f->func_name == fname.get() && f->func_qualname == qualname.get();
 }
 
 std::string FunctionUnchanged::failure(const CallInputs&) const {
-  return "the __code__, __defaults__ or __kwdefaults__ of inlined function " + name + " changed";
+  return "the __code__, __defaults__, __kwdefaults__, __name__ or __qualname__ of inlined function " + name + " changed";
 }
 
 std::string FunctionUnchanged::text() const {
-  return "inlined function " + name + " keeps its __code__, __defaults__ and __kwdefaults__";
+  return "inlined function " + name + " keeps its __code__, __defaults__, __kwdefaults__ and names";
 }
 
 // ---- DictsEmpty ----------------------------------------------------------------

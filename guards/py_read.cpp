@@ -141,22 +141,89 @@ bool generic_getattribute(PyTypeObject* tp) noexcept {
 
 void set_module_getattr(PyObject* fn) { g_module_getattr = Py_NewRef(fn); }
 
-PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
-  static PyObject* s_getattr = interned("__getattr__").release();
-  static PyObject* module_dicts[] = {interned("_parameters").release(), interned("_buffers").release(),
-                                     interned("_modules").release()};
+namespace {
+// The getter of the `__dict__` descriptor that `type` gives a class statement's
+// instances (CPython's subtype_dict), found on a probe class once; nullptr if unknown.
+getter instance_dict_getter() noexcept {
+  static getter g = [] {
+    getter found = nullptr;
+    PyRef probe = PyRef::steal(PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s()N", "_fj_probe",
+                                                     PyDict_New()));  // N: the call takes the dict
+    PyObject* d = probe ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(probe.get()), interned("__dict__").get()) : nullptr;
+    if (d != nullptr && Py_IS_TYPE(d, &PyGetSetDescr_Type)) found = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset->get;
+    clear_error();
+    return found;
+  }();
+  return g;
+}
+
+// What object.__getattribute__ finds without running code: an instance-dict entry, a
+// class attribute that is no descriptor, the instance dict itself as `__dict__`, or
+// the object's type as `__class__`. *found_descr: the class had `name` (so no
+// __getattr__ would run).
+PyObject* generic_plain_attr(PyObject* obj, PyObject* name, bool* found_descr, PyObject** dict_out) noexcept {
   PyTypeObject* tp = Py_TYPE(obj);
-  if (!generic_getattribute(tp)) return nullptr;  // may run code
   PyObject* descr = _PyType_Lookup(tp, name);
+  *found_descr = descr != nullptr;
+  if (descr != nullptr && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && instance_dict_getter() != nullptr &&
+      reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->get == instance_dict_getter()) {
+    PyObject** dictptr = _PyObject_GetDictPtr(obj);  // obj.__dict__: the instance dict itself
+    return dictptr != nullptr ? *dictptr : nullptr;
+  }
+  static PyObject* object_class = _PyType_Lookup(&PyBaseObject_Type, interned("__class__").get());
+  if (descr != nullptr && descr == object_class) return reinterpret_cast<PyObject*>(tp);  // obj.__class__
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property, slot
   PyObject** dictptr = _PyObject_GetDictPtr(obj);
   PyObject* dict = dictptr != nullptr ? *dictptr : nullptr;
+  *dict_out = dict;
   if (dict != nullptr) {
     PyObject* v = PyDict_GetItemWithError(dict, name);
     if (v != nullptr) return v;
     clear_error();
   }
   if (descr != nullptr) return Py_TYPE(descr)->tp_descr_get == nullptr ? descr : nullptr;
+  return nullptr;
+}
+}  // namespace
+
+PyObject* object_attr(PyObject* obj, PyObject* name) noexcept {
+  if (PyType_Check(obj)) {
+    // A class statement's class whose metaclass keeps type's own __getattribute__ (a
+    // __getattr__ of the metaclass runs only for what that does not find): its
+    // __name__ and __qualname__ (two fields of the type), and plain class attributes.
+    static PyObject* s_getattribute = interned("__getattribute__").release();
+    auto* tp = reinterpret_cast<PyTypeObject*>(obj);
+    PyTypeObject* meta = Py_TYPE(obj);
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        _PyType_Lookup(meta, s_getattribute) != _PyType_Lookup(&PyType_Type, s_getattribute)) {
+      return nullptr;
+    }
+    PyObject* meta_attr = _PyType_Lookup(meta, name);
+    auto* ht = reinterpret_cast<PyHeapTypeObject*>(obj);
+    if (_PyUnicode_EqualToASCIIString(name, "__name__") || _PyUnicode_EqualToASCIIString(name, "__qualname__")) {
+      if (meta_attr != _PyType_Lookup(&PyType_Type, name)) return nullptr;
+      return _PyUnicode_EqualToASCIIString(name, "__name__") ? ht->ht_name : ht->ht_qualname;
+    }
+    if (meta_attr != nullptr) return nullptr;
+    PyObject* v = _PyType_Lookup(tp, name);
+    return v != nullptr && Py_TYPE(v)->tp_descr_get == nullptr ? v : nullptr;
+  }
+  if (PyModule_Check(obj)) return nullptr;  // its own getattro
+  bool found_descr = false;
+  PyObject* dict = nullptr;
+  return generic_plain_attr(obj, name, &found_descr, &dict);
+}
+
+PyObject* plain_attr(PyObject* obj, PyObject* name) noexcept {
+  static PyObject* s_getattr = interned("__getattr__").release();
+  static PyObject* module_dicts[] = {interned("_parameters").release(), interned("_buffers").release(),
+                                     interned("_modules").release()};
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (!generic_getattribute(tp)) return nullptr;  // may run code
+  bool found_descr = false;
+  PyObject* dict = nullptr;
+  if (PyObject* v = generic_plain_attr(obj, name, &found_descr, &dict)) return v;
+  if (found_descr) return nullptr;
   // Not found the normal way: nn.Module.__getattr__ looks in these dicts.
   if (dict == nullptr || g_module_getattr == nullptr || _PyType_Lookup(tp, s_getattr) != g_module_getattr) {
     return nullptr;

@@ -63,6 +63,8 @@ HANDLERS = {
     "RETURN_VALUE": "return_value", "RAISE_VARARGS": "raise_varargs",
     "RETURN_GENERATOR": "return_generator", "YIELD_VALUE": "yield_value",
     "GET_ITER": "get_iter", "FOR_ITER": "for_iter", "BEFORE_WITH": "before_with",
+    # strings and imports of constants (ops_consts.cpp)
+    "FORMAT_VALUE": "format_value", "BUILD_STRING": "build_string", "IMPORT_NAME": "import_name",
 }
 
 

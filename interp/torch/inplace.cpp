@@ -409,6 +409,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value container = pop();
   Value value = pop();
   if (is_traced_list(container)) return list_setitem(container, index, value);
+  if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
   FJ_TRY(require_tensor_attr("__setitem__"));
   return setitem(container, index, value);

@@ -1,13 +1,21 @@
-// Attributes that run Python or depend on what is absent: properties and __getattr__
-// of user classes (their getters inlined), methods read as values (bound methods),
+// Attributes that run Python or depend on what is absent: properties, __getattr__ and
+// __getattribute__ of user classes (inlined), methods read as values (bound methods),
 // zero-argument super() in a method, hasattr() and getattr() with a default. Each
 // answer is guarded at the object's path (guards::PathMethodIs).
+#include <algorithm>
+
 #include "interp/trace/tracer.h"
 
 namespace fj::interp {
 namespace {
 
 PyRef interned_name(const std::string& name) { return PyRef::steal(PyUnicode_InternFromString(name.c_str())); }
+
+// object.__getattribute__ (a slot wrapper), looked up once.
+PyObject* object_getattribute() {
+  static PyObject* fn = _PyType_Lookup(&PyBaseObject_Type, interned_name("__getattribute__").get());
+  return fn;
+}
 
 }  // namespace
 
@@ -40,18 +48,48 @@ bool Tracer::absent_attr(const Value& obj, const std::string& name) {
 }
 
 // owner.name where the plain lookup did not answer: a property of the class (its
-// getter inlined), a function of the class (a bound method), or the class's
-// __getattr__ (inlined) when the plain lookup finds nothing. Pushes the value;
-// nullopt when none of these applies.
+// getter inlined), a function of the class (a bound method), the class's __getattr__
+// (inlined) when the plain lookup finds nothing, or the class's own __getattribute__
+// when that is a Python function (inlined like any helper: attribute aliasing such as
+// transformers' PretrainedConfig). Pushes the value; nullopt when none applies.
 std::optional<Status> Tracer::computed_attr(const Value& owner, const std::string& name) {
   guards::PathRoot root;
   PyRef holder;
   if (owner.kind != ValueKind::Const || owner.fresh || !path_root(owner, &root, &holder)) return std::nullopt;
   PyObject* obj = owner.obj.get();
   PyTypeObject* tp = Py_TYPE(obj);
-  if (!guards::generic_getattribute(tp) || PyType_Check(obj) || PyModule_Check(obj)) return std::nullopt;
+  if (PyType_Check(obj) || PyModule_Check(obj)) return std::nullopt;
+  const std::string text = source_text(owner.source);
+  if (!guards::generic_getattribute(tp)) {
+    // A class statement's __getattribute__ makes tp_getattro call it (and __getattr__
+    // only when it raises AttributeError, which ends the trace).
+    PyRef ga_name = interned_name("__getattribute__");
+    PyObject* ga = _PyType_Lookup(tp, ga_name.get());
+    if (ga == nullptr || !PyFunction_Check(ga) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;
+    guards().add_path_method(text, root, owner.source.attrs, "__getattribute__", ga);
+    return inline_call(ga, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+  }
+  if (std::optional<Status> s = descriptor_attr(owner, name, root)) return s;
   PyRef key = interned_name(name);
-  PyObject* descr = _PyType_Lookup(tp, key.get());
+  if (_PyType_Lookup(tp, key.get()) != nullptr) return std::nullopt;
+  PyRef getattr_name = interned_name("__getattr__");
+  PyObject* getattr = _PyType_Lookup(tp, getattr_name.get());
+  if (getattr == nullptr || !PyFunction_Check(getattr) || getattr == guards::module_getattr() ||
+      !guards::attr_missing(obj, key.get())) {
+    return std::nullopt;
+  }
+  guards().add_path_missing(text, root, owner.source.attrs, name);
+  guards().add_path_method(text, root, owner.source.attrs, "__getattr__", getattr);
+  return inline_call(getattr, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+}
+
+// owner.name found on the class as a property (its getter inlined) or a function not
+// shadowed by the instance dict (a bound method), as object.__getattribute__ finds
+// them; guarded at owner's path. nullopt: the class holds neither under that name.
+std::optional<Status> Tracer::descriptor_attr(const Value& owner, const std::string& name, const guards::PathRoot& root) {
+  PyObject* obj = owner.obj.get();
+  PyRef key = interned_name(name);
+  PyObject* descr = _PyType_Lookup(Py_TYPE(obj), key.get());
   const std::string text = source_text(owner.source);
   if (descr != nullptr && Py_IS_TYPE(descr, &PyProperty_Type)) {
     PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
@@ -80,16 +118,62 @@ std::optional<Status> Tracer::computed_attr(const Value& owner, const std::strin
     push(std::move(v));
     return ok();
   }
-  if (descr != nullptr) return std::nullopt;
-  PyRef getattr_name = interned_name("__getattr__");
-  PyObject* getattr = _PyType_Lookup(tp, getattr_name.get());
-  if (getattr == nullptr || !PyFunction_Check(getattr) || getattr == guards::module_getattr() ||
-      !guards::attr_missing(obj, key.get())) {
+  return std::nullopt;
+}
+
+// object.__getattribute__(obj, name) with a constant name (what super().__getattribute__
+// calls inside a class's own __getattribute__): the instance dict or a plain class
+// attribute, read past the class's __getattribute__ and guarded so (a "!name" path
+// step), or a property or method of the class. nullopt: not answered here.
+std::optional<Status> Tracer::call_object_getattribute(const CallSite& c) {
+  if (c.args.size() != 2 || c.kw_names) return std::nullopt;
+  const Value& obj = c.args[0];
+  const Value& name_v = c.args[1];
+  if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
+  guards::PathRoot root;
+  PyRef holder;
+  if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj) || !path_root(obj, &root, &holder) ||
+      PyType_Check(obj.obj.get()) || PyModule_Check(obj.obj.get())) {
     return std::nullopt;
   }
-  guards().add_path_missing(text, root, owner.source.attrs, name);
-  guards().add_path_method(text, root, owner.source.attrs, "__getattr__", getattr);
-  return inline_call(getattr, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+  const std::string name = guards::utf8_lossy(name_v.obj.get());
+  Value out;
+  Status plain = attr_of(obj, name, &out, /*past_getattribute=*/true);
+  if (plain.ok()) {
+    push(std::move(out));
+    return ok();
+  }
+  if (std::optional<Status> s = descriptor_attr(obj, name, root)) return s;
+  PyRef key = interned_name(name);
+  if (_PyType_Lookup(Py_TYPE(obj.obj.get()), key.get()) == nullptr && guards::object_attr(obj.obj.get(), key.get()) == nullptr) {
+    guards().add_path_missing(source_text(obj.source), root, obj.source.attrs, name, /*past_getattribute=*/true);
+    attribute_error_proved_ = true;  // eager raises AttributeError here (call_getattr)
+  }
+  return plain;
+}
+
+// `key in d` (an exact str key) where d is an exact dict the frame finds again by its
+// path: answered now, guarded to keep that answer.
+bool Tracer::is_path_dict(const Value& d) const {
+  guards::PathRoot root;
+  PyRef holder;
+  return d.kind == ValueKind::Const && !is_opaque(d) && PyDict_CheckExact(d.obj.get()) && path_root(d, &root, &holder);
+}
+
+std::optional<bool> Tracer::path_dict_contains(const Value& dict, const Value& key) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (!is_path_dict(dict) || !path_root(dict, &root, &holder) || key.kind != ValueKind::Const || is_opaque(key) ||
+      !PyUnicode_CheckExact(key.obj.get())) {
+    return std::nullopt;
+  }
+  const int r = PyDict_Contains(dict.obj.get(), key.obj.get());
+  if (r < 0) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  guards().add_path_dict_has(source_text(dict.source), root, dict.source.attrs, key.obj.get(), r == 1);
+  return r == 1;
 }
 
 // super() in a method: the class in its __class__ cell and its first argument. Its
@@ -133,7 +217,7 @@ Status Tracer::super_attr(const Value& sup, const std::string& name, bool method
   PyRef holder;
   if (found == nullptr || !path_root(self, &root, &holder)) return unsupported("super()." + name + " (not supported yet)");
   const std::string text = source_text(self.source);
-  if (PyFunction_Check(found) && method) {
+  if ((PyFunction_Check(found) || found == object_getattribute()) && method) {
     guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
     push(Value::constant(PyRef::borrow(found)));
     push(self);
@@ -174,7 +258,127 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     return ok();
   }
   if (has) return std::nullopt;  // a property's getter may raise: hasattr would say False
-  return computed_attr(obj, name);
+  attribute_error_proved_ = false;
+  const Plan* plan = plan_;
+  const size_t steps = plan_->steps.size();
+  const int writes = writes_;
+  std::optional<Status> s = computed_attr(obj, name);
+  PyRef getattr_name = interned_name("__getattr__");
+  if (s && s->failed() && std::exchange(attribute_error_proved_, false) && c.args.size() == 3 && !call_raised_ &&
+      plan == plan_ && steps == plan_->steps.size() && writes == writes_ &&
+      _PyType_Lookup(Py_TYPE(obj.obj.get()), getattr_name.get()) == nullptr) {
+    // The class's own __getattribute__ reached object's for a name it lacks and let
+    // the AttributeError out (no __getattr__ to catch it): getattr's default.
+    graph_.roll_back(c.before);
+    push(c.args[2]);
+    return ok();
+  }
+  // An inlined getter or __getattribute__ that cannot be traced (one that raises
+  // AttributeError for getattr's default, say): the call runs as it is, where it can.
+  if (s && s->failed() && !call_raised_ && !committed_) return opaque_call(c, s->take_error(), c.orig_args);
+  return s;
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// d[key] (get_default null) or d.get(key[, default]) of a dict read by path, with an
+// exact str key: the item found again by the step "[key" at each call, or, where the key
+// is absent (guarded so), the default (d[key] then ends the trace: CPython raises).
+std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, const Value* get_default) {
+  std::optional<bool> has = path_dict_contains(d, key);
+  if (!has) return std::nullopt;
+  if (!*has) {
+    if (get_default == nullptr) return unsupported("a missing dict key (CPython raises KeyError)");
+    push(*get_default);
+    return ok();
+  }
+  PyObject* v = PyDict_GetItemWithError(d.obj.get(), key.obj.get());
+  if (v == nullptr) {
+    guards::clear_error();
+    return unsupported("a dict item that cannot be read");
+  }
+  Value out;
+  FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key.obj.get()), v, &out));
+  push(std::move(out));
+  return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// f.__code__, f.__name__, f.__qualname__ of a function the trace holds (guarded to keep
+// them, FunctionUnchanged), the co_* fields of a code object (immutable) where they are
+// constants, and a class's __name__, __qualname__ and plain class attributes (guarded by
+// path, see guards::object_attr).
+// nullopt: not one of these.
+std::optional<Status> Tracer::function_attr(const Value& owner, const std::string& name) {
+  if (owner.kind != ValueKind::Const || is_opaque(owner) || owner.fresh) return std::nullopt;
+  PyObject* o = owner.obj.get();
+  if (PyFunction_Check(o) && (name == "__code__" || name == "__name__" || name == "__qualname__")) {
+    guards().add_function(o);
+    auto* f = reinterpret_cast<PyFunctionObject*>(o);
+    PyObject* v = name == "__code__" ? f->func_code : name == "__name__" ? f->func_name : f->func_qualname;
+    push(Value::constant(PyRef::borrow(v)));
+    return ok();
+  }
+  if (PyType_Check(o)) {
+    Value out;
+    if (attr_of(owner, name, &out, /*past_getattribute=*/true).failed()) return std::nullopt;
+    push(std::move(out));
+    return ok();
+  }
+  if (PyCode_Check(o) && name.rfind("co_", 0) == 0) {
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!v || !is_foldable(v.get())) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    push(Value::constant(std::move(v)));
+    return ok();
+  }
+  return std::nullopt;
+}
+
+// Methods of a constant tuple or str that compute a new constant and change nothing.
+bool is_pure_constant_method(PyObject* self, const std::string& name) {
+  static const char* const kTuple[] = {"index", "count"};
+  static const char* const kStr[] = {"startswith", "endswith", "removeprefix", "removesuffix", "lower", "upper",
+                                     "strip", "lstrip", "rstrip", "index", "count", "find", "replace", "isidentifier"};
+  if (!is_foldable(self)) return false;
+  if (PyTuple_CheckExact(self)) return std::find(std::begin(kTuple), std::end(kTuple), name) != std::end(kTuple);
+  if (PyUnicode_CheckExact(self)) return std::find(std::begin(kStr), std::end(kStr), name) != std::end(kStr);
+  return false;
+}
+
+// A call of such a method (bound by op_load_method, fresh) with constant arguments:
+// run now. nullopt: the callable is no such method.
+std::optional<Status> Tracer::call_constant_method(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || !c.callable.fresh || !PyCFunction_Check(c.callable.obj.get())) {
+    return std::nullopt;
+  }
+  PyObject* self = PyCFunction_GET_SELF(c.callable.obj.get());
+  const char* mname = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;
+  if (self == nullptr || mname == nullptr || !is_pure_constant_method(self, mname)) return std::nullopt;
+  if (c.kw_names) return unsupported("keyword arguments to a method of a constant (not supported yet)");
+  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(c.args.size())));
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    const Value& a = c.args[i];
+    if (a.kind != ValueKind::Const || is_opaque(a) || !is_foldable(a.obj.get())) {
+      return unsupported(std::string("a method of a constant called with ") + describe(a) + " (not supported yet)");
+    }
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), Py_NewRef(a.obj.get()));
+  }
+  PyRef r = PyRef::steal(PyObject_Call(c.callable.obj.get(), tuple.get(), nullptr));
+  if (!r) {
+    guards::clear_error();
+    return unsupported(std::string(mname) + "() of a constant raised (CPython raises)");
+  }
+  if (!is_foldable(r.get())) return unsupported(std::string(mname) + "() of a constant made " + describe(Value::constant(r)));
+  push(Value::constant(std::move(r)));
+  return ok();
 }
 
 }  // namespace fj::interp

@@ -58,6 +58,13 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
     }
     Py_XDECREF(torch_c);
     guards::clear_error();
+    // object.__getattribute__ (super().__getattribute__ in a class's own one).
+    PyObject* name = PyUnicode_InternFromString("__getattribute__");
+    if (PyObject* ga = name ? _PyType_Lookup(&PyBaseObject_Type, name) : nullptr) {
+      (*t)[Py_NewRef(ga)] = [](Tracer& tr, const Tracer::CallSite& c) { return tr.call_object_getattribute(c); };
+    }
+    Py_XDECREF(name);
+    guards::clear_error();
     return t;
   }();
   return *table;

@@ -57,6 +57,7 @@ Status Tracer::op_call(const Instruction& ins) {
                           : call_py_op(*torch_op, c.args, nullptr);
     return s.failed() ? opaque_call(c, s.take_error(), c.orig_args) : s;
   }
+  if (std::optional<Status> s = call_constant_method(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
   if (std::optional<Status> s = call_extern(c)) return std::move(*s);
@@ -166,7 +167,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 // x.method(...): in-place methods, methods from the op table, and size methods.
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
-  if (!c.args.empty() && c.args[0].kind == ValueKind::Dict) {
+  if (!c.args.empty() && (c.args[0].kind == ValueKind::Dict || is_path_dict(c.args[0]))) {
     if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
     return call_dict_method(method, c.args);
   }
@@ -411,6 +412,13 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   inlined_frames_.push_back(&fs);
   Status s = execute(&ret);
   inlined_frames_.pop_back();
+  if (s.failed() && attribute_error_proved_ && fs.pc < decoded->instructions.size()) {
+    // A handler of this frame around the failing instruction would see the error.
+    const int at = decoded->instructions[fs.pc].offset;
+    for (const ExceptionEntry& e : decoded->exception_table) {
+      if (at >= e.start && at < e.end) attribute_error_proved_ = false;
+    }
+  }
   // Cells of this frame's locals: a function that outlives the frame finds them empty.
   for (auto it = traced_cells_.begin(); it != traced_cells_.end();) {
     it = it->second.first == &fs ? traced_cells_.erase(it) : std::next(it);

@@ -58,6 +58,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     return subscript(seq, index);
   }
   if (seq.kind == ValueKind::Dict) return dict_subscript(seq, index);
+  if (std::optional<Status> s = path_dict_item(seq, index, nullptr)) return std::move(*s);
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj && index.kind == ValueKind::Const &&
       !is_opaque(index) && PySlice_Check(index.obj.get())) {  // x.shape[1:], t[::2]
     Py_ssize_t start, stop, step, n;

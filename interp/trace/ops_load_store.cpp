@@ -154,7 +154,10 @@ std::string source_text(const Source& s) {
                     : s.kind == Source::Kind::Object ? "closure '" + s.name + "'"
                                                      : "G['" + s.name + "']";
   for (const std::string& a : s.attrs) {
-    out += a[0] == '#' ? "[" + a.substr(1) + "]" : a[0] == '[' ? "['" + a.substr(1) + "']" : "." + a;
+    out += a[0] == '#'   ? "[" + a.substr(1) + "]"
+           : a[0] == '[' ? "['" + a.substr(1) + "']"
+           : a[0] == '!' ? "." + a.substr(1)  // past the class's __getattribute__: reads the same
+                         : "." + a;
   }
   return out;
 }
@@ -180,18 +183,29 @@ bool Tracer::path_root(const Value& base, guards::PathRoot* root, PyRef* holder)
   return false;
 }
 
-Status Tracer::attr_of(const Value& base, const std::string& name, Value* out) {
+Status Tracer::attr_of(const Value& base, const std::string& name, Value* out, bool past_getattribute) {
   guards::PathRoot root;
   PyRef holder;
   if (!path_root(base, &root, &holder)) return unsupported("attribute '" + name + "' of " + describe(base) + " (not supported yet)");
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
-  PyObject* v = guards::plain_attr(base.obj.get(), key.get());
+  PyObject* v = past_getattribute ? guards::object_attr(base.obj.get(), key.get())
+                                  : guards::plain_attr(base.obj.get(), key.get());
   if (v == nullptr) {
     return unsupported("attribute '" + name + "' of " + std::string(Py_TYPE(base.obj.get())->tp_name) +
                        " is not a plain attribute (a property, __getattr__, or missing)");
   }
+  return found_at_path(base, past_getattribute ? "!" + name : name, v, out);
+}
+
+// v, found below `base` (which path_root accepts) by the path step `step` (an
+// attribute, "!name", "[key", "#i"): a path tensor, an nn.Module guarded by class, or
+// any other object guarded as attribute paths are (PathIs).
+Status Tracer::found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out) {
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(base, &root, &holder)) return unsupported("a value below " + describe(base) + " (not supported yet)");
   Source child = base.source;
-  child.attrs.push_back(name);
+  child.attrs.push_back(step);
   const std::string text = source_text(child);
   if (std::optional<Status> s = path_tensor(v, root, child, out)) return std::move(*s);
   if (is_module_instance(v) && !committed_) {
@@ -322,6 +336,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
+  if (std::optional<Status> s = function_attr(owner, name)) return std::move(*s);
   Value out;
   if (is_global_module(owner)) {
     FJ_TRY(module_attr(owner, name, &out, guards()));
@@ -350,7 +365,8 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(owner));
     return ok();
   }
-  if (owner.kind == ValueKind::Dict && (name == "get" || name == "keys" || name == "values" || name == "items")) {
+  if (owner.kind == ValueKind::Dict &&
+      (name == "get" || name == "keys" || name == "values" || name == "items" || name == "pop")) {
     Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
@@ -373,6 +389,25 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(Value::null());
     push(std::move(out));
     return ok();
+  }
+  if (owner.kind == ValueKind::Const && name == "get" && is_path_dict(owner)) {
+    Value method = Value::tensor_method(name);  // call_dict_method answers it by path
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
+    push(std::move(method));
+    push(std::move(owner));
+    return ok();
+  }
+  if (owner.kind == ValueKind::Const && !is_opaque(owner) && is_pure_constant_method(owner.obj.get(), name)) {
+    PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), name.c_str()));
+    if (bound) {
+      Value m = Value::constant(std::move(bound));
+      m.fresh = true;  // made while tracing: called now (call_constant_method), never kept
+      push(Value::null());
+      push(std::move(m));
+      return ok();
+    }
+    guards::clear_error();
   }
   // A method of the object's class: (function, self), traced by inlining the function.
   if (owner.kind == ValueKind::Const && !owner.fresh) {

@@ -87,11 +87,39 @@ Status Tracer::op_dict_merge(const Instruction& ins) {
   return ok();
 }
 
+// `key in (a, b, ...)` where the key and every item are objects of the trace whose
+// classes compare in C alike (enum members): answered now. nullopt otherwise.
+static std::optional<bool> contains_by_c_equality(const Value& key, const Value& container) {
+  if (key.kind != ValueKind::Const || is_opaque(key) || is_foldable(key.obj.get()) || !compares_in_c(key.obj.get()) ||
+      (container.kind != ValueKind::Tuple && container.kind != ValueKind::List)) {
+    return std::nullopt;
+  }
+  bool found = false;
+  for (const Value& item : container.items) {
+    if (item.kind != ValueKind::Const || is_opaque(item) ||
+        Py_TYPE(item.obj.get())->tp_richcompare != Py_TYPE(key.obj.get())->tp_richcompare) {
+      return std::nullopt;
+    }
+    const int eq = PyObject_RichCompareBool(item.obj.get(), key.obj.get(), Py_EQ);
+    if (eq < 0) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    found |= eq == 1;
+  }
+  return found;
+}
+
 // (key, container -- bool): `in` (arg 0) and `not in` (arg 1) where the answer is known:
-// a dict's constant keys, a sequence of constants, a constant tuple or str.
+// a dict's constant keys, a sequence of constants, a constant tuple or str, a str key
+// of a dict read by path (guarded).
 Status Tracer::op_contains_op(const Instruction& ins) {
   Value container = pop();
   Value key = pop();
+  if (std::optional<bool> found = contains_by_c_equality(key, container)) {
+    push(Value::constant(PyRef::borrow(*found != (ins.arg == 1) ? Py_True : Py_False)));
+    return ok();
+  }
   if (!plain_key(key)) return unsupported("'in' with " + describe(key) + " (not supported yet)");
   bool found = false;
   if (container.kind == ValueKind::Dict) {
@@ -106,6 +134,8 @@ Status Tracer::op_contains_op(const Instruction& ins) {
       if (eq < 0) guards::clear_error();
       found |= eq == 1;
     }
+  } else if (std::optional<bool> has = path_dict_contains(container, key)) {
+    found = *has;
   } else if (container.kind == ValueKind::Const && !is_opaque(container) && is_foldable(container.obj.get())) {
     const int r = PySequence_Contains(container.obj.get(), key.obj.get());
     if (r < 0) {
@@ -197,11 +227,31 @@ Status Tracer::bind_star_parameter(PyObject* a, const Source& src, Value* out) {
 // d.get(key[, default]), d.keys(), d.values(), d.items() of a dict the frame holds.
 Status Tracer::call_dict_method(const std::string& name, const std::vector<Value>& args) {
   const Value& d = args[0];
+  if (d.kind == ValueKind::Const && name == "get" && (args.size() == 2 || args.size() == 3)) {
+    const Value none = Value::constant(PyRef::borrow(Py_None));
+    if (std::optional<Status> s = path_dict_item(d, args[1], args.size() == 3 ? &args[2] : &none)) return std::move(*s);
+    return unsupported("dict.get() of " + describe(d) + " with " + describe(args[1]) + " (not supported yet)");
+  }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
     if (!plain_key(args[1])) return unsupported("dict.get() with " + describe(args[1]));
     const long at = dict_find(d, args[1].obj.get());
     push(at >= 0 ? d.items[static_cast<size_t>(at) + 1]
                  : args.size() == 3 ? args[2] : Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  if (name == "pop" && (args.size() == 2 || args.size() == 3) && d.identity >= 0) {
+    if (!plain_key(args[1])) return unsupported("dict.pop() with " + describe(args[1]));
+    const long at = dict_find(d, args[1].obj.get());
+    if (at < 0 && args.size() == 2) return unsupported("dict.pop() of a missing key (CPython raises KeyError)");
+    Value out = at >= 0 ? d.items[static_cast<size_t>(at) + 1] : args[2];
+    if (at >= 0) {
+      FJ_TRY(may_change_dict(d));
+      Value after = d;
+      after.source = Source{};  // built from its items from now on
+      after.items.erase(after.items.begin() + at, after.items.begin() + at + 2);
+      replace_everywhere(after);
+    }
+    push(std::move(out));
     return ok();
   }
   if ((name == "keys" || name == "values" || name == "items") && args.size() == 1) {
@@ -225,6 +275,60 @@ Status Tracer::dict_subscript(const Value& d, const Value& key) {
   if (at < 0) return unsupported("a missing dict key (CPython raises KeyError)");
   push(d.items[static_cast<size_t>(at) + 1]);
   return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+namespace {
+void replace_in(std::vector<Value>& values, const Value& now) {
+  for (Value& v : values) {
+    if (v.identity == now.identity && v.kind == now.kind) {
+      v = now;
+    } else {
+      replace_in(v.items, now);
+    }
+  }
+}
+}  // namespace
+
+// The frame's own **kwargs dict is that object until it changes; an opaque call before
+// the change may have kept it, and would miss the change: the trace stops there.
+Status Tracer::may_change_dict(const Value& d) const {
+  if (d.source.kind == Source::Kind::Arg && (committed_ || plan_ != &entry_->plan || !plan_->steps.empty())) {
+    return unsupported("a change of **kwargs after a graph break (not supported yet)");
+  }
+  return ok();
+}
+
+// d[key] = value of a dict the frame built: every copy of it sees the new item.
+Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
+  if (!plain_key(key)) return unsupported("dict item assignment with " + describe(key));
+  if (d.identity < 0) return unsupported("item assignment to a dict of unknown identity (not supported yet)");
+  FJ_TRY(may_change_dict(d));
+  Value after = d;
+  after.source = Source{};  // built from its items from now on
+  const long at = dict_find(after, key.obj.get());
+  if (at >= 0) {
+    after.items[static_cast<size_t>(at) + 1] = std::move(value);
+  } else {
+    after.items.push_back(key);
+    after.items.push_back(std::move(value));
+  }
+  replace_everywhere(after);
+  return ok();
+}
+
+// A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each traced
+// frame's locals and stack and inside other containers, becomes `now` (same identity).
+void Tracer::replace_everywhere(const Value& now) {
+  replace_in(root_fs_.locals, now);
+  replace_in(root_fs_.stack, now);
+  for (FrameState* fs : inlined_frames_) {
+    replace_in(fs->locals, now);
+    replace_in(fs->stack, now);
+  }
 }
 
 }  // namespace fj::interp

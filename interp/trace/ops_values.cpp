@@ -411,6 +411,12 @@ Status Tracer::op_unary_invert(const Instruction&) {
 }
 
 // (lhs, rhs -- result)
+// The object's class compares as object, str or int do, in C.
+bool compares_in_c(PyObject* o) {
+  richcmpfunc f = Py_TYPE(o)->tp_richcompare;
+  return f == PyBaseObject_Type.tp_richcompare || f == PyUnicode_Type.tp_richcompare || f == PyLong_Type.tp_richcompare;
+}
+
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
@@ -427,8 +433,20 @@ Status Tracer::op_compare_op(const Instruction& ins) {
     if (!a || !b) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
     return push_sym(compare_sym(ins.arg, *a, *b), "a comparison");
   }
-  if (lhs.kind != ValueKind::Const || rhs.kind != ValueKind::Const || is_opaque(lhs) || is_opaque(rhs) ||
-      !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
+  const bool consts = lhs.kind == ValueKind::Const && rhs.kind == ValueKind::Const && !is_opaque(lhs) && !is_opaque(rhs);
+  if (consts && (ins.arg == Py_EQ || ins.arg == Py_NE) && compares_in_c(lhs.obj.get()) &&
+      Py_TYPE(lhs.obj.get())->tp_richcompare == Py_TYPE(rhs.obj.get())->tp_richcompare) {
+    // Objects (of the trace, guarded) whose classes compare as object, str or int do
+    // (an enum member, a str enum's member): == runs no Python code.
+    PyObject* r = PyObject_RichCompare(lhs.obj.get(), rhs.obj.get(), ins.arg);
+    if (r == nullptr) {
+      guards::clear_error();
+      return unsupported("comparison raised (CPython raises)");
+    }
+    push(Value::constant(PyRef::steal(r)));
+    return ok();
+  }
+  if (!consts || !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
     return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
   }
   PyObject* r = PyObject_RichCompare(lhs.obj.get(), rhs.obj.get(), ins.arg);

@@ -43,6 +43,10 @@ inline Error unsupported(std::string why) { return Error{std::move(why)}; }
 bool is_plain_scalar(PyObject* o);
 // Constants whose operations run no user code: numbers, None, strings, tuples of these.
 bool is_foldable(PyObject* o);
+// The object's class compares (==) as object, str or int do, in C (ops_values.cpp).
+bool compares_in_c(PyObject* o);
+// A method of a constant tuple or str that only computes a constant (ops_attrs.cpp).
+bool is_pure_constant_method(PyObject* self, const std::string& name);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 bool is_shape_method(const std::string& name);
 // A torch.dtype, device, layout, finfo or iinfo (exactly): immutable, compared in C.
@@ -131,7 +135,9 @@ class Tracer {
                       std::array<int, guards::kMaxRank>* dim_symbols);
   // obj.name of a value the frame can find again (an argument, a global, or an
   // attribute path from one), read the plain way and guarded.
-  Status attr_of(const Value& base, const std::string& name, Value* out);
+  // past_getattribute: read as object.__getattribute__ reads it (guards::object_attr),
+  // whatever the class's own __getattribute__ does.
+  Status attr_of(const Value& base, const std::string& name, Value* out, bool past_getattribute = false);
   static bool is_module_instance(PyObject* v);
   void found_in_path(int k, PyObject* v, const guards::TensorMeta& meta);
   // Attributes beyond the plain read (interp/trace/ops_attrs.cpp): properties,
@@ -139,6 +145,16 @@ class Tracer {
   static bool is_super(const Value& v);
   bool absent_attr(const Value& obj, const std::string& name);
   std::optional<Status> computed_attr(const Value& owner, const std::string& name);
+  std::optional<Status> function_attr(const Value& owner, const std::string& name);
+  std::optional<Status> descriptor_attr(const Value& owner, const std::string& name, const guards::PathRoot& root);
+  // An exact dict the frame finds again by its path (a class's attribute_map, an
+  // instance __dict__).
+  bool is_path_dict(const Value& d) const;
+  // `key in d` for such a dict and an exact str key (guarded); nullopt otherwise.
+  std::optional<bool> path_dict_contains(const Value& dict, const Value& key);
+  // d[key] and d.get(key[, default]) of such a dict; nullopt when d or key is not one.
+  std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default);
+  Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Status zero_arg_super();
   Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
@@ -247,6 +263,9 @@ class Tracer {
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
+  std::optional<Status> call_constant_method(const CallSite& c);
+  // object.__getattribute__(obj, name), as super().__getattribute__(name) calls it.
+  std::optional<Status> call_object_getattribute(const CallSite& c);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
   std::optional<Status> module_generator(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names);
   Status guard_module_tree(PyObject* m, const std::string& text, int depth);
@@ -316,6 +335,8 @@ class Tracer {
   Status op_unary_invert(const Instruction&);
   Status op_compare_op(const Instruction&);
   Status op_is_op(const Instruction&);
+  Status op_format_value(const Instruction&);
+  Status op_build_string(const Instruction&);
   Status op_build_seq(const Instruction&);
   Status op_list_append(const Instruction&);
   Status op_unpack_sequence(const Instruction&);
@@ -349,6 +370,9 @@ class Tracer {
   Status list_inplace_add(const Value& list, const Value& rhs);
   Status list_setitem(const Value& list, const Value& index, const Value& value);
   std::unordered_set<int> iterated_lists_;  // identities of lists a loop (or zip, ...) iterated
+  void replace_everywhere(const Value& now);
+  Status dict_store(const Value& d, const Value& key, Value value);
+  Status may_change_dict(const Value& d) const;
   Status dict_subscript(const Value& d, const Value& key);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
@@ -638,6 +662,10 @@ class Tracer {
   bool continuation_ = false;  // tracing a branch outcome on a cache hit
   bool deopt_here_ = false;    // the failing instruction is meant to run in CPython (raise)
   bool call_raised_ = false;   // an opaque call raised while tracing: the frame raises it
+  // The trace stopped at object.__getattribute__(obj, name) of a name obj certainly
+  // lacks (guarded), in frames without a handler around it: eager raises
+  // AttributeError there, which getattr(obj, name, default) turns into its default.
+  bool attribute_error_proved_ = false;
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
