@@ -69,18 +69,33 @@ Status Tracer::batch_norm_train(const OpCall& c, const NodeId p[4]) {
     *out = *r;
     return ok();
   };
-  NodeId sum, mean, diff, sq, ssq, var, invstd, y;
-  FJ_TRY(check(graph_.reduce(Op::Sum, c.x, dims, true, x.dtype), &sum));
+  // As eager's CPU kernel: the statistics in double (float inputs), then the output as
+  // x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha in the
+  // input's dtype. A channel of few values is ill-conditioned (a batch of two at 1x1:
+  // x - mean is all cancellation), so its rounding must be eager's.
+  const jit::DType acc = x.dtype == jit::DType::Float32 ? jit::DType::Float64 : x.dtype;
+  NodeId xa = c.x, sum, mean, diff, sq, ssq, var, invstd, mean_x, alpha, beta, y;
+  if (acc != x.dtype) FJ_TRY(check(graph_.cast(c.x, acc), &xa));
+  FJ_TRY(check(graph_.reduce(Op::Sum, xa, dims, true, acc), &sum));
   FJ_TRY(check(graph_.pointwise(Op::Div, {sum, count}), &mean));
-  FJ_TRY(check(graph_.pointwise(Op::Sub, {c.x, mean}), &diff));
+  FJ_TRY(check(graph_.pointwise(Op::Sub, {xa, mean}), &diff));
   FJ_TRY(check(graph_.pointwise(Op::Mul, {diff, diff}), &sq));
-  FJ_TRY(check(graph_.reduce(Op::Sum, sq, dims, true, x.dtype), &ssq));
+  FJ_TRY(check(graph_.reduce(Op::Sum, sq, dims, true, acc), &ssq));
   FJ_TRY(check(graph_.pointwise(Op::Div, {ssq, count}), &var));
   FJ_TRY(check(graph_.pointwise(Op::Add, {var, graph_.scalar(e)}), &invstd));
   FJ_TRY(check(graph_.pointwise(Op::Rsqrt, {invstd}), &invstd));
-  FJ_TRY(check(graph_.pointwise(Op::Mul, {diff, invstd}), &y));
-  if (p[0] >= 0) FJ_TRY(check(graph_.pointwise(Op::Mul, {y, p[0]}), &y));
-  if (p[1] >= 0) FJ_TRY(check(graph_.pointwise(Op::Add, {y, p[1]}), &y));
+  mean_x = mean;
+  alpha = invstd;
+  if (acc != x.dtype) {
+    FJ_TRY(check(graph_.cast(mean, x.dtype), &mean_x));
+    FJ_TRY(check(graph_.cast(invstd, x.dtype), &alpha));
+  }
+  if (p[0] >= 0) FJ_TRY(check(graph_.pointwise(Op::Mul, {alpha, p[0]}), &alpha));
+  FJ_TRY(check(graph_.pointwise(Op::Mul, {mean_x, alpha}), &beta));
+  FJ_TRY(check(graph_.pointwise(Op::Neg, {beta}), &beta));
+  if (p[1] >= 0) FJ_TRY(check(graph_.pointwise(Op::Add, {beta, p[1]}), &beta));
+  FJ_TRY(check(graph_.pointwise(Op::Mul, {c.x, alpha}), &y));
+  FJ_TRY(check(graph_.pointwise(Op::Add, {y, beta}), &y));
   if (p[2] >= 0) {
     FJ_TRY(check_writable(a[3], c.what));
     FJ_TRY(check_writable(a[4], c.what));
@@ -96,6 +111,9 @@ Status Tracer::batch_norm_train(const OpCall& c, const NodeId p[4]) {
       FJ_TRY(check(graph_.pointwise(Op::Sub, {batch[k], p[2 + k]}), &step));
       FJ_TRY(check(graph_.pointwise(Op::Mul, {step, *momentum}), &step));
       FJ_TRY(check(graph_.pointwise(Op::Add, {p[2 + k], step}), &step));
+      if (graph_.node(step).dtype != graph_.node(p[2 + k]).dtype) {
+        FJ_TRY(check(graph_.cast(step, graph_.node(p[2 + k]).dtype), &step));
+      }
       FJ_TRY(check(graph_.reshape(step, {x.sym[1]}), &updated[k]));
     }
     // Outside autograd, as eager's kernel updates them.
