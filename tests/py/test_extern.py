@@ -16,7 +16,8 @@ BIAS = torch.randn(4)
 EXTERN = {
     "conv2d": (lambda x, w: torch.conv2d(x, w, BIAS, padding=1) * 2 + 1, X, W),
     "conv2d_stride_kw": (lambda x, w: torch.relu(torch.conv2d(x, w, stride=2)), X, W),
-    "conv_of_computed": (lambda x, w: torch.conv2d(x.exp() - 1, w * 0.5).sum(dim=1), X, W),
+    # Positive terms: no cancellation that would turn exp()'s last-bit rounding into a large relative error.
+    "conv_of_computed": (lambda x, w: torch.conv2d(x.exp(), w.abs() * 0.5).sum(dim=1), X, W),
     "max_pool2d": (lambda x, w: torch.max_pool2d(x * w.sum(), 2) + 1, X, W),
     "avg_pool_nn": (lambda x, w: torch._C._nn.avg_pool2d(x, 2) - w.mean(), X, W),
     "bool_operand": (lambda x, w: torch.cumprod(x > 0, 1).sum() + w.sum(), X, W),
