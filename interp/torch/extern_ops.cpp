@@ -476,6 +476,28 @@ Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const Exte
     }
   }
   auto hint = [&](int s) { return std::get<int64_t>(hints_.values[static_cast<size_t>(s)]); };
+  // Symbols of equal value (a batch of 8 and 8 channels): which one a result size
+  // follows is learned by moving each of them alone.
+  std::vector<std::vector<bool>> learned;
+  for (const jit::SymShape& sh : *out) learned.emplace_back(sh.size(), false);
+  for (int s : symbols) {
+    bool shared = false;
+    for (int o : symbols) shared = shared || (o != s && hint(o) == hint(s));
+    if (!shared) continue;
+    jit::Bindings one = hints_;
+    one.values[static_cast<size_t>(s)] = hint(s) + 1;
+    ExternResult moved;
+    if (extern_meta(fn, call, one, &moved).failed() || moved.tensors.size() != r.tensors.size()) continue;
+    for (size_t k = 0; k < r.tensors.size(); ++k) {
+      if (moved.tensors[k].sizes.size() != r.tensors[k].sizes.size()) continue;
+      for (size_t d = 0; d < r.tensors[k].sizes.size(); ++d) {
+        if (!learned[k][d] && r.tensors[k].sizes[d] == hint(s) && moved.tensors[k].sizes[d] == hint(s) + 1) {
+          (*out)[k][d] = SymExpr::symbol(s, jit::SymType::Int, 2);
+          learned[k][d] = true;
+        }
+      }
+    }
+  }
   std::vector<bool> done(symbols.size(), false);
   std::vector<int> fixed;
   for (size_t i = 0; i < symbols.size(); ++i) {

@@ -281,3 +281,15 @@ def test_a_call_eager_rejects_is_not_retried_as_an_extern_call():
     with pytest.raises(IndexError) as got:
         framejit.compile(f)(x)
     assert str(got.value) == str(want.value)
+
+
+def test_a_batch_equal_to_the_channel_count_stays_symbolic():
+    # Batch 4 and 4 output channels: the result's sizes follow each alone.
+    def f(x, w):
+        return torch.relu(torch.conv2d(x, w, BIAS, padding=1))
+    cf = framejit.compile(f)
+    for b in (4, 6, 3):
+        x = torch.randn(b, 3, 8, 8)
+        assert_same(cf(x, W), f(x, W))
+    s = framejit.stats(f)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, s
