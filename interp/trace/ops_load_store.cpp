@@ -22,6 +22,15 @@ std::optional<size_t> structseq_field(PyObject* type, const std::string& name) {
   return std::nullopt;
 }
 
+// *slot = module.name, imported on first use and kept for the process (null if absent).
+void imported_once(PyObject** slot, const char* module, const char* name) {
+  if (*slot != nullptr) return;
+  PyObject* mod = PyImport_ImportModule(module);
+  *slot = mod ? PyObject_GetAttrString(mod, name) : nullptr;
+  Py_XDECREF(mod);
+  guards::clear_error();
+}
+
 }  // namespace
 
 // ---- loads and stores ----
@@ -239,12 +248,7 @@ void Tracer::found_in_path(int k, PyObject* v, const guards::TensorMeta& meta) {
 // Whether `v` is an nn.Module (torch.nn.Module looked up once).
 bool Tracer::is_module_instance(PyObject* v) {
   auto& refs = guards::torch_refs();
-  if (refs.module_type == nullptr) {
-    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");
-    refs.module_type = mod ? PyObject_GetAttrString(mod, "Module") : nullptr;  // kept for the process
-    Py_XDECREF(mod);
-    guards::clear_error();
-  }
+  imported_once(&refs.module_type, "torch.nn.modules.module", "Module");
   return refs.module_type != nullptr && PyType_Check(refs.module_type) &&
          PyType_IsSubtype(Py_TYPE(v), reinterpret_cast<PyTypeObject*>(refs.module_type));
 }
@@ -254,12 +258,7 @@ bool Tracer::is_module_instance(PyObject* v) {
 std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out) {
   const std::string text = source_text(child);
   auto& refs = guards::torch_refs();
-  if (refs.parameter_type == nullptr) {
-    PyObject* mod = PyImport_ImportModule("torch.nn.parameter");
-    refs.parameter_type = mod ? PyObject_GetAttrString(mod, "Parameter") : nullptr;  // kept for the process
-    Py_XDECREF(mod);
-    guards::clear_error();
-  }
+  imported_once(&refs.parameter_type, "torch.nn.parameter", "Parameter");
 
   // An nn.Parameter is read as a tensor (tensor_input refuses one that requires grad).
   if (Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.tensor_type) ||
