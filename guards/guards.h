@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "guards/py_errors.h"
+#include "guards/py_ref.h"
 #include "jit/common.h"
 #include "jit/sym/symexpr.h"
 
@@ -106,7 +107,9 @@ struct CallInputs {
   // Tensors reached through attribute paths (`self.weight`), found by the entry's
   // guards during check() for the plan to use: one per path tensor of the entry. Also
   // the nn.Modules guarded by class (PathModule), whose path_metas stay unused.
-  mutable std::vector<PyObject*> path_tensors;  // borrowed
+  // Owned: a large graph runs without the GIL, and another thread may rebind the
+  // attribute meanwhile, which would free the tensor the kernel reads.
+  mutable std::vector<PyRef> path_tensors;
   mutable std::vector<TensorMeta> path_metas;
 };
 

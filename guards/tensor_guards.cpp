@@ -123,23 +123,25 @@ std::string ArgTensor::text() const { return spec.text("tensor '" + name + "'");
 
 // ---- PathTensor ----------------------------------------------------------------
 
+// The tensor is held from the moment it is found: torch releases the GIL inside some
+// of the reads of tensor_meta, and another thread may rebind the attribute meanwhile.
 bool PathTensor::check(const CallInputs& in, jit::Bindings& b) const noexcept {
-  PyObject* t = path.walk(in);
-  if (t == nullptr || !is_plain_tensor(t)) return false;
-  Expected<TensorMeta> m = tensor_meta(t);
+  PyRef t = PyRef::borrow(path.walk(in));
+  if (!t || !is_plain_tensor(t.get())) return false;
+  Expected<TensorMeta> m = tensor_meta(t.get());
   if (m.failed()) return false;
   const auto k = static_cast<size_t>(slot);
   in.path_metas[k] = *m;  // found and read now, kept for the plan
-  in.path_tensors[k] = t;
+  in.path_tensors[k] = std::move(t);
   return spec.matches(in.path_metas[k], b);
 }
 
 std::string PathTensor::failure(const CallInputs& in) const {
   const std::string who = "tensor " + name;
-  PyObject* t = path.walk(in);
-  if (t == nullptr) return who + " can no longer be read";
-  if (!is_plain_tensor(t)) return who + " is no longer a torch.Tensor: got " + Py_TYPE(t)->tp_name;
-  Expected<TensorMeta> m = tensor_meta(t);
+  const PyRef t = PyRef::borrow(path.walk(in));
+  if (!t) return who + " can no longer be read";
+  if (!is_plain_tensor(t.get())) return who + " is no longer a torch.Tensor: got " + Py_TYPE(t.get())->tp_name;
+  Expected<TensorMeta> m = tensor_meta(t.get());
   if (m.failed()) return who + ": " + m.error();
   return spec.mismatch(*m, who);
 }
@@ -219,8 +221,8 @@ bool tensor_at(const CallInputs& in, int ref, PyObject** t, const TensorMeta** m
     return true;
   }
   const auto slot = static_cast<size_t>(-ref - 1);
-  if (slot >= in.path_tensors.size() || in.path_tensors[slot] == nullptr) return false;
-  *t = in.path_tensors[slot];
+  if (slot >= in.path_tensors.size() || !in.path_tensors[slot]) return false;
+  *t = in.path_tensors[slot].get();
   *m = &in.path_metas[slot];
   return true;
 }

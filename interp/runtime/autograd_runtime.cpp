@@ -245,7 +245,7 @@ PyObject* run_joint_plan(const Plan& plan, PlanRun& run, const std::vector<doubl
     const guards::TensorMeta* m = nullptr;
     switch (ref.kind) {
       case InputRef::Kind::Arg: t = in.args[ref.index]; m = &*in.metas[i]; break;
-      case InputRef::Kind::Path: t = in.path_tensors[i]; m = &in.path_metas[i]; break;
+      case InputRef::Kind::Path: t = in.path_tensors[i].get(); m = &in.path_metas[i]; break;
       case InputRef::Kind::Reg:
         PyErr_SetString(PyExc_RuntimeError, "framejit: a joint graph reads a register (internal error)");
         return nullptr;

@@ -162,7 +162,7 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
     case PlanValue::Kind::Arg:
       return Py_NewRef(in.args[v.index]);
     case PlanValue::Kind::PathTensor:
-      return Py_NewRef(in.path_tensors[static_cast<size_t>(v.index)]);
+      return Py_NewRef(in.path_tensors[static_cast<size_t>(v.index)].get());
     case PlanValue::Kind::Reg: {
       const auto r = static_cast<size_t>(v.index);
       if (r >= run.regs.size() || !run.regs[r]) {
@@ -273,7 +273,7 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& gra
     const guards::TensorMeta* m = nullptr;
     switch (ref.kind) {
       case InputRef::Kind::Arg: t = in.args[ref.index]; m = &*in.metas[k]; break;
-      case InputRef::Kind::Path: t = in.path_tensors[k]; m = &in.path_metas[k]; break;
+      case InputRef::Kind::Path: t = in.path_tensors[k].get(); m = &in.path_metas[k]; break;
       case InputRef::Kind::Reg: {
         t = k < run.regs.size() ? run.regs[k].get() : nullptr;
         std::string why;
@@ -326,8 +326,9 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& gra
   }
   // A large graph runs without the GIL so that other Python threads progress (as
   // torch's own kernels let them); a small one keeps it, since releasing and
-  // retaking the GIL would cost more than its loop. The frame and the registers keep
-  // the inputs alive and `outs` the outputs; the kernels touch no Python object.
+  // retaking the GIL would cost more than its loop. The frame, the registers and
+  // CallInputs::path_tensors keep the inputs alive (another thread may rebind
+  // `self.weight` meanwhile) and `outs` the outputs; the kernels touch no Python object.
   int64_t work = 0;
   for (const jit::TensorArg& r : results) {
     int64_t n = 1;
@@ -353,7 +354,7 @@ bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& 
     PyObject* t = nullptr;
     switch (w.target.kind) {
       case InputRef::Kind::Arg: t = run.in.args[w.target.index]; break;
-      case InputRef::Kind::Path: t = k < run.in.path_tensors.size() ? run.in.path_tensors[k] : nullptr; break;
+      case InputRef::Kind::Path: t = k < run.in.path_tensors.size() ? run.in.path_tensors[k].get() : nullptr; break;
       case InputRef::Kind::Reg: t = k < run.regs.size() ? run.regs[k].get() : nullptr; break;
     }
     if (t == nullptr || w.output < 0 || static_cast<size_t>(w.output) >= outs.size()) {

@@ -645,8 +645,8 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   walk_values(roots, [&](Value& v) {
     if (v.kind != ValueKind::Const || v.reg >= 0) return;
     const auto slot = static_cast<size_t>(v.path_slot);
-    if (v.path_slot >= 0 && slot < in_.path_tensors.size() && in_.path_tensors[slot] != nullptr) {
-      v.obj = PyRef::borrow(in_.path_tensors[slot]);
+    if (v.path_slot >= 0 && slot < in_.path_tensors.size() && in_.path_tensors[slot]) {
+      v.obj = PyRef::borrow(in_.path_tensors[slot].get());
     } else if (v.path_slot < 0 && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty() &&
                v.source.arg < in_.num_args) {
       v.obj = PyRef::borrow(in_.args[v.source.arg]);

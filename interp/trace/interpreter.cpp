@@ -153,6 +153,7 @@ Status Tracer::bind_arguments() {
       root.arg = i;
       for (Py_ssize_t k = 0; k < Py_SIZE(a); ++k) {
         PyObject* t = PySequence_Fast_GET_ITEM(a, k);
+        const PyRef keep = PyRef::borrow(t);  // reading its metadata may release the GIL
         guards::TensorMeta meta;
         if (Py_TYPE(t) != reinterpret_cast<PyTypeObject*>(refs.tensor_type) || !guards::read_tensor_meta(t, &meta, nullptr)) {
           guards::clear_error();

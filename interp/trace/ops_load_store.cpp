@@ -210,6 +210,7 @@ Status Tracer::attr_of(const Value& base, const std::string& name, Value* out, b
 // attribute, "!name", "[key", "#i"): a path tensor, an nn.Module guarded by class, or
 // any other object guarded as attribute paths are (PathIs).
 Status Tracer::found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out) {
+  const PyRef keep = PyRef::borrow(v);  // reading a tensor's metadata may release the GIL
   guards::PathRoot root;
   PyRef holder;
   if (!path_root(base, &root, &holder)) return unsupported("a value below " + describe(base) + " (not supported yet)");
@@ -241,7 +242,7 @@ void Tracer::found_in_path(int k, PyObject* v, const guards::TensorMeta& meta) {
     in_.path_tensors.resize(slot + 1);
     in_.path_metas.resize(slot + 1);
   }
-  in_.path_tensors[slot] = v;
+  in_.path_tensors[slot] = guards::PyRef::borrow(v);
   in_.path_metas[slot] = meta;
 }
 

@@ -100,6 +100,66 @@ def test_eight_threads_with_concurrent_resets_and_recompiles():
     print(r.stdout)
 
 
+# Another thread rebinds the module's tensor and submodule while compiled calls run:
+# a large graph runs without the GIL (and torch releases it inside some tensor reads),
+# so the call must own what its guards found. Holding borrowed pointers, main read
+# freed memory here: mixed values (the new tensor's fill seen half-way) or a crash.
+REBIND = r'''
+import sys, threading
+import torch, framejit
+sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
+N = 1 << 22  # large enough that the graph runs without the GIL and frees go back to the OS
+
+class Scale(torch.nn.Module):
+    def __init__(self, v):
+        super().__init__()
+        self.w = torch.full((N,), float(v))
+    def forward(self, x):
+        return x * self.w
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.full((N,), 0.0)
+        self.inner = Scale(0)
+    def forward(self, x):
+        return self.inner(x * self.w + 1.0) + 1.0
+
+m = Outer()
+f = framejit.compile(m)
+x = torch.ones(N)
+done = threading.Event()
+def rebind():
+    i = 0
+    while not done.is_set():
+        i += 1
+        m.w = torch.full((N,), float(i))  # the old tensor's last reference goes
+        m.inner = Scale(i)                # and the old submodule's
+errors, bad = [], []
+t = threading.Thread(target=rebind)
+t.start()
+try:
+    for k in range(300):
+        y = f(x)
+        lo, hi = y.min().item(), y.max().item()
+        # every element of one call saw the same w and inner.w: (w + 1) * v + 1, integers
+        if lo != hi or lo != int(lo):
+            bad.append((k, lo, hi))
+finally:
+    done.set()
+    t.join()
+s = framejit.stats(m.forward)
+assert not bad, bad[:5]
+assert s["graphs"] >= 1 and s["cache_hits"] >= 250, s
+print("OK", s)
+'''
+
+
+def test_rebinding_module_attributes_from_another_thread_during_calls():
+    r = probe(REBIND, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.startswith("OK"), r.stdout
+
+
 MEMORY = r'''
 import gc, os, sys, time, types
 import torch, framejit
