@@ -596,7 +596,11 @@ class KernelEmitter {
   Value* emit_running_scan(const Node& r, const Index& idx, Value* slot = nullptr);
   Value* reduction_identity(const Node& r);
   Value* emit_reduction(const Node& r, const Index& idx);
-  void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin);
+  // acc = acc (op) v. A float Amax / Amin uses llvm.maximum / minimum (a zero result
+  // gets its sign afterwards), or with keep_ties a compare-and-select that keeps the
+  // first of equal values, as eager's scalar loop: vectorized across lanes it costs
+  // the same, but across the reduced elements it would not vectorize.
+  void combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin, bool keep_ties = false);
 
   // --- tiles of the innermost loop for reductions over outer dims --------------------
   static constexpr int64_t kLaneTile = 256;

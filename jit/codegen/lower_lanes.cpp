@@ -317,7 +317,7 @@ Value* KernelEmitter::lane_reduction(NodeId id, const Index& idx) {
           lanes_.insert(i.v);
           full[last] = Ix{i.v, i.mask | tile_bit};
           Value* v = el_.convert(value(r.inputs[0], full), x.dtype, c);
-          combine(r.op, fp, c, lane_slot(acc, i.v), nullptr, v, nullptr);
+          combine(r.op, fp, c, lane_slot(acc, i.v), nullptr, v, nullptr, /*keep_ties=*/true);
         }, contig_);
         return;
       }

@@ -212,27 +212,60 @@ Value* KernelEmitter::emit_reduction(const Node& r, const Index& idx) {
     full[d] = zero();
     if (!is_const(x.sym[d], 1)) reduced.push_back(d);
   }
-  std::function<void(size_t, Ix)> level = [&](size_t q, Ix lin) {
-    if (q == reduced.size()) {
-      Value* raw = value(x_id, full);
-      if (stash.store >= 0) {
-        const KernelSpec::Store& st = k_.stores[static_cast<size_t>(stash.store)];
-        auto* s = b_.CreateStore(el_.to_storage(x.dtype, raw), address(st.buffer, full));
-        s->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[static_cast<size_t>(stash.store)]);
-        s->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[static_cast<size_t>(stash.store)]);
-      }
-      Value* v = el_.convert(raw, x.dtype, c);
-      combine(r.op, fp, c, acc, pos, v, lin.v);
-      return;
-    }
-    const size_t d = reduced[q];
-    emit_loop(b_.getInt64(0), scan_end != nullptr ? scan_end : size_value(x.sym[d]), [&](Ix i) {
-      full[d] = i;
-      Ix next = arg ? add(mul(lin, size_ix(x.sym[d])), i) : lin;
-      level(q + 1, next);
-    }, contig_);
+  // The loops over the reduced dims: body(raw operand value, its position in them).
+  auto loops = [&](bool positions, const std::function<void(Value*, Value*)>& body) {
+    std::function<void(size_t, Ix)> level = [&](size_t q, Ix lin) {
+      if (q == reduced.size()) return body(value(x_id, full), lin.v);
+      const size_t d = reduced[q];
+      emit_loop(b_.getInt64(0), scan_end != nullptr ? scan_end : size_value(x.sym[d]), [&](Ix i) {
+        full[d] = i;
+        level(q + 1, positions ? add(mul(lin, size_ix(x.sym[d])), i) : lin);
+      }, contig_);
+    };
+    level(0, zero());
   };
-  level(0, zero());
+  loops(arg, [&](Value* raw, Value* lin) {
+    if (stash.store >= 0) {
+      const KernelSpec::Store& st = k_.stores[static_cast<size_t>(stash.store)];
+      auto* s = b_.CreateStore(el_.to_storage(x.dtype, raw), address(st.buffer, full));
+      s->setMetadata(llvm::LLVMContext::MD_alias_scope, store_scope_[static_cast<size_t>(stash.store)]);
+      s->setMetadata(llvm::LLVMContext::MD_noalias, store_noalias_[static_cast<size_t>(stash.store)]);
+    }
+    combine(r.op, fp, c, acc, pos, el_.convert(raw, x.dtype, c), lin);
+  });
+  if (fp && (r.op == Op::Amax || r.op == Op::Amin)) {
+    // llvm.maximum orders -0.0 below 0.0, where eager's scalar loop keeps the first of
+    // equal values: a zero result takes the sign of the operand's first zero. Found
+    // by a second pass that runs only then, so that the common case keeps its
+    // vectorized max; the least key 2 * position + (1 for +0.0) is an integer min,
+    // which vectorizes too.
+    auto* scan = llvm::BasicBlock::Create(ctx_, "zero.sign", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "zero.sign.done", fn_);
+    // When the reduction is a frame's hoist code, the second pass is too (emit_loop
+    // hoists what its body reads into that frame's hoist block).
+    size_t owner = frames_.size();  // an index: the loops below grow frames_
+    for (size_t f = 0; f < frames_.size(); ++f) {
+      if (frames_[f].hoist == b_.GetInsertBlock()) owner = f;
+    }
+    b_.CreateCondBr(b_.CreateFCmpOEQ(b_.CreateLoad(ty, acc), el_.fconst(ty, 0.0)), scan, done);
+    b_.SetInsertPoint(scan);
+    if (owner < frames_.size()) frames_[owner].hoist = scan;
+    Value* key = slot(b_.getInt64Ty());
+    b_.CreateStore(b_.getInt64(INT64_MAX), key);
+    loops(true, [&](Value* raw, Value* lin) {
+      Value* v = el_.convert(raw, x.dtype, c);
+      llvm::Type* bits = b_.getIntNTy(ty->getPrimitiveSizeInBits());
+      Value* plus = b_.CreateICmpSGE(b_.CreateBitCast(v, bits), llvm::ConstantInt::get(bits, 0));
+      Value* mine = b_.CreateOr(b_.CreateShl(lin, 1), b_.CreateZExt(plus, b_.getInt64Ty()));
+      mine = b_.CreateSelect(b_.CreateFCmpOEQ(v, el_.fconst(ty, 0.0)), mine, b_.getInt64(INT64_MAX));
+      b_.CreateStore(b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateLoad(b_.getInt64Ty(), key), mine), key);
+    });
+    Value* plus = b_.CreateTrunc(b_.CreateLoad(b_.getInt64Ty(), key), b_.getInt1Ty());
+    b_.CreateStore(b_.CreateSelect(plus, el_.fconst(ty, 0.0), el_.fconst(ty, -0.0)), acc);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    if (owner < frames_.size()) frames_[owner].hoist = done;
+  }
   if (stash.store >= 0) {
     std::vector<Value*> kept(x.rank(), nullptr);
     for (size_t d = 0; d < x.rank(); ++d) {
@@ -244,7 +277,7 @@ Value* KernelEmitter::emit_reduction(const Node& r, const Index& idx) {
   return el_.convert(b_.CreateLoad(ty, acc), c, r.dtype);
 }
 
-void KernelEmitter::combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin) {
+void KernelEmitter::combine(Op op, bool fp, DType c, Value* acc, Value* pos, Value* v, Value* lin, bool keep_ties) {
   llvm::Type* ty = el_.reg_type(c);
   Value* a = b_.CreateLoad(ty, acc);
   const bool un = ElementEmitter::is_unsigned(c);
@@ -265,13 +298,22 @@ void KernelEmitter::combine(Op op, bool fp, DType c, Value* acc, Value* pos, Val
       out = fp ? b_.CreateFMul(a, v) : c == DType::Bool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
       break;
     case Op::Amax:
-      if (c == DType::Bool) out = b_.CreateOr(a, v);
-      else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::maximum : un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a, v);
+    case Op::Amin: {
+      const bool max = op == Op::Amax;
+      if (c == DType::Bool) {
+        out = max ? b_.CreateOr(a, v) : b_.CreateAnd(a, v);
+      } else if (fp && keep_ties) {  // the first of equal values (-0.0, 0.0) and the first NaN stay
+        Value* better = max ? b_.CreateFCmpOGT(v, a) : b_.CreateFCmpOLT(v, a);
+        better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(v, v), b_.CreateFCmpORD(a, a)));
+        out = b_.CreateSelect(better, v, a);
+      } else {
+        const auto id = fp ? (max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum)
+                           : max ? (un ? llvm::Intrinsic::umax : llvm::Intrinsic::smax)
+                                 : (un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin);
+        out = b_.CreateBinaryIntrinsic(id, a, v);
+      }
       break;
-    case Op::Amin:
-      if (c == DType::Bool) out = b_.CreateAnd(a, v);
-      else out = b_.CreateBinaryIntrinsic(fp ? llvm::Intrinsic::minimum : un ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, a, v);
-      break;
+    }
     case Op::Any: out = b_.CreateOr(a, v); break;
     case Op::All: out = b_.CreateAnd(a, v); break;
     case Op::ArgMax:

@@ -57,6 +57,39 @@ def test_maximum_minimum_ties_in_eagers_vector_loop():
         assert signs_and_values(g) == signs_and_values(w)
 
 
+
+def test_amax_amin_keep_the_first_signed_zero_as_eagers_scalar_loop():
+    # Rows under 32 elements run eager's scalar loop: the first of equal values stays,
+    # so amax([-0.0, 0.0]) is -0.0 (llvm.maximum alone gives 0.0). Full, inner, outer
+    # (the lanes path) and multi-dim reductions, transposed inputs, both float dtypes.
+    def f(x):
+        return (torch.amax(x), torch.amin(x), torch.amax(x, dim=0), x.amin(dim=0),
+                torch.amax(x, dim=-1, keepdim=True), x.amin(dim=1), x.amax(dim=(0, 1)),
+                x.max(dim=-1).values, torch.relu(x).amax(dim=-1) * 1.0)
+
+    gen = torch.Generator().manual_seed(3)
+    choices = torch.tensor([-0.0, 0.0, -1.0, 1.0, -2.0, float("nan")])
+    compiled = framejit.compile(f)
+    for k in range(60):
+        shape = [(3, 5), (2, 7), (4, 4), (1, 9), (5, 1), (6, 3)][k % 6]
+        pick = torch.randint(0, 5 if k % 4 else 6, shape, generator=gen)
+        x = choices[pick].to((torch.float32, torch.float64)[k % 2])
+        if k % 3 == 0:
+            x = x.t()
+        for g, w in zip(compiled(x), f(x)):
+            assert signs_and_values(g.reshape(-1)) == signs_and_values(w.reshape(-1)), (k, x, g, w)
+    assert framejit.stats(f)["fallbacks"] == 0
+
+
+@pytest.mark.xfail(strict=True, reason="eager's vector loop (rows of 32 and more) combines lanes in its own order; "
+                                       "framejit keeps the first zero, as eager's scalar loop")
+def test_amax_signed_zero_in_eagers_vector_loop():
+    def f(x):
+        return torch.amax(x)
+
+    x = torch.tensor([-0.0] + [0.0] * 63)
+    assert signs_and_values(framejit.compile(f)(x).reshape(1)) == signs_and_values(f(x).reshape(1))
+
 def test_the_tie_is_visible_downstream():
     # Why the sign matters: 1 // -0.0 is -inf, 1 // 0.0 is inf (what the fuzzer saw).
     x = torch.tensor([-0.0])
