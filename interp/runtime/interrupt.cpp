@@ -29,5 +29,6 @@ bool poll_signals() {
 void install_stop_poll() { jit::set_stop_poll(&poll_signals, &handler_pending); }
 
 bool interrupted(int64_t status) { return (status & jit::kInterrupted) != 0; }
+bool extern_failed(int64_t status) { return (status & jit::kExternFailed) != 0; }
 
 }  // namespace fj::interp

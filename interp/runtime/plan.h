@@ -188,6 +188,7 @@ struct PlanRun {
   std::vector<PyRef> regs;
   CodeState* st = nullptr;
   compat::Frame* frame = nullptr;
+  bool extern_failed = false;  // a graph's extern call raised or gave other sizes than traced
 };
 
 // Runs a plan on a call's inputs; a new reference, or nullptr with a Python error,
@@ -237,6 +238,7 @@ void install_stop_poll();
 // A CompiledGraph::run status of a run that a signal handler ended: its Python error
 // (KeyboardInterrupt) is set once the GIL is back.
 bool interrupted(int64_t status);
+bool extern_failed(int64_t status);
 
 // interp/runtime/autograd_runtime.cpp: a plan with a JointPlan, run through the autograd
 // Function so that its outputs carry the compiled backward (same contract as run_plan).

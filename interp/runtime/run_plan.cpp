@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "guards/py_text.h"
+#include "interp/code_state.h"
 #include "interp/runtime/plan.h"
 #include "jit/log.h"
 
@@ -339,6 +340,7 @@ GraphRun run_graph(const jit::CompiledGraph& g, const std::vector<InputRef>& gra
   const int64_t status = g.run(args, results, scalars.data(), &run.b);
   if (released != nullptr) PyEval_RestoreThread(released);
   if (interrupted(status)) return GraphRun::PythonError;  // KeyboardInterrupt & co, from a signal handler
+  run.extern_failed = extern_failed(status);
   // An index out of range or an int() without a value: eager raises its own error.
   return status != 0 ? GraphRun::RunInCPython : GraphRun::Ok;
 }
@@ -410,6 +412,15 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
   // A kernel that found an index out of range (RunInCPython) returns nothing without an
   // error: the frame then runs in CPython, which raises eager's error.
   if (plan.graph && run_graph(*plan.graph, plan.graph_args, plan.outputs, scalars, run, &outs) != GraphRun::Ok) {
+    // An extern call that raised (eager raises too) or whose result has other sizes
+    // than traced (a size rule that did not hold): a deopt, counted and logged.
+    if (run.extern_failed && st != nullptr) {
+      st->counters.deopts++;
+      if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
+        log::interp().info("deopt: {} runs in CPython: an extern call raised or its result differs from the traced one",
+                           guards::utf8_lossy(st->code->co_qualname));
+      }
+    }
     return nullptr;
   }
   if (!plan.writes.empty() && !write_back(plan.writes, outs, run)) return nullptr;

@@ -362,21 +362,67 @@ Status Tracer::extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call
 }
 
 // The dtype, sizes and layout of the call's result when its operands have the sizes
-// their shapes take under `b`: a run on meta tensors.
+// their shapes take under `b`: a run on meta tensors (extern_sizes.cpp reads it).
 Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out,
                            const std::vector<bool>& grad) {
+  std::vector<std::vector<int64_t>> sizes;
+  for (jit::NodeId n : call.operands) {
+    const jit::Node& node = graph_.node(n);
+    std::vector<int64_t>& shape = sizes.emplace_back();
+    for (size_t d = 0; d < node.rank(); ++d) {
+      const auto v = node.sym[d].eval(b);
+      if (!v || v->index() != 0) return unsupported("a size without a value");
+      shape.push_back(std::get<int64_t>(*v));
+    }
+  }
+  return extern_meta_sized(fn, call, sizes, out, grad);
+}
+
+// The same with each operand's sizes given.
+Status Tracer::extern_meta_sized(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
+                                 ExternResult* out, const std::vector<bool>& grad) {
+  // The constant arguments are what extern_constant takes: their repr runs no user code.
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(fn));
+  for (PyObject* part : {call.args.get(), call.kwargs.get()}) {
+    PyRef text = PyRef::steal(part ? PyObject_Repr(part) : PyUnicode_FromString("-"));
+    if (!text) {
+      guards::clear_error();
+      return extern_meta_run(fn, call, sizes, out, grad);
+    }
+    key += "|" + guards::utf8_lossy(text.get(), 1 << 20);
+  }
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    const ExternSlot& sl = call.slots[i];
+    key += "|" + std::to_string(sl.pos) + ":" + (sl.key ? guards::utf8_lossy(sl.key.get()) : "") + ":" +
+           std::to_string(sl.item) + ":" + std::to_string(static_cast<int>(graph_.node(call.operands[i]).dtype)) +
+           (i < grad.size() && grad[i] ? "g" : "");
+    for (int64_t v : sizes[i]) key += "," + std::to_string(v);
+  }
+  if (auto found = meta_runs_.find(key); found != meta_runs_.end()) {
+    if (found->second.error) return unsupported(*found->second.error);
+    *out = found->second.result;
+    return ok();
+  }
+  Status s = extern_meta_run(fn, call, sizes, out, grad);
+  MetaRun& run = meta_runs_[key];
+  run.fn = PyRef::borrow(fn);
+  if (s.failed()) run.error = s.error();
+  else run.result = *out;
+  return s;
+}
+
+Status Tracer::extern_meta_run(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
+                               ExternResult* out, const std::vector<bool>& grad) {
   std::vector<PyRef> metas;
   static PyObject* s_meta = PyUnicode_InternFromString("meta");
   static PyObject* s_requires = PyUnicode_InternFromString("requires_grad_");
   bool any_grad = false;
-  for (jit::NodeId n : call.operands) {
-    const jit::Node& node = graph_.node(n);
-    PyRef shape = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(node.rank())));
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    const jit::Node& node = graph_.node(call.operands[i]);
+    PyRef shape = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(sizes[i].size())));
     if (!shape) return unsupported("out of memory");
-    for (size_t d = 0; d < node.rank(); ++d) {
-      const auto v = node.sym[d].eval(b);
-      if (!v || v->index() != 0) return unsupported("a size without a value");
-      PyTuple_SET_ITEM(shape.get(), static_cast<Py_ssize_t>(d), PyLong_FromLongLong(std::get<int64_t>(*v)));
+    for (size_t d = 0; d < sizes[i].size(); ++d) {
+      PyTuple_SET_ITEM(shape.get(), static_cast<Py_ssize_t>(d), PyLong_FromLongLong(sizes[i][d]));
     }
     PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "dtype", torch_dtype(node.dtype), "device", s_meta));
     PyRef args = PyRef::steal(PyTuple_Pack(1, shape.get()));
@@ -430,120 +476,6 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
     out->tensors.push_back(std::move(t));
   }
   return ok();
-}
-
-// The result's sizes as expressions: each size equal to a symbolic size of an operand
-// is taken as that size (the same dim of the first operand first), the others as
-// constants. Then the symbols are checked in groups of equal value (sizes that an op
-// needs equal, such as attention's sequence lengths, are separate symbols with one
-// value): with the group's value changed, the meta run must give the sizes these
-// expressions give, else the group is fixed to its value (guarded) and a call with
-// other sizes traces again. A symbol of a group that passes is also changed alone:
-// where the run then raises, eager raises too (and so does the extern call, which
-// sends the frame to CPython); where its sizes differ, the symbol is fixed.
-Status Tracer::extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r,
-                            std::vector<jit::SymShape>* out) {
-  auto value = [&](const SymExpr& e) -> std::optional<int64_t> {
-    const auto v = e.eval(hints_);
-    if (!v || v->index() != 0) return std::nullopt;
-    return std::get<int64_t>(*v);
-  };
-  out->clear();
-  const jit::SymShape& first = graph_.node(call.operands[0]).sym;
-  for (const ExternResult::Tensor& t : r.tensors) {
-    jit::SymShape& sym = out->emplace_back();
-    for (size_t d = 0; d < t.sizes.size(); ++d) {
-      const int64_t v = t.sizes[d];
-      SymExpr e = SymExpr::integer(v);
-      if (d < first.size() && !first[d].is_constant() && value(first[d]) == v) e = first[d];
-      for (jit::NodeId n : call.operands) {
-        for (const SymExpr& dim : graph_.node(n).sym) {
-          if (e.is_constant() && !dim.is_constant() && value(dim) == v) e = dim;
-        }
-      }
-      sym.push_back(std::move(e));
-    }
-  }
-  std::vector<int> symbols;
-  for (jit::NodeId n : call.operands) {
-    for (const SymExpr& d : graph_.node(n).sym) {
-      for (int s : d.symbols()) {
-        if (hints_.values[static_cast<size_t>(s)].index() == 0 &&
-            std::find(symbols.begin(), symbols.end(), s) == symbols.end()) {
-          symbols.push_back(s);
-        }
-      }
-    }
-  }
-  auto hint = [&](int s) { return std::get<int64_t>(hints_.values[static_cast<size_t>(s)]); };
-  // Symbols of equal value (a batch of 8 and 8 channels): which one a result size
-  // follows is learned by moving each of them alone.
-  std::vector<std::vector<bool>> learned;
-  for (const jit::SymShape& sh : *out) learned.emplace_back(sh.size(), false);
-  for (int s : symbols) {
-    bool shared = false;
-    for (int o : symbols) shared = shared || (o != s && hint(o) == hint(s));
-    if (!shared) continue;
-    jit::Bindings one = hints_;
-    one.values[static_cast<size_t>(s)] = hint(s) + 1;
-    ExternResult moved;
-    if (extern_meta(fn, call, one, &moved).failed() || moved.tensors.size() != r.tensors.size()) continue;
-    for (size_t k = 0; k < r.tensors.size(); ++k) {
-      if (moved.tensors[k].sizes.size() != r.tensors[k].sizes.size()) continue;
-      for (size_t d = 0; d < r.tensors[k].sizes.size(); ++d) {
-        if (!learned[k][d] && r.tensors[k].sizes[d] == hint(s) && moved.tensors[k].sizes[d] == hint(s) + 1) {
-          (*out)[k][d] = SymExpr::symbol(s, jit::SymType::Int, 2);
-          learned[k][d] = true;
-        }
-      }
-    }
-  }
-  std::vector<bool> done(symbols.size(), false);
-  std::vector<int> fixed;
-  for (size_t i = 0; i < symbols.size(); ++i) {
-    if (done[i]) continue;
-    std::vector<int> group;
-    for (size_t j = i; j < symbols.size(); ++j) {
-      if (!done[j] && hint(symbols[j]) == hint(symbols[i])) {
-        group.push_back(symbols[j]);
-        done[j] = true;
-      }
-    }
-    jit::Bindings b = hints_;
-    for (int s : group) b.values[static_cast<size_t>(s)] = hint(s) + 1;
-    bool raised = false;
-    if (!extern_sizes_follow(fn, call, *out, b, &raised)) {
-      fixed.insert(fixed.end(), group.begin(), group.end());
-      continue;
-    }
-    for (size_t k = 0; group.size() > 1 && k < group.size(); ++k) {
-      jit::Bindings one = hints_;
-      one.values[static_cast<size_t>(group[k])] = hint(group[k]) + 1;
-      if (!extern_sizes_follow(fn, call, *out, one, &raised) && !raised) fixed.push_back(group[k]);
-    }
-  }
-  for (int s : fixed) {
-    int64_t v = 0;
-    FJ_TRY(specialize(SymExpr::symbol(s, jit::SymType::Int, 2), "a size that an extern call's result depends on", &v));
-  }
-  return ok();
-}
-
-// Whether the meta run with the symbols bound as in `b` gives the sizes that `sym`
-// takes under `b`; *raised: the meta run failed (eager would raise for such sizes).
-bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const std::vector<jit::SymShape>& sym,
-                                 const jit::Bindings& b, bool* raised) {
-  ExternResult moved;
-  *raised = extern_meta(fn, call, b, &moved).failed();
-  if (*raised || moved.tensors.size() != sym.size()) return false;
-  for (size_t k = 0; k < sym.size(); ++k) {
-    if (moved.tensors[k].sizes.size() != sym[k].size()) return false;
-    for (size_t d = 0; d < sym[k].size(); ++d) {
-      const auto want = sym[k][d].eval(b);
-      if (!want || want->index() != 0 || std::get<int64_t>(*want) != moved.tensors[k].sizes[d]) return false;
-    }
-  }
-  return true;
 }
 
 // A call of a torch function that jit/ does not lower, as one ExternCall node.

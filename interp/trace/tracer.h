@@ -303,10 +303,25 @@ class Tracer {
   // grad: per operand, whether its meta tensor requires grad (empty: none does).
   Status extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::Bindings& b, ExternResult* out,
                      const std::vector<bool>& grad = {});
+  Status extern_meta_sized(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
+                           ExternResult* out, const std::vector<bool>& grad = {});
+  Status extern_meta_run(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
+                         ExternResult* out, const std::vector<bool>& grad);
+  // The meta runs of this trace by function, constant arguments and operand sizes: the
+  // layers of a network ask the same ones (a run is about a millisecond).
+  struct MetaRun {
+    PyRef fn;  // keeps the function's address from being reused while cached
+    std::optional<std::string> error;
+    ExternResult result;
+  };
+  std::unordered_map<std::string, MetaRun> meta_runs_;
   Status extern_random_ok(PyObject* fn, const std::string& name, const ExternCallArgs& call);
   // Dropout's noise in training: an extern node that draws it at run time as eager does.
   Expected<jit::NodeId> dropout_noise(const jit::SymShape& sizes, jit::DType dtype, double p);
+  // The result's sizes as expressions of the operands' (interp/torch/extern_sizes.cpp).
   Status extern_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r, std::vector<jit::SymShape>* out);
+  void extern_floor_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r,
+                          std::vector<jit::SymShape>* out, std::vector<std::vector<bool>>* learned);
   bool extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const std::vector<jit::SymShape>& sym,
                            const jit::Bindings& b, bool* raised);
 

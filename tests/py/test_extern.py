@@ -293,3 +293,74 @@ def test_a_batch_equal_to_the_channel_count_stays_symbolic():
         assert_same(cf(x, W), f(x, W))
     s = framejit.stats(f)
     assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+# ---- output sides that follow an input side through a floor ----
+
+def test_conv_and_pool_output_sides_stay_symbolic():
+    # (H + 2p - d(k-1) - 1) // s + 1 and its kin, fitted from meta runs: one compile for
+    # every image size, no guard on the input side, and compiled code runs each time.
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(6, 3, 5, 5, generator=gen)
+    wt = torch.randn(3, 4, 3, 3, generator=gen)
+
+    def conv(x, w, wt):
+        return F.conv2d(x, w, stride=2, padding=1).relu()
+
+    def conv_dilated(x, w, wt):
+        return F.conv2d(x, w, stride=3, padding=2, dilation=2) * 2
+
+    def pool_ceil(x, w, wt):
+        return F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True) + 1
+
+    def avg(x, w, wt):
+        return F.avg_pool2d(x, 2) * 2
+
+    def transposed(x, w, wt):
+        return F.conv_transpose2d(x, wt, stride=2, padding=1, output_padding=1) - 1
+
+    def upsample(x, w, wt):
+        return F.interpolate(x, scale_factor=2, mode="nearest") - 1
+
+    def conv1d(x, w, wt):
+        return F.conv1d(x[:, :, 0], w[:, :, 0], stride=2).tanh()
+
+    for fn in (conv, conv_dilated, pool_ceil, avg, transposed, upsample, conv1d):
+        compiled = framejit.compile(fn)
+        for n, h, wd in ((2, 17, 19), (3, 24, 24), (3, 31, 20), (5, 40, 33), (2, 12, 12)):
+            x = torch.randn(n, 3, h, wd, generator=gen)
+            assert_same(compiled(x, w, wt), fn(x, w, wt))
+        s = framejit.stats(fn)
+        assert (s["compiles"], s["deopts"], s["fallbacks"], s["cache_hits"]) == (1, 0, 0, 4), (fn.__name__, s)
+
+
+def test_a_feature_map_side_equal_to_the_batch_is_not_taken_for_it():
+    # At 4x4 pixels in a batch of 4, the side matched the batch size and the batch was
+    # then fixed: every new batch size or image size compiled again.
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, stride=2, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(4, 4, 3, stride=2, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(4, 2)).eval()
+    compiled = framejit.compile(net)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for n, side in ((4, 16), (2, 16), (4, 20), (3, 9)):
+            x = torch.randn(n, 3, side, side, generator=gen)
+            assert_same(compiled(x), net(x))
+    s = framejit.stats(net.forward)
+    assert (s["compiles"], s["deopts"], s["fallbacks"]) == (1, 0, 0), s
+
+
+def test_an_extern_call_that_raises_at_run_time_counts_a_deopt():
+    def f(a):
+        return torch.linalg.cholesky(a) * 2
+
+    compiled = framejit.compile(f)
+    a = torch.eye(3) * 2
+    assert_same(compiled(a), f(a))
+    with pytest.raises(torch.linalg.LinAlgError) as got:
+        compiled(-a)
+    with pytest.raises(torch.linalg.LinAlgError) as want:
+        f(-a)
+    assert str(got.value) == str(want.value)
+    assert framejit.stats(f)["deopts"] == 1
+    assert_same(compiled(a * 3), f(a * 3))
