@@ -100,7 +100,7 @@ Status Tracer::bind_arguments() {
     if (v == nullptr) continue;  // an empty cell: reading it ends the trace
     const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(code->co_localsplusnames, first_free + k));
     guards().add_closure(k, name, v);
-    cur_.fs->locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v), closure_source(name, v));
+    cur_.fs->locals[static_cast<size_t>(first_free + k)] = closure_value(name, v);
   }
   const auto& refs = guards::torch_refs();
   for (int i = 0; i < in_.num_args; ++i) {

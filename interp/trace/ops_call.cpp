@@ -399,7 +399,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     if (v == nullptr) continue;
     const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(co->co_localsplusnames, first_free + k));
     guards().add_cell(cell, name, v);
-    fs.locals[static_cast<size_t>(first_free + k)] = Value::constant(PyRef::borrow(v), closure_source(name, v));
+    fs.locals[static_cast<size_t>(first_free + k)] = closure_value(name, v);
   }
 
   const FrameCtx caller = cur_;

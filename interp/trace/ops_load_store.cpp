@@ -233,6 +233,18 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
   return ok();
 }
 
+// The content `v` of a closure cell, guarded by identity. A tensor there is a graph
+// input read from that object at each call (its values and sizes may change in
+// place); one that cannot be (it requires grad, after a graph break) stays a constant.
+Value Tracer::closure_value(const std::string& name, PyObject* v) {
+  Value out = Value::constant(PyRef::borrow(v), closure_source(name, v));
+  guards::PathRoot root;
+  root.object = v;
+  Value t;
+  if (std::optional<Status> s = path_tensor(v, root, out.source, &t); s && !s->failed()) return t;
+  return out;
+}
+
 // What the entry's guard in path slot `k` finds at each call, found now: a plan that
 // runs while it is traced (steps before a branch) reads this call's slots before any
 // check of the entry's guards has filled the new one.

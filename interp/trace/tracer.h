@@ -620,6 +620,7 @@ class Tracer {
   bool has_traced_cells(PyObject* obj) const;
   // nullopt when v is no tensor.
   std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
+  Value closure_value(const std::string& name, PyObject* v);
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
   // the same tensor (and sees what the frame wrote to it).

@@ -526,6 +526,41 @@ def test_a_module_held_in_a_closure_is_traced_into():
     assert framejit.stats(f)["compiles"] == 1
 
 
+
+def test_a_tensor_held_in_a_closure_is_a_graph_input():
+    # Read from the cell's object at each call (guarded by identity), as a module's
+    # parameter is: an extern call (conv2d), a subscript and pointwise ops take it, its
+    # values may change in place between calls, and a write inside reaches it.
+    gen = torch.Generator().manual_seed(5)
+    w = torch.randn(4, 3, 3, 3, generator=gen)
+    scale = torch.ones(4, 1, 1)
+
+    def helper(h):  # an inlined callee with the same tensor in its own closure
+        return h * scale
+
+    def f(x):
+        y = torch.nn.functional.conv2d(x, w, padding=1).relu() + w[0, 0, 0, 0]
+        scale.add_(0.5)
+        return helper(y)
+
+    w2, scale2 = w.clone(), scale.clone()
+
+    def g(x):  # the same body over its own copies, run by CPython
+        y = torch.nn.functional.conv2d(x, w2, padding=1).relu() + w2[0, 0, 0, 0]
+        scale2.add_(0.5)
+        return y * scale2
+
+    cf = framejit.compile(f)
+    for n, side in ((2, 8), (3, 11), (2, 6)):
+        x = torch.randn(n, 3, side, side, generator=gen)
+        assert_same(cf(x), g(x))
+        assert_same(scale, scale2)
+        with torch.no_grad():
+            w.mul_(-1.5)
+            w2.mul_(-1.5)
+    s = framejit.stats(f)
+    assert (s["compiles"], s["graph_breaks"], s["fallbacks"], s["deopts"]) == (1, 0, 0, 0), (s, framejit.fallbacks(f))
+
 def test_gradients_reach_a_closure_module_parameters():
     f, lin, norm = closure_model()
     x, gy = torch.randn(5, 4), torch.randn(5, 3)
