@@ -534,31 +534,28 @@ Expected<NodeId> index_positions(Backprop& r, NodeId index, const SymExpr& N, co
   return r.pw(Op::Where, {neg, shifted, flat});
 }
 
+// grad_x = hit @ gy, where hit[n, k] = [index[k] == n] is [N, K] and gy is seen as
+// [.., K, P] (P: the dims after d): a matmul, whose operands are materialized. As a
+// fused masked sum, gy (an embedding's: LayerNorm's backward, with its row sums) was
+// recomputed for each of the N rows.
 Status index_select_grad(Backprop& r) {
   if (!r.needs(0)) return ok();
   const size_t d = static_cast<size_t>(r.n.dims[0]);
-  const size_t post = r.operand(0).rank() - d - 1;  // dims after d
-  const SymExpr N = r.operand(0).sym[d];
+  const SymShape& xs = r.operand(0).sym;
+  const SymExpr N = xs[d];
   const SymExpr K = numel(r.operand(1).sym);
-  const SymExpr one = SymExpr::integer(1);
   const NodeId index = FJ_TRY(r.x(1));
   const NodeId pos = FJ_TRY(index_positions(r, index, N, K));
-  // Positions along d: [1.., N, K, 1..]; the index: [1.., 1, K, 1..]; gy: [.., 1, K, ..].
-  SymShape mask_shape(d, one), pos_shape(d, one);
-  mask_shape.insert(mask_shape.end(), {N, K});
-  pos_shape.insert(pos_shape.end(), {one, K});
-  mask_shape.insert(mask_shape.end(), post, one);
-  pos_shape.insert(pos_shape.end(), post, one);
-  const SymShape& gys = r.graph.node(r.gy).sym;
-  SymShape g_shape(gys.begin(), gys.begin() + static_cast<long>(d));
-  g_shape.insert(g_shape.end(), {one, K});
-  g_shape.insert(g_shape.end(), gys.end() - static_cast<long>(post), gys.end());
-  const NodeId io = r.graph.iota(mask_shape, static_cast<int64_t>(d));
-  const NodeId pr = FJ_TRY(r.graph.reshape(pos, pos_shape));
+  const NodeId io = r.graph.iota({N, K}, 0);
+  const NodeId pr = FJ_TRY(r.graph.reshape(pos, {SymExpr::integer(1), K}));
   const NodeId hit = FJ_TRY(r.pw(Op::Eq, {io, pr}));
   const NodeId hitf = FJ_TRY(r.graph.cast(hit, r.n.dtype));
+  SymShape g_shape(xs.begin(), xs.begin() + static_cast<long>(d));
+  g_shape.push_back(K);
+  g_shape.push_back(numel(SymShape(xs.begin() + static_cast<long>(d) + 1, xs.end())));
   const NodeId g = FJ_TRY(r.graph.reshape(r.gy, g_shape));
-  return sum_over_positions(r, hitf, g, d);
+  const NodeId prod = FJ_TRY(r.graph.matmul(hitf, g));
+  return r.acc(0, r.graph.reshape(prod, xs));
 }
 
 Status gather_grad(Backprop& r) {
