@@ -168,7 +168,8 @@ bool Tracer::extern_sizes_follow(PyObject* fn, const ExternCallArgs& call, const
 // with several (a conv's output with the input side and the kernel side), the first
 // that fits is taken: extern_sizes then fixes the others if they matter. A result
 // size that moves with none is a constant, also where it happens to equal a size (a
-// 4x4 feature map in a batch of 4). Sizes found so are marked in `learned`.
+// 4x4 feature map in a batch of 4), unless it equals a size whose move raised (tied
+// to another: not told apart). Sizes found so are marked in `learned`.
 void Tracer::extern_floor_sizes(PyObject* fn, const ExternCallArgs& call, const ExternResult& r,
                                 std::vector<jit::SymShape>* out, std::vector<std::vector<bool>>* learned) {
   std::vector<std::vector<int64_t>> base;
@@ -204,14 +205,14 @@ void Tracer::extern_floor_sizes(PyObject* fn, const ExternCallArgs& call, const 
     bool far_ran = false;
   };
   std::vector<Mover> movers;
-  bool all_ran = true;
+  std::vector<int64_t> unknown;  // the values of operand sizes whose move raised
   for (size_t k = 0; k < base.size(); ++k) {
     const jit::SymShape& sym = graph_.node(call.operands[k]).sym;
     for (size_t d = 0; d < sym.size(); ++d) {
       if (sym[d].is_constant()) continue;
       auto next = sizes_at(k, d, base[k][d] + 1);
       if (next) movers.push_back({k, d, std::move(*next), std::nullopt});
-      else all_ran = false;  // tied to another size (matmul's inner dims): not told apart here
+      else unknown.push_back(base[k][d]);  // tied to another size (matmul's inner dims): not told apart here
     }
   }
   auto far = [&](Mover& m) -> const std::optional<Sizes>& {
@@ -266,7 +267,9 @@ void Tracer::extern_floor_sizes(PyObject* fn, const ExternCallArgs& call, const 
       if (found) {
         (*out)[t][rd] = *found;
         (*learned)[t][rd] = true;
-      } else if (!moved && all_ran) {
+      } else if (!moved && std::find(unknown.begin(), unknown.end(), y0) == unknown.end()) {
+        // Not an operand size that moved alone, nor one that could not: a constant (4
+        // output channels in a batch of 4).
         (*out)[t][rd] = SymExpr::integer(y0);
         (*learned)[t][rd] = true;
       }

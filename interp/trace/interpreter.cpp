@@ -43,7 +43,7 @@ bool is_foldable(PyObject* o) {
 // A tensor input of the graph: its placeholder, with sizes that are symbols (except
 // 0 and 1) when the code is compiled with dynamic shapes.
 Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
-                            std::array<int, guards::kMaxRank>* dim_symbols) {
+                            std::array<int, guards::kMaxRank>* dim_symbols, bool static_sizes) {
   const std::optional<jit::DType> known = dtype_from_torch(meta.dtype);
   if (!known) return unsupported("tensor " + source + " has dtype " + guards::describe_object(meta.dtype) + " (not supported yet)");
   if (!meta.is_cpu) return unsupported("tensor " + source + " is not on the CPU");
@@ -61,7 +61,7 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   dim_symbols->fill(-1);
   jit::SymShape sym;
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (st_.dynamic && shape[d] >= 2) {
+    if (st_.dynamic && !static_sizes && shape[d] >= 2) {
       (*dim_symbols)[d] = new_symbol(jit::SymType::Int, shape[d], source + ".size()[" + std::to_string(d) + "]");
       sym.push_back(jit::SymExpr::symbol((*dim_symbols)[d], jit::SymType::Int, 2));
     } else {

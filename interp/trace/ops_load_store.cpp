@@ -217,7 +217,7 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
   Source child = base.source;
   child.attrs.push_back(step);
   const std::string text = source_text(child);
-  if (std::optional<Status> s = path_tensor(v, root, child, out)) return std::move(*s);
+  if (std::optional<Status> s = path_tensor(v, root, child, out, is_module_instance(base.obj.get()))) return std::move(*s);
   if (is_module_instance(v) && !committed_) {
     // By class, not identity: every layer of a stack shares one entry. The plan takes
     // this call's instance from the guard's slot; what is read below it is guarded by
@@ -268,7 +268,12 @@ bool Tracer::is_module_instance(PyObject* v) {
 
 // A tensor reached by a guarded path (an attribute, a global): a graph input read
 // from that path at every call. nullopt when v is no tensor.
-std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out) {
+// A parameter, or a tensor attribute of an nn.Module (a buffer), has constant sizes
+// (guarded), as torch.compile's: symbolic weight sizes made every head split and
+// view(-1, vocab) a floor division, which kernels then evaluate per element, for
+// sizes that do not change. Modules of one class with equal sizes still share code.
+std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out,
+                                          bool module_attr) {
   const std::string text = source_text(child);
   auto& refs = guards::torch_refs();
   imported_once(&refs.parameter_type, "torch.nn.parameter", "Parameter");
@@ -289,7 +294,8 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
     }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
-    if (Status s = tensor_input(meta, text, &n, &dims); s.failed()) return s;
+    const bool parameter = Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type);
+    if (Status s = tensor_input(meta, text, &n, &dims, parameter || module_attr); s.failed()) return s;
     for (size_t d = 0; d < meta.rank; ++d) {
       if (dims[d] >= 0) path_symbols_.insert(dims[d]);
     }

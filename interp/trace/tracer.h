@@ -131,8 +131,9 @@ class Tracer {
   // The frame's *args tuple or **kwargs dict: its length (keys) guarded, each item an
   // input found by its path below it (ops_star.cpp).
   Status bind_star_parameter(PyObject* a, const Source& src, Value* out);
+  // static_sizes: constant sizes (guarded) even with dynamic shapes, as for parameters.
   Status tensor_input(const guards::TensorMeta& meta, const std::string& source, jit::NodeId* node,
-                      std::array<int, guards::kMaxRank>* dim_symbols);
+                      std::array<int, guards::kMaxRank>* dim_symbols, bool static_sizes = false);
   // obj.name of a value the frame can find again (an argument, a global, or an
   // attribute path from one), read the plain way and guarded.
   // past_getattribute: read as object.__getattribute__ reads it (guards::object_attr),
@@ -621,7 +622,8 @@ class Tracer {
   std::vector<PyRef> cell_objects_;
   bool has_traced_cells(PyObject* obj) const;
   // nullopt when v is no tensor.
-  std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
+  std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out,
+                                    bool module_attr = false);
   Value closure_value(const std::string& name, PyObject* v);
   std::unordered_map<jit::NodeId, std::string> input_names_;  // placeholder -> its source, for guards
   // Tensor attributes read in this segment, by source: a second read of `self.w` is
