@@ -330,6 +330,20 @@ bool Tracer::is_inplace_method(const std::string& name) {
   return false;
 }
 
+std::optional<Status> Tracer::call_torch_inplace(CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !PyCFunction_Check(c.callable.obj.get()) ||
+      c.args.empty() || c.args[0].kind != ValueKind::Tensor) {
+    return std::nullopt;
+  }
+  const std::string name = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;
+  if (!is_inplace_method(name)) return std::nullopt;
+  PyObject* torch = PyImport_AddModule("torch");  // borrowed; imported long before
+  PyRef same = torch ? PyRef::steal(PyObject_GetAttrString(torch, name.c_str())) : PyRef();
+  if (!same) guards::clear_error();
+  if (same.get() != c.callable.obj.get()) return std::nullopt;  // not torch's own
+  return call_inplace_method(name, std::move(c.args), c.kw_names.get());
+}
+
 Status Tracer::call_inplace_method(const std::string& name, std::vector<Value> args, PyObject* kw_names) {
   const std::string what = "." + name + "()";
   if (args.empty() || !is_tensor(args[0])) return unsupported(what + " of " + (args.empty() ? "nothing" : describe(args[0])));

@@ -44,6 +44,7 @@ Status Tracer::op_call(const Instruction& ins) {
     std::optional<Status> e = call_extern(again);
     return e && e->ok() ? std::move(*e) : s;
   }
+  if (std::optional<Status> s = call_torch_inplace(c)) return std::move(*s);
   if (std::optional<Status> s = call_override_check(c)) return std::move(*s);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).

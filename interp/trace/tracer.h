@@ -564,6 +564,8 @@ class Tracer {
   // x.add_(y) & co: true when `name` is an in-place method the tracer records.
   static bool is_inplace_method(const std::string& name);
   Status call_inplace_method(const std::string& name, std::vector<Value> args, PyObject* kw_names);
+  // torch.relu_(x) & co: torch's function of an in-place method, traced as x.relu_().
+  std::optional<Status> call_torch_inplace(CallSite& c);
   // `lhs op= rhs` (BINARY_OP with an in-place argument) where lhs is a tensor.
   Status inplace_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status op_store_subscr(const Instruction&);

@@ -713,3 +713,37 @@ def test_returned_views_of_written_and_dynamic_inputs():
         got[0].add_(100)  # a view of a, as eager's
         assert_same(a[2], b[2] + 100)
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_torch_functions_of_inplace_methods_are_traced():
+    # torch.relu_(y) is y.relu_(): on a non-leaf that requires grad (eager does not
+    # raise), with gradients through it; on a leaf that requires grad, eager's error.
+    w = torch.randn(5, requires_grad=True)
+
+    def f(x):
+        y = x * w
+        torch.relu_(y)
+        z = y * 3
+        torch.sigmoid_(z)
+        return torch.tanh_(z * 2) + y
+
+    x = torch.randn(5)
+    got = framejit.compile(f)(x)
+    got.sum().backward()
+    g_got = w.grad.clone()
+    w.grad = None
+    want = f(x)
+    want.sum().backward()
+    assert_same(got, want)
+    assert_same(g_got, w.grad)
+    s = framejit.stats(f)
+    assert (s["graphs"], s["graph_breaks"], s["fallbacks"]) == (2, 0, 0), (s, framejit.fallbacks(f))
+
+    def g(p):
+        return torch.relu_(p)
+
+    with pytest.raises(RuntimeError) as e_got:
+        framejit.compile(g)(torch.randn(3, requires_grad=True))
+    with pytest.raises(RuntimeError) as e_want:
+        g(torch.randn(3, requires_grad=True))
+    assert str(e_got.value) == str(e_want.value)
