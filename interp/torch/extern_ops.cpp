@@ -378,23 +378,40 @@ Status Tracer::extern_meta(PyObject* fn, const ExternCallArgs& call, const jit::
   return extern_meta_sized(fn, call, sizes, out, grad);
 }
 
-// The same with each operand's sizes given.
-Status Tracer::extern_meta_sized(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
-                                 ExternResult* out, const std::vector<bool>& grad) {
-  // The constant arguments are what extern_constant takes: their repr runs no user code.
+// What identifies a call apart from its operands: the function (by identity) and
+// every constant argument, with where the operands go. The constants are what
+// extern_constant takes (numbers, strings, dtypes and the like): their repr runs no
+// user code. nullopt when a repr fails.
+namespace {
+
+std::optional<std::string> call_key(PyObject* fn, PyObject* args, PyObject* kwargs, const std::vector<ExternSlot>& slots) {
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(fn));
-  for (PyObject* part : {call.args.get(), call.kwargs.get()}) {
-    PyRef text = PyRef::steal(part ? PyObject_Repr(part) : PyUnicode_FromString("-"));
+  for (PyObject* part : {args, kwargs}) {
+    if (part == nullptr) continue;
+    PyRef text = PyRef::steal(PyObject_Repr(part));
     if (!text) {
       guards::clear_error();
-      return extern_meta_run(fn, call, sizes, out, grad);
+      return std::nullopt;
     }
     key += "|" + guards::utf8_lossy(text.get(), 1 << 20);
   }
-  for (size_t i = 0; i < call.operands.size(); ++i) {
-    const ExternSlot& sl = call.slots[i];
+  for (const ExternSlot& sl : slots) {
     key += "|" + std::to_string(sl.pos) + ":" + (sl.key ? guards::utf8_lossy(sl.key.get()) : "") + ":" +
-           std::to_string(sl.item) + ":" + std::to_string(static_cast<int>(graph_.node(call.operands[i]).dtype)) +
+           std::to_string(sl.item);
+  }
+  return key;
+}
+
+}  // namespace
+
+// The same with each operand's sizes given.
+Status Tracer::extern_meta_sized(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
+                                 ExternResult* out, const std::vector<bool>& grad) {
+  std::optional<std::string> base = call_key(fn, call.args.get(), call.kwargs.get(), call.slots);
+  if (!base) return extern_meta_run(fn, call, sizes, out, grad);
+  std::string key = std::move(*base);
+  for (size_t i = 0; i < call.operands.size(); ++i) {
+    key += "|" + std::to_string(static_cast<int>(graph_.node(call.operands[i]).dtype)) +
            (i < grad.size() && grad[i] ? "g" : "");
     for (int64_t v : sizes[i]) key += "," + std::to_string(v);
   }
@@ -513,23 +530,10 @@ Status Tracer::extern_call(const CallSite& c) {
   if (r.random) FJ_TRY(extern_random_ok(fn, name, call));
   std::vector<jit::SymShape> sym;
   FJ_TRY(extern_sizes(fn, call, r, &sym));
-  // The key: the function (by identity and name) and every constant argument, with
-  // where the operands go (constants are numbers, strings, dtypes and the like, whose
-  // repr runs no user code).
-  std::string key = name + "@" + std::to_string(reinterpret_cast<uintptr_t>(fn));
-  for (PyObject* part : {call.args.get(), call.kwargs.get()}) {
-    if (part == nullptr) continue;
-    PyRef text = PyRef::steal(PyObject_Repr(part));
-    if (!text) {
-      guards::clear_error();
-      return unsupported(name + "(): an argument has no repr");
-    }
-    key += "|" + guards::utf8_lossy(text.get(), 1 << 20);
-  }
-  for (const ExternSlot& sl : call.slots) {
-    key += "|" + std::to_string(sl.pos) + ":" + (sl.key ? guards::utf8_lossy(sl.key.get()) : "") + ":" +
-           std::to_string(sl.item);
-  }
+  // The node's key: the function's name, then call_key.
+  std::optional<std::string> called = call_key(fn, call.args.get(), call.kwargs.get(), call.slots);
+  if (!called) return unsupported(name + "(): an argument has no repr");
+  const std::string key = name + "@" + *called;
   auto tmpl = std::make_shared<CallTemplate>();
   tmpl->fn = PyRef::borrow(fn), tmpl->args = call.args, tmpl->kwargs = call.kwargs, tmpl->slots = call.slots;
   std::vector<Value> results;

@@ -154,52 +154,11 @@ Status Tracer::push_strided_view(Expected<NodeId> r, const OpCall& c) {
   return push_view(r, c.what, c.x);
 }
 
-// The sizes of view(-1, 256) of an input [b, t, s] whose s (a Linear's output size, a
-// parameter's size) is 256 now: s, guarded to stay 256, and b*t for the -1, so that
-// the dims line up with the input's. Otherwise the -1 is b*t*s // 256, and a kernel
-// reading the view as the input's shape (a backward) finds each row through a
-// division, recomputing the row's reductions for every element. Constant sizes are
-// matched from both ends of the shape, against sizes equal to them or parameter
-// sizes equal to them now (activation sizes would recompile at each new value).
-void Tracer::align_view_sizes(jit::NodeId x, jit::SymShape* sizes) {
-  const jit::SymShape in = graph_.node(x).sym;
-  size_t infer = sizes->size();
-  for (size_t i = 0; i < sizes->size(); ++i) {
-    if ((*sizes)[i].is_constant() && *(*sizes)[i].as_int() == -1) infer = i;
-  }
-  if (infer == sizes->size()) return;
-  auto matches = [&](size_t i, size_t j) {
-    SymExpr& want = (*sizes)[i];
-    if (want.same(in[j])) return true;
-    if (!want.is_constant() || in[j].is_constant() || in[j].symbols().size() != 1 ||
-        !path_symbols_.count(in[j].symbols()[0])) {
-      return false;
-    }
-    const auto v = in[j].eval(hints_);
-    if (!v || v->index() != 0 || std::get<int64_t>(*v) != *want.as_int()) return false;
-    int64_t fixed = 0;
-    if (specialize(in[j], "a view's size", &fixed).failed()) return false;
-    want = in[j];
-    return true;
-  };
-  size_t lead = 0, trail = 0;  // input dims matched at each end
-  while (lead < infer && lead < in.size() && matches(lead, lead)) ++lead;
-  while (trail < sizes->size() - infer - 1 && lead + trail < in.size() &&
-         matches(sizes->size() - 1 - trail, in.size() - 1 - trail)) {
-    ++trail;
-  }
-  if (lead != infer || trail != sizes->size() - infer - 1) return;
-  SymExpr rest = SymExpr::integer(1);
-  for (size_t j = lead; j + trail < in.size(); ++j) rest = jit::mul(rest, in[j]);
-  (*sizes)[infer] = rest;
-}
-
 // view / reshape(input, *shape): reshape copies where view would raise
 Status Tracer::view_or_reshape(const OpCall& c, bool view) {
   if (c.a[1].kind == ValueKind::Const && dtype_from_torch(c.a[1].obj.get())) return unsupported(c.what + " to a dtype");
   jit::SymShape sizes;
   FJ_TRY(sizes_arg(c.a[1], c.what, &sizes, true));
-  align_view_sizes(c.x, &sizes);
   auto r = graph_.reshape(c.x, sizes);
   if (!r) return unsupported(c.what + ": " + r.error());
   if (!reshape_is_view(c.x, graph_.node(*r).sym)) {

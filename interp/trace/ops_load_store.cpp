@@ -296,9 +296,6 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
     jit::NodeId n;
     const bool parameter = Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type);
     if (Status s = tensor_input(meta, text, &n, &dims, parameter || module_attr); s.failed()) return s;
-    for (size_t d = 0; d < meta.rank; ++d) {
-      if (dims[d] >= 0) path_symbols_.insert(dims[d]);
-    }
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     found_in_path(k, v, meta);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, k});

@@ -345,8 +345,6 @@ class Tracer {
   bool guard_inputs_contiguous(jit::NodeId n);
   // Placeholders of inputs: whether the input had the standard contiguous strides.
   std::unordered_map<jit::NodeId, bool> input_contiguous_;
-  std::unordered_set<int> path_symbols_;  // sizes of tensors read by path (parameters, buffers)
-  void align_view_sizes(jit::NodeId x, jit::SymShape* sizes);
   Status op_binary_op(const Instruction&);
   Status op_unary_negative(const Instruction&);
   Status op_unary_not(const Instruction&);

@@ -210,10 +210,10 @@ def test_movedim_symbolic_sizes_one_compile():
 
 
 def test_view_minus_one_of_a_linear_output_lines_up_with_its_dims():
-    # view(-1, 16) of a Linear's [b, t, s] output, s being the weight's size (16 now):
-    # the view is [b*t, s] with s guarded, not [b*t*s // 16, 16], whose rows a backward
-    # found by division, recomputing row reductions per element (the zoo BERT's loss
-    # with its scores returned: 200 ms a step against eager's 8).
+    # view(-1, 16) of a Linear's [b, t, 16] output (a parameter's sizes are constants):
+    # the view is [b*t, 16], not [b*t*s // 16, 16] with a symbolic s, whose rows a
+    # backward found by division, recomputing row reductions per element (the zoo
+    # BERT's loss with its scores returned: 200 ms a step against eager's 8).
     lin = torch.nn.Linear(8, 16)
     labels = torch.randint(0, 16, (12,))
 
