@@ -41,7 +41,8 @@ struct Path {
     PyRef name;          // interned; null for an index or key step
     Py_ssize_t index = -1;
     PyRef key;           // a key step
-    bool generic = false;  // a name step read as object.__getattribute__ reads it
+    bool generic = false;  // a name step read as object.__getattribute__ reads it; a key step
+                           // into a dict subclass's own storage ("{key", as dict.get reads it)
   };
   int arg = -1;          // root: argument slot, or -1 for a global
   PyRef global_name;     // root: interned name of the global
@@ -224,6 +225,7 @@ struct PathDictHas {
   Path path;
   PyRef key;  // an exact str: hashing and comparing it runs no code
   bool contains;
+  bool subclass;  // the dict may be a subclass of dict: its own storage is read
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

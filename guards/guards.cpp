@@ -153,8 +153,8 @@ void GuardSet::add_path(std::string name, const PathRoot& root, const std::vecto
 }
 
 void GuardSet::add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
-                                 PyObject* key, bool contains) {
-  guards_.push_back({PathDictHas{std::move(name), Path(root, attrs), PyRef::borrow(key), contains}});
+                                 PyObject* key, bool contains, bool subclass) {
+  guards_.push_back({PathDictHas{std::move(name), Path(root, attrs), PyRef::borrow(key), contains, subclass}});
 }
 
 void GuardSet::add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,

@@ -182,9 +182,10 @@ class GuardSet {
   // root.attrs... is `object`; `name` is its readable source ("L['self'].scale").
   void add_path(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                 PyObject* object);
-  // The exact dict at root.attrs... has (contains) or has not the str key `key`.
+  // The dict at root.attrs... (exact, or with `subclass` any dict read by its own
+  // storage) has (contains) or has not the str key `key`.
   void add_path_dict_has(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
-                         PyObject* key, bool contains);
+                         PyObject* key, bool contains, bool subclass = false);
   // Calling root.attrs....<method> reaches the function `fn` of the object's class.
   void add_path_method(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                        const std::string& method, PyObject* fn);

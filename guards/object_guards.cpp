@@ -13,7 +13,9 @@ Path::Path(const PathRoot& root, const std::vector<std::string>& attrs)
       object(PyRef::borrow(root.object)) {
   for (const std::string& a : attrs) {
     if (!a.empty() && a[0] == '#') steps.push_back({PyRef(), std::stol(a.substr(1))});
-    else if (!a.empty() && a[0] == '[') steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1))});
+    else if (!a.empty() && (a[0] == '[' || a[0] == '{')) {
+      steps.push_back({PyRef(), -1, PyRef::steal(PyUnicode_FromString(a.c_str() + 1)), a[0] == '{'});
+    }
     else if (!a.empty() && a[0] == '!') steps.push_back({interned(a.c_str() + 1), -1, PyRef(), true});
     else steps.push_back({interned(a.c_str())});
   }
@@ -34,8 +36,8 @@ PyObject* Path::walk(const CallInputs& in) const noexcept {
     if (s.name) {
       v = s.generic ? object_attr(v, s.name.get()) : plain_attr(v, s.name.get());
     } else if (s.key) {
-      if (!PyDict_CheckExact(v)) return nullptr;
-      v = PyDict_GetItemWithError(v, s.key.get());
+      if (s.generic ? !PyDict_Check(v) : !PyDict_CheckExact(v)) return nullptr;
+      v = PyDict_GetItemWithError(v, s.key.get());  // the dict's own storage: no __getitem__ runs
       if (v == nullptr) clear_error();
     } else if (PyList_CheckExact(v) && s.index < PyList_GET_SIZE(v)) {
       v = PyList_GET_ITEM(v, s.index);
@@ -111,7 +113,7 @@ std::string PathIs::text() const { return name + " is " + describe_object(object
 
 bool PathDictHas::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
-  if (v == nullptr || !PyDict_CheckExact(v)) return false;
+  if (v == nullptr || (subclass ? !PyDict_Check(v) : !PyDict_CheckExact(v))) return false;
   const int r = PyDict_Contains(v, key.get());
   if (r < 0) clear_error();
   return r == (contains ? 1 : 0);
@@ -119,7 +121,7 @@ bool PathDictHas::check(const CallInputs& in, jit::Bindings&) const noexcept {
 
 std::string PathDictHas::failure(const CallInputs& in) const {
   PyObject* v = path.walk(in);
-  if (v == nullptr || !PyDict_CheckExact(v)) return name + " is gone or no longer a dict";
+  if (v == nullptr || (subclass ? !PyDict_Check(v) : !PyDict_CheckExact(v))) return name + " is gone or no longer a dict";
   return name + (contains ? " no longer has the key " : " has the key ") + describe_object(key.get()) + " now";
 }
 

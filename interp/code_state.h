@@ -74,6 +74,8 @@ struct CodeState {
   bool fullgraph = false;           // a frame that cannot be traced raises GraphBreakError
   bool warned_cache_limit = false;
   bool direct = false;              // watched without a wrapper: every call is framejit's
+  bool nested = false;              // watched inside framejit's frames (watch_nested, hook.h)
+  bool wrapped = false;             // framejit.compile made a wrapper of its function
   unsigned long tracing_thread = 0;  // the thread tracing this code now, 0 if none (hook.cpp)
   double compile_seconds = 0;       // time spent tracing and compiling
   std::vector<std::string> recompile_reasons;  // most recent last, bounded

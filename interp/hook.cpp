@@ -24,6 +24,8 @@ compat::EvalFn g_previous_eval = nullptr;  // the evaluator ours replaced
 thread_local PyCodeObject* t_armed = nullptr;    // the code whose next frame is ours
 thread_local Recorder* t_recorder = nullptr;     // explain(): record a forced trace
 long g_direct_watched = 0;  // code objects watched without a wrapper (framejit.hook)
+long g_nested_watched = 0;  // code objects watched inside framejit's frames (watch_nested)
+thread_local int t_run_depth = 0;  // frames framejit runs on this thread, nested
 
 // Every live CodeState, and the counters of those whose code objects died.
 std::unordered_set<CodeState*>& live_states() {
@@ -39,6 +41,7 @@ void free_code_state(void* p) {
   if (p == nullptr) return;
   auto* st = static_cast<CodeState*>(p);
   if (st->direct) --g_direct_watched;
+  if (st->nested) --g_nested_watched;
   g_dropped.add(st->counters);
   live_states().erase(st);
   delete st;
@@ -71,7 +74,9 @@ void give_up(CodeState& st) {
 }
 
 void record_fallback(CodeState& st, Fallback fb) {
-  st.counters.fallbacks++;
+  // A frame watched only because a caller's trace broke inside it (watch_nested): its
+  // running in CPython is that caller's graph break, counted there already.
+  if (!st.nested) st.counters.fallbacks++;
   if (log::enabled(log::Channel::GraphBreaks)) {
     log::interp().info("fallback in {}: {} ({})", guards::utf8_lossy(st.code->co_qualname), fb.reason,
                        fb.location);
@@ -277,6 +282,14 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
     return run_in_cpython(ts, f, throwflag);
   }
   st.fallbacks_in_a_row = 0;
+  // A frame watched for a caller's break (watch_nested) whose trace compiled no graph
+  // is Python's work (a wrapper, a check): CPython runs it from now on, untraced.
+  if (st.nested && !entry->plan.graph && entry->segment_texts.empty() && t_recorder == nullptr) {
+    st.skip = true;
+    st.counters.skipped = 1;
+    tracing.reset();
+    return ran.ran ? ran.result : run_in_cpython(ts, f, throwflag);
+  }
   // The trace's own guards bind this call's symbols (they hold: the trace saw it).
   if (!ran.ran && (!entry->guards.check(in, &bindings) || !eval_scalars(entry->plan, bindings, &scalars))) {
     FJ_DEBUG_CHECK(false, "a fresh trace's guards fail on the call that made it");
@@ -316,14 +329,16 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   const bool armed = code == t_armed;
   if (armed) {
     t_armed = nullptr;
-    // The hook has done its job: unless some code is watched directly (framejit.hook),
-    // the frames this one calls get CPython's own evaluator back, with its inlined
-    // Python-to-Python calls.
-    if (g_direct_watched == 0) compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
-  } else if (!st->direct || st->skip) {
+    // The hook has done its job: unless some code is watched directly (framejit.hook)
+    // or inside framejit's frames (watch_nested), the frames this one calls get
+    // CPython's own evaluator back, with its inlined Python-to-Python calls.
+    if (g_direct_watched == 0 && g_nested_watched == 0) {
+      compat::set_eval_frame(g_previous_eval ? g_previous_eval : _PyEval_EvalFrameDefault);
+    }
+  } else if (!(st->direct || (st->nested && t_run_depth > 0)) || st->skip) {
     return eval_previous(ts, f, throwflag);
   }
-  if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && st->direct)) {
+  if (throwflag || (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR) && !armed)) {
     return compat::eval_default(ts, f, throwflag);  // resumed generators included
   }
   // Under sys.settrace / sys.setprofile (pdb, coverage.py) the frame runs in CPython,
@@ -336,7 +351,9 @@ PyObject* eval_hook(PyThreadState* ts, compat::Frame* f, int throwflag) {
   // code it calls sees it as the caller, and an error leaving it gets its traceback
   // entry (at the instruction that raised) unless CPython ran the frame and added it.
   compat::link_frame(ts, f);
+  ++t_run_depth;
   PyObject* result = run_frame(*st, ts, f, throwflag);
+  --t_run_depth;
   t_recorder = recorder;
   // A KeyboardInterrupt, SystemExit or MemoryError that framejit's own code met (and
   // set aside, guards/py_errors.h) reaches the caller, even where the frame finished.
@@ -538,6 +555,11 @@ PyObject* make_compiled_function(PyObject* fn, bool dynamic, bool fullgraph) {
   if (st == nullptr) return nullptr;
   st->dynamic = dynamic;
   st->fullgraph = fullgraph;
+  st->wrapped = true;
+  if (st->nested) {  // compiled by the user now: its calls are theirs
+    st->nested = false;
+    --g_nested_watched;
+  }
   auto* cf = PyObject_GC_New(CompiledFunction, g_cf_type);
   if (cf == nullptr) return nullptr;
   cf->fn = Py_NewRef(fn);
@@ -580,10 +602,27 @@ bool watch_code(PyCodeObject* code, bool on) {
   return true;
 }
 
+void watch_nested(PyCodeObject* code, const CodeState& caller) {
+  // Code whose calls framejit runs already (a compiled or watched function's, the
+  // caller's own) keeps its state; a generator's frames resume in CPython.
+  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) return;
+  CodeState* st = code_state(code, true);  // an inlined function's may hold its decoded bytecode
+  if (st == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (st == &caller || st->nested || st->direct || st->wrapped || st->counters.calls > 0) return;
+  st->dynamic = caller.dynamic;
+  st->fullgraph = caller.fullgraph;
+  st->nested = true;
+  ++g_nested_watched;
+  set_hook_installed(true);  // for this call's plan too; call_armed restores the evaluator
+}
+
 std::vector<CodeState*> watched_states() {
   std::vector<CodeState*> out;
   for (CodeState* st : live_states()) {
-    if (st->counters.calls > 0 || st->direct) out.push_back(st);
+    if (st->counters.calls > 0 || st->direct || st->nested) out.push_back(st);
   }
   return out;
 }

@@ -25,6 +25,11 @@ PyObject* compiled_function_target(PyObject* obj);
 // Watches a code object directly (no wrapper; framejit.hook): every call of it goes
 // through framejit while the hook stays installed. on=false stops watching.
 bool watch_code(PyCodeObject* code, bool on);
+// A function that a trace could not inline whole (a graph break inside it) runs as
+// an opaque call; from then on its own frames are framejit's wherever they run inside
+// a frame framejit runs, so the break ends up at the top of some frame, where the plan
+// resumes after it. Its state takes `caller`'s compile options.
+void watch_nested(PyCodeObject* code, const CodeState& caller);
 // Code objects that framejit has seen calls of, or watches directly.
 std::vector<CodeState*> watched_states();
 // Install / remove the hook by hand (the overhead benchmark uses this).

@@ -47,7 +47,7 @@ HANDLERS = {
     "BINARY_OP": "binary_op", "UNARY_NEGATIVE": "unary_negative", "UNARY_NOT": "unary_not",
     "UNARY_INVERT": "unary_invert", "COMPARE_OP": "compare_op", "IS_OP": "is_op",
     # containers and the stack (ops_control.cpp, torch/views.cpp)
-    "BUILD_TUPLE": "build_seq", "BUILD_LIST": "build_seq", "LIST_APPEND": "list_append",
+    "BUILD_TUPLE": "build_seq", "BUILD_LIST": "build_seq", "LIST_APPEND": "list_append", "MAP_ADD": "map_add",
     "UNPACK_SEQUENCE": "unpack_sequence", "BINARY_SUBSCR": "binary_subscr",
     "BUILD_MAP": "build_map", "BUILD_CONST_KEY_MAP": "build_map", "BUILD_SLICE": "build_slice",
     "POP_TOP": "pop_top", "COPY": "copy", "SWAP": "swap",

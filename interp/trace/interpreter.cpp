@@ -249,6 +249,9 @@ std::unique_ptr<CacheEntry> Tracer::run(Fallback* why) {
   if (s.failed()) {
     why->reason = s.error();
     why->location = last_ins_ ? location(*last_ins_) : location(cur_.code->instructions.front());
+    if (steps_ > kMaxSteps) {  // the frame as a whole is too long: where it starts, the same each time
+      why->location = guards::utf8_lossy(st_.code->co_filename) + ":" + std::to_string(st_.code->co_firstlineno);
+    }
     if (guards::restore_kept_error()) {  // KeyboardInterrupt, SystemExit, MemoryError: the caller's
       ran_ = committed_ || call_raised_;
       return nullptr;

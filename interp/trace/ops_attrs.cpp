@@ -153,17 +153,19 @@ std::optional<Status> Tracer::call_object_getattribute(const CallSite& c) {
 }
 
 // `key in d` (an exact str key) where d is an exact dict the frame finds again by its
-// path: answered now, guarded to keep that answer.
-bool Tracer::is_path_dict(const Value& d) const {
+// path: answered now, guarded to keep that answer. With `subclass`, d may be a subclass
+// of dict read by its own storage (dict.get(d, key), super().get(key) in a subclass).
+bool Tracer::is_path_dict(const Value& d, bool subclass) const {
   guards::PathRoot root;
   PyRef holder;
-  return d.kind == ValueKind::Const && !is_opaque(d) && PyDict_CheckExact(d.obj.get()) && path_root(d, &root, &holder);
+  return d.kind == ValueKind::Const && !is_opaque(d) &&
+         (subclass ? PyDict_Check(d.obj.get()) : PyDict_CheckExact(d.obj.get())) && path_root(d, &root, &holder);
 }
 
-std::optional<bool> Tracer::path_dict_contains(const Value& dict, const Value& key) {
+std::optional<bool> Tracer::path_dict_contains(const Value& dict, const Value& key, bool subclass) {
   guards::PathRoot root;
   PyRef holder;
-  if (!is_path_dict(dict) || !path_root(dict, &root, &holder) || key.kind != ValueKind::Const || is_opaque(key) ||
+  if (!is_path_dict(dict, subclass) || !path_root(dict, &root, &holder) || key.kind != ValueKind::Const || is_opaque(key) ||
       !PyUnicode_CheckExact(key.obj.get())) {
     return std::nullopt;
   }
@@ -172,7 +174,7 @@ std::optional<bool> Tracer::path_dict_contains(const Value& dict, const Value& k
     guards::clear_error();
     return std::nullopt;
   }
-  guards().add_path_dict_has(source_text(dict.source), root, dict.source.attrs, key.obj.get(), r == 1);
+  guards().add_path_dict_has(source_text(dict.source), root, dict.source.attrs, key.obj.get(), r == 1, subclass);
   return r == 1;
 }
 
@@ -232,6 +234,14 @@ Status Tracer::super_attr(const Value& sup, const std::string& name, bool method
     guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
     return inline_call(fget.get(), {self}, nullptr);
   }
+  if (Py_IS_TYPE(found, &PyMethodDescr_Type) && method) {
+    // A C method of a base type (dict.get in a dict subclass): called with the object
+    // as its first argument, as an unbound method is (BuiltinCalls answers dict.get).
+    guards().add_path_super_method(text, root, self.source.attrs, cls, name, found);
+    push(Value::constant(PyRef::borrow(found)));
+    push(self);
+    return ok();
+  }
   return unsupported("super()." + name + " is " + std::string(Py_TYPE(found)->tp_name) + " (not supported yet)");
 }
 
@@ -286,8 +296,9 @@ namespace fj::interp {
 // d[key] (get_default null) or d.get(key[, default]) of a dict read by path, with an
 // exact str key: the item found again by the step "[key" at each call, or, where the key
 // is absent (guarded so), the default (d[key] then ends the trace: CPython raises).
-std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, const Value* get_default) {
-  std::optional<bool> has = path_dict_contains(d, key);
+std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, const Value* get_default,
+                                             bool subclass) {
+  std::optional<bool> has = path_dict_contains(d, key, subclass);
   if (!has) return std::nullopt;
   if (!*has) {
     if (get_default == nullptr) return unsupported("a missing dict key (CPython raises KeyError)");
@@ -300,7 +311,7 @@ std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, c
     return unsupported("a dict item that cannot be read");
   }
   Value out;
-  FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key.obj.get()), v, &out));
+  FJ_TRY(found_at_path(d, (subclass ? "{" : "[") + guards::utf8_lossy(key.obj.get()), v, &out));
   push(std::move(out));
   return ok();
 }

@@ -26,6 +26,8 @@ struct BuiltinCalls {
   static std::optional<Status> getattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, false); }
   static std::optional<Status> list_or_tuple(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> torch_flag(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> str_or_repr(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> dict_get(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -43,6 +45,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"int", number_type}, {"float", number_type},     {"bool", number_type},
         {"super", super},     {"hasattr", hasattr},       {"getattr", getattr},
         {"list", list_or_tuple}, {"tuple", list_or_tuple},
+        {"str", str_or_repr}, {"repr", str_or_repr},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -63,6 +66,10 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
     if (PyObject* ga = name ? _PyType_Lookup(&PyBaseObject_Type, name) : nullptr) {
       (*t)[Py_NewRef(ga)] = [](Tracer& tr, const Tracer::CallSite& c) { return tr.call_object_getattribute(c); };
     }
+    Py_XDECREF(name);
+    // dict.get, unbound (super().get in a dict subclass).
+    name = PyUnicode_InternFromString("get");
+    if (PyObject* get = name ? _PyType_Lookup(&PyDict_Type, name) : nullptr) (*t)[Py_NewRef(get)] = dict_get;
     Py_XDECREF(name);
     guards::clear_error();
     return t;
@@ -309,6 +316,37 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSit
   const bool to_float = type == reinterpret_cast<PyObject*>(&PyFloat_Type);
   if (t.is_tensor(a)) FJ_TRY(t.require_tensor_attr(to_int ? "__int__" : to_float ? "__float__" : "__bool__"));
   return t.to_number(a, to_int ? jit::ScalarKind::Int : to_float ? jit::ScalarKind::Float : jit::ScalarKind::Bool);
+}
+
+// str(x) and repr(x) of a constant whose text runs no user code: a foldable constant,
+// or a class whose metaclass is type (its text is "<class 'module.qualname'>"; the
+// class is the object the trace guarded).
+std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1) return std::nullopt;
+  const Value& a = c.args[0];
+  if (a.kind != ValueKind::Const || is_opaque(a)) return std::nullopt;
+  PyObject* o = a.obj.get();
+  if (!is_foldable(o) && !(PyType_Check(o) && Py_IS_TYPE(o, &PyType_Type))) return std::nullopt;
+  const bool is_str = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyUnicode_Type);
+  PyObject* r = is_str ? PyObject_Str(o) : PyObject_Repr(o);
+  if (r == nullptr) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  t.push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// dict.get(d, key[, default]): of a dict the frame builds, its item; of a dict or a
+// subclass of dict found by path, the item in its own storage (no __getitem__ or
+// __missing__ runs), guarded by path.
+std::optional<Status> BuiltinCalls::dict_get(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 2 && c.args.size() != 3) return std::nullopt;
+  const Value& d = c.args[0];
+  if (d.kind == ValueKind::Dict) return t.call_dict_method("get", c.args);
+  if (!t.is_path_dict(d, /*subclass=*/true)) return std::nullopt;
+  const Value none = Value::constant(PyRef::borrow(Py_None));
+  return t.path_dict_item(d, c.args[1], c.args.size() == 3 ? &c.args[2] : &none, !PyDict_CheckExact(d.obj.get()));
 }
 
 // super() without arguments, in a method (Tracer::zero_arg_super).

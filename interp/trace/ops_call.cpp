@@ -159,6 +159,11 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (std::optional<Status> s = module_generator(target, c.args, c.kw_names.get())) return std::move(*s);
   const int writes = writes_;
   Status s = inline_call(target, std::move(c.args), c.kw_names.get());
+  // A call from the frame's top that could not be inlined whole runs in CPython:
+  // its own frames are then framejit's (hook.h), with the break nearer their top.
+  if (s.failed() && cur_.depth == 0 && !call_raised_) {
+    watch_nested(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(target)), st_);
+  }
   // A callee that wrote tensors in place before failing: its writes were traced,
   // so the call cannot run again as an opaque step.
   if (s.failed() && writes_ != writes) return s;

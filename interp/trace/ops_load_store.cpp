@@ -164,7 +164,7 @@ std::string source_text(const Source& s) {
                                                      : "G['" + s.name + "']";
   for (const std::string& a : s.attrs) {
     out += a[0] == '#'   ? "[" + a.substr(1) + "]"
-           : a[0] == '[' ? "['" + a.substr(1) + "']"
+           : a[0] == '[' || a[0] == '{' ? "['" + a.substr(1) + "']"
            : a[0] == '!' ? "." + a.substr(1)  // past the class's __getattribute__: reads the same
                          : "." + a;
   }
@@ -408,7 +408,8 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(out));
     return ok();
   }
-  if (owner.kind == ValueKind::Const && name == "get" && is_path_dict(owner)) {
+  if (owner.kind == ValueKind::Const && (name == "get" || name == "keys" || name == "values" || name == "items") &&
+      is_path_dict(owner)) {
     Value method = Value::tensor_method(name);  // call_dict_method answers it by path
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));

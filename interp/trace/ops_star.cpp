@@ -4,6 +4,8 @@
 // read-only methods of a dict the frame holds (kwargs.get(...), kwargs.items()).
 #include "interp/trace/tracer.h"
 
+#include <algorithm>
+
 namespace fj::interp {
 namespace {
 
@@ -232,6 +234,22 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
     if (std::optional<Status> s = path_dict_item(d, args[1], args.size() == 3 ? &args[2] : &none)) return std::move(*s);
     return unsupported("dict.get() of " + describe(d) + " with " + describe(args[1]) + " (not supported yet)");
   }
+  if (d.kind == ValueKind::Const && (name == "keys" || name == "values" || name == "items") && args.size() == 1) {
+    Value traced;  // a dict found by path: its str keys now, which it keeps (guarded), and their items
+    traced.kind = ValueKind::Dict;
+    Py_ssize_t pos = 0;
+    PyObject* key = nullptr;
+    PyObject* item = nullptr;
+    while (PyDict_Next(d.obj.get(), &pos, &key, &item)) {
+      if (!PyUnicode_CheckExact(key)) return unsupported("dict." + name + "() of a dict with a key that is not a str");
+      Value v;
+      FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key), item, &v));
+      traced.items.push_back(Value::constant(PyRef::borrow(key)));
+      traced.items.push_back(std::move(v));
+    }
+    guards().add_dict_keys(source_text(d.source), d.obj.get());
+    return call_dict_method(name, {traced});
+  }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
     if (!plain_key(args[1])) return unsupported("dict.get() with " + describe(args[1]));
     const long at = dict_find(d, args[1].obj.get());
@@ -298,6 +316,35 @@ void replace_in(std::vector<Value>& values, const Value& now) {
 Status Tracer::may_change_dict(const Value& d) const {
   if (d.source.kind == Source::Kind::Arg && (committed_ || plan_ != &entry_->plan || !plan_->steps.empty())) {
     return unsupported("a change of **kwargs after a graph break (not supported yet)");
+  }
+  const auto iterated = [&](const FrameState& fs) {
+    return std::any_of(fs.stack.begin(), fs.stack.end(),
+                       [&](const Value& v) { return v.kind == ValueKind::Iterator && v.identity == d.identity; });
+  };
+  bool looped = d.identity >= 0 && iterated(root_fs_);
+  for (const FrameState* fs : inlined_frames_) looped |= d.identity >= 0 && iterated(*fs);
+  if (looped) return unsupported("a change of a dict while a loop iterates over it (not supported yet)");
+  return ok();
+}
+
+// (dict, ...[arg - 1], key, value -- dict, ...): a dict comprehension's dict, which
+// lives only on the value stack, so it is updated in place (a later key wins).
+Status Tracer::op_map_add(const Instruction& ins) {
+  auto& stack = cur_.fs->stack;
+  const auto depth = static_cast<size_t>(ins.arg);
+  if (depth == 0 || depth + 1 >= stack.size()) return unsupported("MAP_ADD below the value stack");
+  Value& dict = stack[stack.size() - 2 - depth];
+  if (dict.kind != ValueKind::Dict || dict.obj) return unsupported("MAP_ADD to " + describe(dict));
+  const Value& key = stack[stack.size() - 2];
+  if (!plain_key(key)) return unsupported("a dict key " + describe(key) + " (not supported yet)");
+  const long at = dict_find(dict, key.obj.get());
+  Value value = pop();
+  Value k = pop();
+  if (at >= 0) {
+    dict.items[static_cast<size_t>(at) + 1] = std::move(value);
+  } else {
+    dict.items.push_back(std::move(k));
+    dict.items.push_back(std::move(value));
   }
   return ok();
 }

@@ -31,7 +31,7 @@ namespace fj::interp {
 
 constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
 constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
-constexpr int kMaxInlineDepth = 8;     // deeper calls end the trace
+constexpr int kMaxInlineDepth = 32;    // deeper calls end the trace
 
 constexpr int op(Opcode o) { return static_cast<int>(o); }
 
@@ -150,11 +150,12 @@ class Tracer {
   std::optional<Status> descriptor_attr(const Value& owner, const std::string& name, const guards::PathRoot& root);
   // An exact dict the frame finds again by its path (a class's attribute_map, an
   // instance __dict__).
-  bool is_path_dict(const Value& d) const;
+  bool is_path_dict(const Value& d, bool subclass = false) const;
   // `key in d` for such a dict and an exact str key (guarded); nullopt otherwise.
-  std::optional<bool> path_dict_contains(const Value& dict, const Value& key);
+  std::optional<bool> path_dict_contains(const Value& dict, const Value& key, bool subclass = false);
   // d[key] and d.get(key[, default]) of such a dict; nullopt when d or key is not one.
-  std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default);
+  std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default,
+                                       bool subclass = false);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Status zero_arg_super();
   Status super_attr(const Value& sup, const std::string& name, bool method);
@@ -567,6 +568,7 @@ class Tracer {
   // `lhs op= rhs` (BINARY_OP with an in-place argument) where lhs is a tensor.
   Status inplace_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status op_store_subscr(const Instruction&);
+  Status op_map_add(const Instruction&);
   Status op_store_attr(const Instruction&);
   // x[index] = value of a tensor x.
   Status setitem(const Value& x, const Value& index, const Value& value);

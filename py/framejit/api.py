@@ -118,7 +118,10 @@ def stats(fn=None):
     count as fallbacks) and skipped (nothing compiled: every call runs in CPython).
 
     With `fn`, those of fn's code object (the states are 0 or 1); without, the sums
-    over all code (the states count code objects).
+    over all code (the states count code objects). A function called from compiled
+    code whose trace broke inside it is compiled on its own from then on (when it runs
+    inside compiled code); its calls that run in CPython are that caller's graph
+    break and do not count as its fallbacks again.
     """
     return _C.stats(fn)
 

@@ -84,7 +84,7 @@ def recurse(t, n):
 
 def test_deep_recursion_falls_back_with_reason():
     def f(x):
-        return recurse(x, 20)
+        return recurse(x, 40)
 
     cf = framejit.compile(f)
     x = torch.randn(3)
@@ -92,7 +92,7 @@ def test_deep_recursion_falls_back_with_reason():
     # The call that nests too deep runs as a call step of the plan (a graph break).
     assert framejit.stats(f)["fallbacks"] == 0
     (b,) = framejit.explain(f, x).graph_breaks
-    assert "nested deeper than 8" in b.reason
+    assert "nested deeper than 32" in b.reason
 
 
 def test_shallow_recursion_is_inlined():
