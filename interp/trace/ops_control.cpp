@@ -232,11 +232,7 @@ Status Tracer::op_get_iter(const Instruction&) {
     it.identity = seq.identity;
     for (size_t j = 0; j < seq.items.size(); j += 2) it.items.push_back(seq.items[j]);
   } else if (is_path_dict(seq) && static_cast<size_t>(PyDict_GET_SIZE(seq.obj.get())) <= kMaxUnroll) {
-    // for key in d: its keys now, which it keeps (guarded)
-    guards().add_dict_keys(source_text(seq.source), seq.obj.get());
-    Py_ssize_t pos = 0;
-    PyObject* key = nullptr;
-    while (PyDict_Next(seq.obj.get(), &pos, &key, nullptr)) it.items.push_back(Value::constant(PyRef::borrow(key)));
+    for (PyRef& key : path_dict_keys(seq)) it.items.push_back(Value::constant(std::move(key)));
   } else if (is_tensor(seq)) {
     // for row in x: the views x[0], x[1], ... (Tensor.__iter__ unbinds dim 0)
     FJ_TRY(require_tensor_attr("__iter__"));

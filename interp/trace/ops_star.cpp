@@ -24,6 +24,18 @@ long dict_find(const Value& dict, PyObject* key) {
   return -1;
 }
 
+// key: value into a Dict value's items: a repeated key keeps its position and takes
+// the new value.
+void put_item(Value& dict, Value key, Value value) {
+  const long at = dict_find(dict, key.obj.get());
+  if (at >= 0) {
+    dict.items[static_cast<size_t>(at) + 1] = std::move(value);
+  } else {
+    dict.items.push_back(std::move(key));
+    dict.items.push_back(std::move(value));
+  }
+}
+
 }  // namespace
 
 // The items a star (`*x`, list(x)) unpacks, as far as the trace knows them.
@@ -235,19 +247,17 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
     return unsupported("dict.get() of " + describe(d) + " with " + describe(args[1]) + " (not supported yet)");
   }
   if (d.kind == ValueKind::Const && (name == "keys" || name == "values" || name == "items") && args.size() == 1) {
-    Value traced;  // a dict found by path: its str keys now, which it keeps (guarded), and their items
+    Value traced;  // a dict found by path: its str keys and their items, each found by path
     traced.kind = ValueKind::Dict;
-    Py_ssize_t pos = 0;
-    PyObject* key = nullptr;
-    PyObject* item = nullptr;
-    while (PyDict_Next(d.obj.get(), &pos, &key, &item)) {
-      if (!PyUnicode_CheckExact(key)) return unsupported("dict." + name + "() of a dict with a key that is not a str");
+    for (const PyRef& key : path_dict_keys(d)) {
+      if (!PyUnicode_CheckExact(key.get())) return unsupported("dict." + name + "() of a dict with a key that is not a str");
+      PyObject* item = PyDict_GetItem(d.obj.get(), key.get());
+      if (item == nullptr) return unsupported("dict." + name + "() of a dict that changed while read");
       Value v;
-      FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key), item, &v));
-      traced.items.push_back(Value::constant(PyRef::borrow(key)));
+      FJ_TRY(found_at_path(d, "[" + guards::utf8_lossy(key.get()), item, &v));
+      traced.items.push_back(Value::constant(key));
       traced.items.push_back(std::move(v));
     }
-    guards().add_dict_keys(source_text(d.source), d.obj.get());
     return call_dict_method(name, {traced});
   }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
@@ -337,16 +347,21 @@ Status Tracer::op_map_add(const Instruction& ins) {
   if (dict.kind != ValueKind::Dict || dict.obj) return unsupported("MAP_ADD to " + describe(dict));
   const Value& key = stack[stack.size() - 2];
   if (!plain_key(key)) return unsupported("a dict key " + describe(key) + " (not supported yet)");
-  const long at = dict_find(dict, key.obj.get());
   Value value = pop();
   Value k = pop();
-  if (at >= 0) {
-    dict.items[static_cast<size_t>(at) + 1] = std::move(value);
-  } else {
-    dict.items.push_back(std::move(k));
-    dict.items.push_back(std::move(value));
-  }
+  put_item(dict, std::move(k), std::move(value));
   return ok();
+}
+
+// The keys of a dict found by path (is_path_dict), in order: what it keeps (guarded).
+// Held: reading an item's tensor may release the GIL, and another thread change the dict.
+std::vector<PyRef> Tracer::path_dict_keys(const Value& d) {
+  guards().add_dict_keys(source_text(d.source), d.obj.get());
+  std::vector<PyRef> keys;
+  Py_ssize_t pos = 0;
+  PyObject* key = nullptr;
+  while (PyDict_Next(d.obj.get(), &pos, &key, nullptr)) keys.push_back(PyRef::borrow(key));
+  return keys;
 }
 
 // d[key] = value of a dict the frame built: every copy of it sees the new item.
@@ -356,13 +371,7 @@ Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
   FJ_TRY(may_change_dict(d));
   Value after = d;
   after.source = Source{};  // built from its items from now on
-  const long at = dict_find(after, key.obj.get());
-  if (at >= 0) {
-    after.items[static_cast<size_t>(at) + 1] = std::move(value);
-  } else {
-    after.items.push_back(key);
-    after.items.push_back(std::move(value));
-  }
+  put_item(after, key, std::move(value));
   replace_everywhere(after);
   return ok();
 }

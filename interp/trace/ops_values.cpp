@@ -274,8 +274,7 @@ Status Tracer::truth(const Value& v, bool* out) {
     return ok();
   }
   if (is_path_dict(v)) {  // `d or {}`: the dict keeps its keys (guarded), so its truth
-    guards().add_dict_keys(source_text(v.source), v.obj.get());
-    *out = PyDict_GET_SIZE(v.obj.get()) != 0;
+    *out = !path_dict_keys(v).empty();
     return ok();
   }
   if (v.kind != ValueKind::Const || is_opaque(v) || !is_foldable(v.obj.get())) {

@@ -156,6 +156,7 @@ class Tracer {
   // d[key] and d.get(key[, default]) of such a dict; nullopt when d or key is not one.
   std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default,
                                        bool subclass = false);
+  std::vector<PyRef> path_dict_keys(const Value& d);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Status zero_arg_super();
   Status super_attr(const Value& sup, const std::string& name, bool method);
