@@ -12,6 +12,9 @@
 //   CheckGuards what the trace read after an opaque call, checked at that point
 //   Branch      on a one-element tensor's truth: each outcome continues in a Plan of
 //               its own, traced the first time that outcome occurs
+// A Call whose result fails its check (a tensor of other sizes, another number) goes
+// on in the Plan traced for that kind of result (CallOutcomes), traced the first time
+// one occurs, up to cache_limit of them; past that the rest runs in CPython (deopt).
 //   Deopt       the rest of the frame runs in CPython: the frame's locals and stack
 //               are rebuilt from the plan's values and CPython resumes it mid-code
 //   View        a register made a view of an input or of another register (a tensor
@@ -119,6 +122,18 @@ struct BranchTargets {
   std::shared_ptr<const ResumePoint> resume;
 };
 
+// The continuations of an opaque call for results its check rejects: each traced the
+// first time a result that none of them accepts occurs.
+struct CallOutcomes {
+  struct Outcome {
+    ResultCheck check;
+    std::shared_ptr<Plan> next;
+  };
+  std::vector<Outcome> seen;
+  int traced = 0;                             // continuations traced, kept or not
+  std::shared_ptr<const ResumePoint> resume;  // the state after the call, its result popped
+};
+
 struct PlanStep {
   enum class Kind : uint8_t { RunGraph, Call, CheckGuards, Branch, Deopt, View } kind = Kind::RunGraph;
   Segment seg;                             // RunGraph
@@ -135,6 +150,7 @@ struct PlanStep {
   int num_memos = 0;                       // Call: tuples and lists its arguments repeat
   PlanValue cond;                          // Branch: a one-element tensor
   std::shared_ptr<BranchTargets> branch;   // Branch
+  std::shared_ptr<CallOutcomes> outcomes;  // Call: continuations for other results
 };
 
 // The autograd half of a plan whose graph reads tensors that require grad (with grad

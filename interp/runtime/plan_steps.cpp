@@ -105,7 +105,7 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       set_reg(run, step.result_reg, PyRef::steal(r));
       if (!result_matches(step.check, r)) {
         if (log::enabled(log::Channel::GraphBreaks)) {
-          log::interp().info("plan: an opaque call's result differs from the traced one; the rest runs in CPython");
+          log::interp().info("plan: an opaque call's result differs from the traced one");
         }
         *deopt = step.deopt.get();
         return false;
@@ -156,6 +156,20 @@ PyObject* run_tail(const Plan& plan, PlanRun& run) {
   return build_value(plan.ret, run, outs, memo);
 }
 
+// The call's result failed the traced check: the rest goes on in the continuation
+// traced for such a result, traced now if there is none and room for one.
+static PyObject* run_call_outcome(const PlanStep& step, PlanRun& run) {
+  CallOutcomes& outcomes = *step.outcomes;
+  PyObject* r = run.regs[static_cast<size_t>(step.result_reg)].get();
+  for (const CallOutcomes::Outcome& o : outcomes.seen) {
+    if (result_matches(o.check, r)) return run_steps(*o.next, run);
+  }
+  if (outcomes.resume && run.st != nullptr && outcomes.traced + 1 < config().cache_limit) {
+    return trace_call_outcome(outcomes, step.result_reg, run);
+  }
+  return resume_in_cpython(*step.deopt, run);
+}
+
 PyObject* run_steps(const Plan& plan, PlanRun& run) {
   for (const PlanStep& step : plan.steps) {
     switch (step.kind) {
@@ -164,7 +178,10 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
       case PlanStep::Kind::CheckGuards:
       case PlanStep::Kind::View: {
         const DeoptState* deopt = nullptr;
-        if (!run_step(step, run, &deopt)) return deopt ? resume_in_cpython(*deopt, run) : nullptr;
+        if (!run_step(step, run, &deopt)) {
+          if (deopt != nullptr && step.outcomes) return run_call_outcome(step, run);
+          return deopt ? resume_in_cpython(*deopt, run) : nullptr;
+        }
         // The call started a debugger on this frame (breakpoint()): the rest runs in
         // CPython, which gives the debugger its line events.
         if (step.kind == PlanStep::Kind::Call && step.deopt && run.frame != nullptr &&

@@ -411,6 +411,45 @@ Status Tracer::flush_block_guards() {
   return ok();
 }
 
+// An opaque call's result in register `reg` as the trace goes on with it, and the
+// check that a later call's result must pass for that trace to hold: None, a CPU
+// tensor (a new placeholder of its dtype and sizes) and exact numbers and strings are
+// checked; any other object is opaque (only passed on, returned or raised).
+void Tracer::call_result(int reg, ResultCheck* check, Value* out) {
+  PyObject* r = run_->regs[static_cast<size_t>(reg)].get();
+  guards::TensorMeta meta;
+  std::optional<jit::DType> dtype;
+  if (r == Py_None) {
+    check->kind = ResultCheck::Kind::Is;
+    check->obj = PyRef::borrow(r);
+    *out = Value::constant(PyRef::borrow(r));
+  } else if (Py_TYPE(r) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type) &&
+             guards::read_tensor_meta(r, &meta, nullptr) && meta.is_cpu && !meta.requires_grad &&
+             (dtype = dtype_from_torch(meta.dtype))) {
+    check->kind = ResultCheck::Kind::Tensor;
+    check->meta = meta;
+    check->contiguous = is_contiguous(meta);
+    jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
+    jit::SymShape sym;
+    for (int64_t d : shape) sym.push_back(jit::SymExpr::integer(d));
+    *out = Value::tensor(graph_.placeholder(*dtype, shape, std::move(sym)));
+    // A strided result (x.t() of the callee's): a view() that merges its dims ends the
+    // trace, as eager raises; a contiguous one must stay so at each call (the check).
+    if (!check->contiguous) mark_noncontig(out->node);
+    placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, reg});
+  } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
+    check->kind = ResultCheck::Kind::Equals;
+    check->obj = PyRef::borrow(r);
+    *out = Value::constant(PyRef::borrow(r));
+  } else {
+    guards::clear_error();
+    *out = Value::constant(PyRef::borrow(r));
+    out->opaque = true;
+  }
+  // However the trace uses it, a resumed frame gets this call's own result.
+  if (out->kind == ValueKind::Const) out->reg = reg;
+}
+
 // ---- breaks ----
 
 Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure,
@@ -455,39 +494,10 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
     call_raised_ = true;
     return unsupported(what + " raised");
   }
-  PyObject* r = run_->regs[static_cast<size_t>(step.result_reg)].get();
   // The trace goes on with the result as it is now; the plan checks it at each call.
+  const size_t num_inputs = placeholder_slot_.size();
   Value result;
-  guards::TensorMeta meta;
-  std::optional<jit::DType> dtype;
-  if (r == Py_None) {
-    step.check.kind = ResultCheck::Kind::Is;
-    step.check.obj = PyRef::borrow(r);
-    result = Value::constant(PyRef::borrow(r));
-  } else if (Py_TYPE(r) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type) &&
-             guards::read_tensor_meta(r, &meta, nullptr) && meta.is_cpu && !meta.requires_grad &&
-             (dtype = dtype_from_torch(meta.dtype))) {
-    step.check.kind = ResultCheck::Kind::Tensor;
-    step.check.meta = meta;
-    step.check.contiguous = is_contiguous(meta);
-    jit::Shape shape(meta.sizes.begin(), meta.sizes.begin() + meta.rank);
-    jit::SymShape sym;
-    for (int64_t d : shape) sym.push_back(jit::SymExpr::integer(d));
-    result = Value::tensor(graph_.placeholder(*dtype, shape, std::move(sym)));
-    // A strided result (x.t() of the callee's): a view() that merges its dims ends the
-    // trace, as eager raises; a contiguous one must stay so at each call (the check).
-    if (!step.check.contiguous) mark_noncontig(result.node);
-    placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, step.result_reg});
-  } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
-    step.check.kind = ResultCheck::Kind::Equals;
-    step.check.obj = PyRef::borrow(r);
-    result = Value::constant(PyRef::borrow(r));
-  } else {
-    guards::clear_error();
-    result = Value::constant(PyRef::borrow(r));
-    result.opaque = true;  // only passed on, returned, or raised
-    result.reg = step.result_reg;
-  }
+  call_result(step.result_reg, &step.check, &result);
   // Lists the callee received (or could reach: the arguments) may have changed: from
   // now on they are those objects.
   {
@@ -508,8 +518,11 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
       v = std::move(o);
     });
   }
-  // However the trace uses it, a resumed frame gets this call's own result.
-  if (result.kind == ValueKind::Const) result.reg = step.result_reg;
+  // Another result goes on in a continuation of its own, traced from here.
+  if (step.check.kind != ResultCheck::Kind::Any) {
+    step.outcomes = std::make_shared<CallOutcomes>();
+    step.outcomes->resume = resume_point(num_inputs, root_fs_.pc + 1);
+  }
   push(std::move(result));
   if (!pure) committed_ = true;
   if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
@@ -549,22 +562,13 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
     guards::clear_error();
     return unsupported("the truth value of a tensor raised");
   }
-  auto rp = std::make_shared<ResumePoint>();
-  rp->state = root_fs_;
-  for (size_t i = 0; i < placeholder_slot_.size(); ++i) {
-    const jit::Node& p = graph_.node(static_cast<jit::NodeId>(i));
-    rp->inputs.push_back({placeholder_slot_[i], p.dtype, p.sym, may_be_noncontig(static_cast<jit::NodeId>(i))});
-  }
-  rp->symbol_sources = symbol_sources_;
-  rp->next_identity = next_identity_;
-  rp->iterated_lists = iterated_lists_;
-  rp->num_regs = num_regs_;
   auto targets = std::make_shared<BranchTargets>();
+  size_t pc[2];
   for (int o = 0; o < 2; ++o) {
-    rp->pc[o] = (o == 1) == jump_if ? static_cast<size_t>(target) : root_fs_.pc + 1;
-    targets->offset[o] = cur_.code->instructions[rp->pc[o]].offset;
+    pc[o] = (o == 1) == jump_if ? static_cast<size_t>(target) : root_fs_.pc + 1;
+    targets->offset[o] = cur_.code->instructions[pc[o]].offset;
   }
-  targets->resume = rp;
+  targets->resume = resume_point(placeholder_slot_.size(), pc[0], pc[1]);
   FJ_TRY(save_state(root_fs_, root_fs_.pc, "a branch outcome", &step.deopt));
   step.branch = targets;
   auto next = std::make_shared<Plan>();
@@ -573,6 +577,24 @@ Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   plan_->steps.push_back(std::move(step));
   plan_ = next.get();
   return (truth == 1) == jump_if ? jump_to(ins.target) : ok();
+}
+
+// The tracer's state now, with the first `num_inputs` placeholders, to trace from
+// later, at `pc` (or at pc_true for a branch's true outcome).
+std::shared_ptr<ResumePoint> Tracer::resume_point(size_t num_inputs, size_t pc, std::optional<size_t> pc_true) const {
+  auto rp = std::make_shared<ResumePoint>();
+  rp->state = root_fs_;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    const jit::Node& p = graph_.node(static_cast<jit::NodeId>(i));
+    rp->inputs.push_back({placeholder_slot_[i], p.dtype, p.sym, may_be_noncontig(static_cast<jit::NodeId>(i))});
+  }
+  rp->symbol_sources = symbol_sources_;
+  rp->next_identity = next_identity_;
+  rp->iterated_lists = iterated_lists_;
+  rp->num_regs = num_regs_;
+  rp->pc[0] = pc;
+  rp->pc[1] = pc_true.value_or(pc);
+  return rp;
 }
 
 // ---- the end of a trace that has run steps ----
@@ -625,10 +647,12 @@ void Tracer::run_final() {
   if (!result_ && !PyErr_Occurred()) ran_ = false;
 }
 
-PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
-  const ResumePoint& rp = *targets.resume;
+// Traces on from a saved state, on a cache hit's call: `enter` completes the state
+// (a call's new result); the plan traced is run now and, when whole, kept in *traced.
+PyObject* Tracer::trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, const std::function<void()>& enter,
+                             std::shared_ptr<Plan>* traced) {
   continuation_ = true;
-  committed_ = true;  // whatever happened before the branch, it happened
+  committed_ = true;  // whatever happened before the branch or call, it happened
   run_ = &run;
   hints_ = run.b;
   symbol_sources_ = rp.symbol_sources;
@@ -636,11 +660,11 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   iterated_lists_ = rp.iterated_lists;
   num_regs_ = rp.num_regs;
   root_fs_ = rp.state;
-  root_fs_.pc = rp.pc[outcome];
-  // The saved state holds the objects of the call that traced the branch; this call's
+  root_fs_.pc = pc;
+  // The saved state holds the objects of the call that traced it; this call's
   // arguments and modules (guarded by class) may be other objects of the same kind.
-  // The outcome is traced with this call's own, so that what it reads (and guards)
-  // is what this call sees.
+  // The rest is traced with this call's own, so that what it reads (and guards) is
+  // what this call sees.
   std::vector<Value*> roots = state_roots(root_fs_);
   walk_values(roots, [&](Value& v) {
     if (v.kind != ValueKind::Const || v.reg >= 0) return;
@@ -662,10 +686,11 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
     if (in.noncontig) mark_noncontig(p);
     placeholder_slot_.push_back(in.ref);
   }
+  enter();
   auto plan = std::make_shared<Plan>();
   plan_ = plan.get();
   block_guards_ = std::make_shared<guards::GuardSet>();
-  Status s = save_state(root_fs_, root_fs_.pc, "a new branch outcome", &after_call_);
+  Status s = save_state(root_fs_, root_fs_.pc, "a new continuation", &after_call_);
   snapshot_ = root_fs_;
   snapshot_mark_ = graph_.mark();
   Value ret;
@@ -685,9 +710,36 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
     }
     result_ = PyRef();
   }
-  if (complete && !resume_at_ && !targets.next[outcome]) targets.next[outcome] = plan;
+  if (complete && !resume_at_) *traced = plan;
   st_.counters.graphs += graphs_compiled_;
   return result_.release();
+}
+
+PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
+  std::shared_ptr<Plan> traced;
+  PyObject* r = trace_from(*targets.resume, targets.resume->pc[outcome], run, [] {}, &traced);
+  if (traced && !targets.next[outcome]) targets.next[outcome] = traced;
+  return r;
+}
+
+PyObject* Tracer::resume_call(CallOutcomes& outcomes, int result_reg, PlanRun& run) {
+  ResultCheck check;
+  std::shared_ptr<Plan> traced;
+  outcomes.traced++;
+  PyObject* r = trace_from(*outcomes.resume, outcomes.resume->pc[0], run, [&] {
+    Value result;
+    call_result(result_reg, &check, &result);
+    push(std::move(result));
+  }, &traced);
+  if (traced) {
+    outcomes.seen.push_back({std::move(check), traced});
+    st_.counters.recompiles++;
+    if (log::enabled(log::Channel::Recompiles)) {
+      log::interp().info("recompile: {} goes on after a graph break with a new kind of result ({} traced)",
+                         guards::utf8_lossy(st_.code->co_qualname), outcomes.traced + 1);
+    }
+  }
+  return r;
 }
 
 PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run) {
@@ -698,6 +750,16 @@ PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run
   }
   Tracer tracer(*run.st, run.frame, run.in, **code);
   return tracer.resume(targets, outcome, run);
+}
+
+PyObject* trace_call_outcome(CallOutcomes& outcomes, int result_reg, PlanRun& run) {
+  Expected<const DecodedCode*> code = decoded_code(run.st->code);
+  if (code.failed()) {
+    PyErr_Format(PyExc_RuntimeError, "framejit: cannot trace after a graph break: %s", code.error().c_str());
+    return nullptr;
+  }
+  Tracer tracer(*run.st, run.frame, run.in, **code);
+  return tracer.resume_call(outcomes, result_reg, run);
 }
 
 }  // namespace fj::interp

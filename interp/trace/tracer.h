@@ -14,6 +14,7 @@
 
 #include <array>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,7 +76,8 @@ struct ExternSlot {
   int item = -1;
 };
 
-// The tracer's state at a plan branch, for tracing the other outcome later.
+// The tracer's state at a plan branch or after an opaque call, for tracing another
+// outcome or result from there later.
 struct ResumePoint {
   FrameState state;  // the root frame after the branch popped its condition
   struct Input {
@@ -89,7 +91,8 @@ struct ResumePoint {
   int next_identity = 0;
   std::unordered_set<int> iterated_lists;  // Tracer::iterated_lists_ then
   int num_regs = 0;
-  size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues
+  size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues;
+                          // after a call, both the next instruction
 };
 
 // How a Value becomes a PlanValue (return values, call arguments, saved frame states).
@@ -115,6 +118,9 @@ class Tracer {
   std::unique_ptr<CacheEntry> run(Fallback* why);
   // Traces a branch's outcome from its saved state, runs it on `run`, attaches it.
   PyObject* resume(BranchTargets& targets, int outcome, PlanRun& run);
+  // Traces the continuation of an opaque call for this run's result, runs it, and
+  // adds it to `outcomes`.
+  PyObject* resume_call(CallOutcomes& outcomes, int result_reg, PlanRun& run);
   bool ran_ = false;     // the trace ran the call itself (plans with steps)
   PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
@@ -186,7 +192,12 @@ class Tracer {
   Status convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status cut(std::vector<Value*> extra);
   Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
+  void call_result(int reg, ResultCheck* check, Value* out);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
+  std::shared_ptr<ResumePoint> resume_point(size_t num_inputs, size_t pc,
+                                            std::optional<size_t> pc_true = std::nullopt) const;
+  PyObject* trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, const std::function<void()>& enter,
+                       std::shared_ptr<Plan>* traced);
   Status flush_block_guards();
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
   bool end_with_deopt(const Status& why);

@@ -299,24 +299,83 @@ def _untraceable(x):
     return torch.tensor([float(v) for v in x.tolist()])  # .tolist(): a graph break
 
 
-def test_a_deopt_after_a_break_is_counted():
+def test_a_new_result_after_a_break_is_traced_not_left_to_cpython():
     # The break's result has the traced size only for the first length: each other
-    # length runs the rest of the frame in CPython, and each such call is a deopt.
+    # length gets a continuation of its own, traced once (a recompile), then reused.
     def f(x):
         y = _untraceable(x)
         return y * 2 + x
 
     cf = framejit.compile(f)
-    lengths = (3, 4, 5, 3)
     with torch.no_grad():
-        for n in lengths:
+        for n in (3, 4, 5, 3, 4, 5):
             x = torch.randn(n)
             assert_same(cf(x), f(x))
     st = framejit.stats(f)
-    assert st["cache_hits"] == 3, st
-    assert st["deopts"] >= 1, st  # at least the lengths 4 and 5 (deopts are not silent)
-    assert st["deopts"] <= 2, st  # never the length the trace saw
-    assert framejit.stats()["deopts"] >= st["deopts"]
+    assert (st["compiles"], st["cache_hits"], st["deopts"]) == (1, 5, 0), st
+    assert st["recompiles"] == 2, st  # lengths 4 and 5, once each
+
+
+def test_a_sweep_of_lengths_after_a_break_has_no_deopts():
+    def f(x):
+        y = _untraceable(x)  # a break whose result's size is the length's
+        z = torch.sigmoid(y) * x
+        print("mid", z.shape[0])  # a second break, inside each continuation
+        return z + 1
+
+    cf = framejit.compile(f)
+    lengths = (2, 3, 5, 8, 13, 21, 34)  # cache_limit (8) continuations at most
+    import contextlib, io
+    with torch.no_grad():
+        for _ in range(2):
+            for n in lengths:
+                x = torch.randn(n)
+                with contextlib.redirect_stdout(io.StringIO()) as got:
+                    r = cf(x)
+                with contextlib.redirect_stdout(io.StringIO()) as want:
+                    e = f(x)
+                assert_same(r, e)
+                assert got.getvalue() == want.getvalue()
+    st = framejit.stats(f)
+    assert (st["compiles"], st["deopts"], st["fallbacks"]) == (1, 0, 0), st
+    assert st["recompiles"] == len(lengths) - 1, st  # the second sweep traces nothing
+
+
+def test_past_cache_limit_a_new_result_deopts():
+    def f(x):
+        y = _untraceable(x)
+        return y * 2 + x
+
+    old = framejit.config.cache_limit
+    framejit.config.cache_limit = 3
+    try:
+        cf = framejit.compile(f)
+        with torch.no_grad():
+            for n in (2, 3, 4, 5, 6, 2, 4):
+                x = torch.randn(n)
+                assert_same(cf(x), f(x))
+        st = framejit.stats(f)
+        assert st["recompiles"] == 2, st  # lengths 3 and 4: three continuations in all
+        assert st["deopts"] == 2, st      # lengths 5 and 6 run the rest in CPython, counted
+    finally:
+        framejit.config.cache_limit = old
+
+
+def test_a_number_returned_by_a_break_gets_a_continuation_per_value():
+    def count(x):
+        return len(x.tolist())  # an int the trace goes on with as a constant
+
+    def f(x):
+        n = count(x)
+        return x * n + (n > 3)
+
+    cf = framejit.compile(f)
+    with torch.no_grad():
+        for n in (2, 5, 2, 5, 7):
+            x = torch.randn(n)
+            assert_same(cf(x), f(x))
+    st = framejit.stats(f)
+    assert (st["compiles"], st["recompiles"], st["deopts"]) == (1, 2, 0), st
 
 
 def test_a_deopt_is_logged_under_recompiles():
@@ -326,13 +385,15 @@ def test_a_deopt_is_logged_under_recompiles():
         "    return torch.tensor([float(v) for v in x.tolist()])\n"
         "def f(x):\n"
         "    return g(x) * 2 + x\n"
+        "framejit.config.cache_limit = 2\n"
         "cf = framejit.compile(f)\n"
         "with torch.no_grad():\n"
-        "    cf(torch.ones(3)); r = cf(torch.ones(4))\n"
-        "assert torch.equal(r, torch.ones(4) * 3), r\n",
+        "    cf(torch.ones(3)); cf(torch.ones(4)); r = cf(torch.ones(5))\n"
+        "assert torch.equal(r, torch.ones(5) * 3), r\n",
         env={"FRAMEJIT_LOG": "recompiles"})
     assert out.returncode == 0, out.stderr
-    assert "deopt: resuming f in CPython" in out.stderr, out.stderr
+    assert "recompile: f goes on after a graph break with a new kind of result" in out.stderr, out.stderr
+    assert "deopt: resuming f in CPython" in out.stderr, out.stderr  # past cache_limit
 
 
 def test_cache_limit_counts_structures_and_keeps_working_entries():
