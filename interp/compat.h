@@ -48,6 +48,12 @@ inline PyObject* frame_builtins(Frame* f) { return f->f_builtins; }
 // At entry (before COPY_FREE_VARS / MAKE_CELL run) localsplus holds the bound
 // arguments; later slots are NULL.
 inline PyObject* frame_local(Frame* f, int i) { return f->localsplus[i]; }
+// Local i of `co` is a cell variable (a closure of the code reads it; MAKE_CELL makes
+// its cell), as opposed to a plain local or a free variable.
+inline bool is_cell_var(PyCodeObject* co, int i) {
+  const _PyLocals_Kind k = _PyLocals_GetKind(co->co_localspluskinds, i);
+  return (k & CO_FAST_CELL) != 0 && (k & CO_FAST_FREE) == 0;
+}
 
 inline PyObject* eval_default(PyThreadState* ts, Frame* f, int throwflag) {
   return _PyEval_EvalFrameDefault(ts, f, throwflag);

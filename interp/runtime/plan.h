@@ -46,7 +46,7 @@ struct PlanValue {
                                 // Reg: the register; Iter: when >= 0, the iterator is of the
                                 // list items[0], advanced this many items
   int memo = -1;                // Tuple, List, Dict: where the built object is remembered for Repeat
-  int reg = -1;                 // List passed to an opaque call: the built list is also kept here;
+  int reg = -1;                 // List or Dict passed to an opaque call: the built object is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)
   PyRef obj;                    // Const; Tuple: when set, the type built from the tuple
                                 // (torch.return_types.max)
@@ -218,6 +218,8 @@ PyObject* run_plan(const Plan& plan, const guards::CallInputs& in, const jit::Bi
 // reference (or true), or nullptr (false) with a Python error set, unless said otherwise.
 // plan_steps.cpp: runs the plan's steps and then its final graph and return value.
 PyObject* run_steps(const Plan& plan, PlanRun& run);
+// Register `reg` of the running plan holds `value` from now on.
+void set_reg(PlanRun& run, int reg, PyRef value);
 // Runs one step (not Branch or Deopt); false with a Python error set, or with
 // *deopt set when a check failed and the rest must run in CPython.
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt);

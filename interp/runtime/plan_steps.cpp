@@ -21,11 +21,6 @@ bool scalars_of(const std::vector<jit::SymExpr>& exprs, const jit::Bindings& b, 
   return true;
 }
 
-void set_reg(PlanRun& run, int reg, PyRef value) {
-  if (run.regs.size() <= static_cast<size_t>(reg)) run.regs.resize(static_cast<size_t>(reg) + 1);
-  run.regs[static_cast<size_t>(reg)] = std::move(value);
-}
-
 // Does an opaque call's result still look like the one the trace continued with?
 bool result_matches(const ResultCheck& c, PyObject* r) {
   switch (c.kind) {
@@ -81,6 +76,11 @@ bool is_contiguous(const guards::TensorMeta& m) {
     expected *= m.sizes[d];
   }
   return true;
+}
+
+void set_reg(PlanRun& run, int reg, PyRef value) {
+  if (run.regs.size() <= static_cast<size_t>(reg)) run.regs.resize(static_cast<size_t>(reg) + 1);
+  run.regs[static_cast<size_t>(reg)] = std::move(value);
 }
 
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
@@ -240,6 +240,14 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
     if (state.locals[i].kind == PlanValue::Kind::Null) continue;
     locals[i] = build_value(state.locals[i], run, no_outs, memo);
     if (locals[i] == nullptr) return release(), nullptr;
+  }
+  // Cell variables hold cells (MAKE_CELL has run by now): new ones, since no closure
+  // the traced part made can outlive it (Tracer::can_resume).
+  for (int i = 0; i < n - co->co_nfreevars; ++i) {
+    if (!compat::is_cell_var(co, i)) continue;
+    PyObject* cell = PyCell_New(locals[static_cast<size_t>(i)]);
+    if (cell == nullptr) return release(), nullptr;
+    Py_XSETREF(locals[static_cast<size_t>(i)], cell);
   }
   // Free variables hold the closure's cells (COPY_FREE_VARS has run by now).
   PyObject* closure = compat::frame_func(f)->func_closure;

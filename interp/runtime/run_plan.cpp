@@ -224,6 +224,7 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
         }
       }
       if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = d;
+      if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(d));
       return d;
     }
     case PlanValue::Kind::Tuple:
@@ -247,10 +248,7 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
         if (seq == nullptr) return nullptr;
       }
       if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = seq;  // borrowed: the result holds it
-      if (v.reg >= 0) {
-        if (run.regs.size() <= static_cast<size_t>(v.reg)) run.regs.resize(static_cast<size_t>(v.reg) + 1);
-        run.regs[static_cast<size_t>(v.reg)] = PyRef::borrow(seq);
-      }
+      if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(seq));
       return seq;
     }
   }

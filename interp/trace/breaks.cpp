@@ -44,16 +44,19 @@ jit::DType item_dtype(jit::ScalarKind k) {
 Status Tracer::can_resume() const {
   if (st_.fullgraph) return Error{"fullgraph=True"};
   if (cur_.depth != 0) return Error{"inside an inlined call"};
-  if (st_.code->co_ncellvars > 0) return Error{"the frame has cell variables"};
   if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
-  bool grad_block = false, slice = false;
+  bool grad_block = false, slice = false, closure = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
     grad_block |= v.kind == ValueKind::GradModeExit;
     slice |= v.kind == ValueKind::Slice;
+    // A function made here over the frame's cells holds stand-in cells (op_load_closure),
+    // not the ones CPython's frame gets when it resumes.
+    closure |= v.kind == ValueKind::Const && v.fresh && v.obj && has_traced_cells(v.obj.get());
   });
   if (grad_block) return Error{"inside a with block"};
   if (slice) return Error{"with a symbolic slice on the stack"};
+  if (closure) return Error{"with a closure over the frame's variables alive"};
   return ok();
 }
 
@@ -205,10 +208,7 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
               : v.kind == ValueKind::Dict ? PlanValue::Kind::Dict
               : v.torch_size              ? PlanValue::Kind::Size
                                           : PlanValue::Kind::Tuple;
-  if (v.kind == ValueKind::Dict && ctx.next_reg != nullptr) {
-    return unsupported("a dict passed to an opaque call (not supported yet)");
-  }
-  if (v.kind == ValueKind::List && ctx.next_reg != nullptr) {  // the callee may change it
+  if ((v.kind == ValueKind::List || v.kind == ValueKind::Dict) && ctx.next_reg != nullptr) {  // the callee may change it
     out->reg = (*ctx.next_reg)++;
     if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
   }
@@ -509,7 +509,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
         v = std::move(o);
         return;
       }
-      if (v.kind != ValueKind::List || v.identity < 0) return;
+      if ((v.kind != ValueKind::List && v.kind != ValueKind::Dict) || v.identity < 0) return;
       auto it = ctx.list_regs.find(v.identity);
       if (it == ctx.list_regs.end()) return;
       Value o = Value::constant(run_->regs[static_cast<size_t>(it->second)]);
@@ -615,7 +615,7 @@ bool Tracer::end_with_deopt(const Status& why) {
   // What the graph recorded from there on (a size equality that fails, a check of
   // int()) belongs to ops that CPython runs now, not to this segment.
   graph_.roll_back(snapshot_mark_);
-  if (can_resume().failed()) return false;
+  if (can_resume().failed()) return deopt_after_last_call(why);
   if (cut({}).failed()) {
     // The segment itself failed (an int() of NaN before this instruction): CPython
     // redoes it from the last opaque call on, and raises as eager does.
@@ -635,6 +635,23 @@ bool Tracer::end_with_deopt(const Status& why) {
   entry_->breaks.push_back({reason, location(cur_.code->instructions[root_fs_.pc])});
   ran_ = true;
   result_ = PyRef::steal(resume_in_cpython(*d, *run_));
+  return true;
+}
+
+// The state before the failing instruction cannot be handed to CPython (a closure
+// over the frame's cells is alive): the plan hands CPython the state saved after the
+// last opaque call instead, and CPython redoes what was traced since (none of it ran).
+bool Tracer::deopt_after_last_call(const Status& why) {
+  if (!committed_ || !after_call_) return false;
+  PlanStep step;
+  step.kind = PlanStep::Kind::Deopt;
+  step.deopt = after_call_;
+  plan_->steps.push_back(std::move(step));
+  st_.counters.graph_breaks++;
+  entry_->breaks.push_back({why.error() + " (the frame runs in CPython from its last graph break on)",
+                            location(cur_.code->instructions[root_fs_.pc])});
+  ran_ = true;
+  result_ = PyRef::steal(resume_in_cpython(*after_call_, *run_));
   return true;
 }
 

@@ -447,8 +447,9 @@ Status Tracer::op_load_method(const Instruction& ins) {
     }
   }
   // A method of a builtin type (log.append): (method descriptor, self), for a call
-  // that becomes a graph break. The type's method is guarded.
-  if (owner.kind == ValueKind::Const && !owner.fresh && cur_.depth == 0 && !st_.fullgraph) {
+  // that becomes a graph break (inside an inlined call, a break of the call at the
+  // frame's top). The type's method is guarded.
+  if (owner.kind == ValueKind::Const && !owner.fresh && !st_.fullgraph) {
     PyObject* obj = owner.obj.get();
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     PyObject* fn = _PyType_Lookup(Py_TYPE(obj), key.get());

@@ -103,7 +103,7 @@ struct ConvertCtx {
   int num_memos = 0;
   bool frame_state = false;              // a frame state: NULLs, iterators and fresh functions allowed
   int* next_reg = nullptr;               // call arguments: lists built here are also kept in registers
-  std::unordered_map<int, int> list_regs;  // identity -> register
+  std::unordered_map<int, int> list_regs;  // identity of a list or dict -> register
 };
 
 class Tracer {
@@ -201,6 +201,7 @@ class Tracer {
   Status flush_block_guards();
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
   bool end_with_deopt(const Status& why);
+  bool deopt_after_last_call(const Status& why);
   // The root state before the current instruction, kept to resume CPython there.
   void take_snapshot() {
     snapshot_ = *cur_.fs;

@@ -296,6 +296,73 @@ def test_list_argument_mutated_by_a_call_step():
         assert got[1] is xs_c and len(xs_c) == len(xs_e) and log_c == log_e
 
 
+_REMEMBERED = []
+
+
+def remember(d):
+    _REMEMBERED.append(d)  # list.append of a global: the call is a graph break
+    d["seen"] = len(_REMEMBERED)
+
+
+def closure_frame(x, n):
+    ys = [x * k for k in range(n)]  # x is a cell variable: the comprehension closes over it
+    d = {k: [] for k in ("a", "b")}
+    remember(d)  # a break that receives (and changes) a dict the frame built
+    z = ys[-1] + 1
+    g = lambda: x + z  # noqa: E731  a closure over the frame's cells, after the break
+    return g(), d, len(d)  # len() of the dict the call changed: CPython from the break on
+
+
+def test_a_frame_with_cell_variables_breaks_and_resumes():
+    cf = framejit.compile(closure_frame)
+    for n in (2, 3, 3):
+        x = torch.randn(3)
+        _REMEMBERED.clear()
+        want = closure_frame(x, n)
+        got = cf(x, n)
+        assert_same(got[0], want[0])
+        assert got[1] is _REMEMBERED[-1]  # the very dict the call received, as in eager
+        assert got[1] == {**want[1], "seen": 2} and got[2] == want[2]
+    s = no_fallbacks(closure_frame)
+    assert s["graph_breaks"] >= 1 and s["cache_hits"] == 1, s
+
+
+class Token:
+    """A C method on an attribute of a user object (transformers' CompileableContextVar)."""
+    def __init__(self):
+        import contextvars
+        self.var = contextvars.ContextVar("framejit_test", default=None)
+
+    def set(self, value):
+        return self.var.set(value)
+
+    def reset(self, token):
+        self.var.reset(token)
+
+
+TOKEN = Token()
+
+
+def with_context(x, **flags):
+    collected = {k: [] for k in ("hidden", "attn") if flags.get(k)}
+    token = TOKEN.set(collected)  # ContextVar.set inside an inlined method: a break here
+    try:
+        y = (x * 2).relu()
+        seen = TOKEN.var.get() is collected
+    finally:
+        TOKEN.reset(token)
+    return y + 1, seen, TOKEN.var.get()
+
+
+def test_a_context_variable_set_inside_a_helper_is_a_break():
+    cf = framejit.compile(with_context)
+    for _ in range(3):
+        x = torch.randn(5)
+        assert_same(cf(x, hidden=True), with_context(x, hidden=True))
+    s = no_fallbacks(with_context)
+    assert s["compiles"] == 1 and s["cache_hits"] == 2, s
+
+
 class Config:
     def __init__(self):
         self.scale = 2.0
