@@ -206,6 +206,12 @@ void GuardSet::add_path_hooks_empty(std::string name, const PathRoot& root, cons
   guards_.push_back({std::move(g)});
 }
 
+void GuardSet::add_path_type(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                             PyObject* type) {
+  if (has<PathModule>([&](const PathModule& g) { return g.slot < 0 && g.name == name; })) return;
+  guards_.push_back({PathModule{std::move(name), Path(root, attrs), -1, PyRef::borrow(type)}});
+}
+
 int GuardSet::add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                               PyObject* module) {
   const int slot = num_path_tensors_++;

@@ -191,7 +191,7 @@ std::string DictsEmpty::text() const { return name + " has no hooks"; }
 bool PathModule::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
   if (v == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(v)) != type.get()) return false;
-  in.path_tensors[static_cast<size_t>(slot)] = PyRef::borrow(v);  // this call's instance, for the plan
+  if (slot >= 0) in.path_tensors[static_cast<size_t>(slot)] = PyRef::borrow(v);  // this call's instance, for the plan
   return true;
 }
 

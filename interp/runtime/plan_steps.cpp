@@ -21,17 +21,29 @@ bool scalars_of(const std::vector<jit::SymExpr>& exprs, const jit::Bindings& b, 
   return true;
 }
 
+// Equal and of one type, item by item in tuples: 1 == 1.0, but a trace that went on
+// with an int does not hold for a float.
+bool same_constant(PyObject* a, PyObject* b) {
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  if (PyTuple_CheckExact(a)) {
+    if (PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a); ++i) {
+      if (!same_constant(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))) return false;
+    }
+    return true;
+  }
+  const int eq = PyObject_RichCompareBool(a, b, Py_EQ);  // numbers, str, dtypes: no user code
+  if (eq < 0) guards::clear_error();
+  return eq == 1;
+}
+
 // Does an opaque call's result still look like the one the trace continued with?
 bool result_matches(const ResultCheck& c, PyObject* r) {
   switch (c.kind) {
     case ResultCheck::Kind::Any: return true;
     case ResultCheck::Kind::Is: return r == c.obj.get();
-    case ResultCheck::Kind::Equals: {
-      if (Py_TYPE(r) != Py_TYPE(c.obj.get())) return false;
-      const int eq = PyObject_RichCompareBool(r, c.obj.get(), Py_EQ);  // numbers, str: no user code
-      if (eq < 0) guards::clear_error();
-      return eq == 1;
-    }
+    case ResultCheck::Kind::Type: return reinterpret_cast<PyObject*>(Py_TYPE(r)) == c.obj.get();
+    case ResultCheck::Kind::Equals: return same_constant(r, c.obj.get());
     case ResultCheck::Kind::Tensor: {
       if (Py_TYPE(r) != reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) return false;
       guards::TensorMeta m;

@@ -618,8 +618,23 @@ std::optional<Status> Tracer::call_extern_method(const CallSite& c) {
   if (!fn) return std::nullopt;
   CallSite as_function = c;
   as_function.callable = Value::constant(std::move(fn));
-  as_function.can_break = false;  // a tensor method is not a plan step
-  return call_extern(as_function);
+  const bool candidate = extern_candidate(as_function.callable.obj.get());
+  Error why{"." + c.callable.method + "() of a tensor (no graph op)"};
+  if (candidate) {
+    Status s = extern_call(as_function);
+    if (s.ok() || call_raised_) return s;
+    why = s.take_error();
+  }
+  // Not an op a graph can call (x.tolist(), x.numpy()): torch.Tensor's own method
+  // runs on the tensor as a graph break.
+  PyRef method = PyRef::steal(PyObject_GetAttrString(guards::torch_refs().tensor_type, c.callable.method.c_str()));
+  if (!method || Py_TYPE(method.get()) != &PyMethodDescr_Type) {
+    guards::clear_error();
+    return candidate ? std::optional<Status>(Status(std::move(why))) : std::nullopt;
+  }
+  as_function.callable = Value::constant(std::move(method));
+  as_function.can_break = can_cut(*c.ins).ok();
+  return opaque_call(as_function, std::move(why), c.args);
 }
 
 std::optional<Status> Tracer::call_extern(const CallSite& c) {

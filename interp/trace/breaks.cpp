@@ -413,8 +413,9 @@ Status Tracer::flush_block_guards() {
 
 // An opaque call's result in register `reg` as the trace goes on with it, and the
 // check that a later call's result must pass for that trace to hold: None, a CPU
-// tensor (a new placeholder of its dtype and sizes) and exact numbers and strings are
-// checked; any other object is opaque (only passed on, returned or raised).
+// tensor (a new placeholder of its dtype and sizes) and constants (numbers, strings,
+// tuples of them) are checked; any other object is opaque (only passed on, returned,
+// raised, or asked its class: opaque_type).
 void Tracer::call_result(int reg, ResultCheck* check, Value* out) {
   PyObject* r = run_->regs[static_cast<size_t>(reg)].get();
   guards::TensorMeta meta;
@@ -437,7 +438,7 @@ void Tracer::call_result(int reg, ResultCheck* check, Value* out) {
     // trace, as eager raises; a contiguous one must stay so at each call (the check).
     if (!check->contiguous) mark_noncontig(out->node);
     placeholder_slot_.push_back(InputRef{InputRef::Kind::Reg, reg});
-  } else if (PyLong_CheckExact(r) || PyFloat_CheckExact(r) || PyBool_Check(r) || PyUnicode_CheckExact(r)) {
+  } else if (is_foldable(r)) {  // a number, a str, a dtype, a tuple of these
     check->kind = ResultCheck::Kind::Equals;
     check->obj = PyRef::borrow(r);
     *out = Value::constant(PyRef::borrow(r));
@@ -448,6 +449,31 @@ void Tracer::call_result(int reg, ResultCheck* check, Value* out) {
   }
   // However the trace uses it, a resumed frame gets this call's own result.
   if (out->kind == ValueKind::Const) out->reg = reg;
+}
+
+PyObject* Tracer::opaque_type(const Value& v) {
+  if (v.kind != ValueKind::Const || !v.obj || v.fresh || v.item) return nullptr;
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
+  if (v.reg >= 0) {
+    ResultCheck* check = nullptr;
+    if (v.reg == resumed_reg_) {
+      check = resumed_check_;
+    } else if (auto it = call_steps_.find(v.reg); it != call_steps_.end()) {
+      check = &it->second.first->steps[it->second.second].check;
+    } else {
+      return PyList_CheckExact(v.obj.get()) || PyDict_CheckExact(v.obj.get()) ? type : nullptr;
+    }
+    if (check->kind == ResultCheck::Kind::Any) {
+      check->kind = ResultCheck::Kind::Type;
+      check->obj = PyRef::borrow(type);
+    }
+    return type;  // each kind of check pins the class
+  }
+  guards::PathRoot root;
+  PyRef holder;
+  if (v.source.kind != Source::Kind::Arg || v.path_slot >= 0 || !path_root(v, &root, &holder)) return nullptr;
+  guards().add_path_type(source_text(v.source), root, v.source.attrs, type);
+  return type;
 }
 
 // ---- breaks ----
@@ -518,16 +544,16 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
       v = std::move(o);
     });
   }
-  // Another result goes on in a continuation of its own, traced from here.
-  if (step.check.kind != ResultCheck::Kind::Any) {
-    step.outcomes = std::make_shared<CallOutcomes>();
-    step.outcomes->resume = resume_point(num_inputs, root_fs_.pc + 1);
-  }
+  // Another result goes on in a continuation of its own, traced from here (an opaque
+  // result too: its check may pin its class later, see opaque_type).
+  step.outcomes = std::make_shared<CallOutcomes>();
+  step.outcomes->resume = resume_point(num_inputs, root_fs_.pc + 1);
   push(std::move(result));
   if (!pure) committed_ = true;
   if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
   FJ_TRY(save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt));
   after_call_ = step.deopt;
+  call_steps_[step.result_reg] = {plan_, plan_->steps.size()};
   plan_->steps.push_back(std::move(step));
   if (!pure) {
     st_.counters.graph_breaks++;
@@ -743,6 +769,8 @@ PyObject* Tracer::resume_call(CallOutcomes& outcomes, int result_reg, PlanRun& r
   ResultCheck check;
   std::shared_ptr<Plan> traced;
   outcomes.traced++;
+  resumed_reg_ = result_reg;
+  resumed_check_ = &check;
   PyObject* r = trace_from(*outcomes.resume, outcomes.resume->pc[0], run, [&] {
     Value result;
     call_result(result_reg, &check, &result);

@@ -181,6 +181,7 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite
   const PyRef classes = classes_of(c.args[1]);
   if (!classes) return std::nullopt;
   PyObject* type = known_type(c.args[0], classes.get(), t.is_tensor(c.args[0]));
+  if (type == nullptr && is_opaque(c.args[0])) type = t.opaque_type(c.args[0]);
   if (type == nullptr) return std::nullopt;
   const int r = PyObject_IsSubclass(type, classes.get());
   if (r < 0) {

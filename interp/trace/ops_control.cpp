@@ -84,7 +84,23 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     return ok();
   }
   if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
+  if (std::optional<Status> s = python_getitem(seq, index)) return std::move(*s);
   return unsupported("subscript of " + describe(seq) + " (not supported yet)");
+}
+
+// obj[index] where obj's class defines __getitem__ in Python (a registry such as
+// transformers' AttentionMaskInterface): the method is traced as a call, guarded as a
+// method read at obj's path. nullopt: not such an object.
+std::optional<Status> Tracer::python_getitem(const Value& obj, const Value& index) {
+  if (obj.kind != ValueKind::Const || is_opaque(obj) || obj.fresh) return std::nullopt;
+  PyRef name = PyRef::steal(PyUnicode_InternFromString("__getitem__"));
+  PyObject* fn = _PyType_Lookup(Py_TYPE(obj.obj.get()), name.get());
+  guards::PathRoot root;
+  PyRef holder;
+  if (fn == nullptr || !PyFunction_Check(fn) || !path_root(obj, &root, &holder)) return std::nullopt;
+  guards().add_path_method(source_text(obj.source), root, obj.source.attrs, "__getitem__", fn);
+  const PyRef keep = PyRef::borrow(fn);
+  return inline_call(fn, {obj, index}, nullptr);
 }
 
 // c[i] where both are known and the subscript runs no user code: a builtin type's
@@ -160,7 +176,8 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
       bool is_none;
       if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
       else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Sym || v.kind == ValueKind::Tuple ||
-               v.kind == ValueKind::List) is_none = false;
+               v.kind == ValueKind::List || v.kind == ValueKind::Dict) is_none = false;
+      else if (std::optional<bool> s = singleton_test(v, Value::constant(PyRef::borrow(Py_None)))) is_none = *s;
       else return unsupported("'is None' test of " + describe(v));
       const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);
       jump = is_none == want_none;

@@ -459,6 +459,22 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   return ok();
 }
 
+// `a is b` where one side is None, True or False and the other an opaque object whose
+// class the trace can know (opaque_type): an object of another class is never it.
+std::optional<bool> Tracer::singleton_test(const Value& a, const Value& b) {
+  const auto singleton = [](const Value& v) {
+    return v.kind == ValueKind::Const && !is_opaque(v) &&
+           (v.obj.get() == Py_None || v.obj.get() == Py_True || v.obj.get() == Py_False);
+  };
+  const Value* one = singleton(a) ? &a : singleton(b) ? &b : nullptr;
+  const Value& other = one == &a ? b : a;
+  if (one == nullptr || !is_opaque(other)) return std::nullopt;
+  PyObject* type = opaque_type(other);
+  if (type == nullptr) return std::nullopt;
+  if (type != reinterpret_cast<PyObject*>(Py_TYPE(one->obj.get()))) return false;
+  return std::nullopt;  // a bool result may be True or False: not known from its class
+}
+
 // (lhs, rhs -- bool)
 Status Tracer::op_is_op(const Instruction& ins) {
   Value rhs = pop();
@@ -485,6 +501,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = false;
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
+  } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {
+    same = *s;
   } else {
     return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));
   }

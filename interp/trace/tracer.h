@@ -193,6 +193,12 @@ class Tracer {
   Status cut(std::vector<Value*> extra);
   Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
   void call_result(int reg, ResultCheck* check, Value* out);
+  // The exact class of an opaque object, known from now on through a guard: an
+  // argument's class at its path, an opaque call's result by its step's check (a
+  // list or dict the plan built is one). nullptr when it cannot be known.
+  PyObject* opaque_type(const Value& v);
+  std::optional<bool> singleton_test(const Value& a, const Value& b);
+  std::optional<Status> python_getitem(const Value& obj, const Value& index);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
   std::shared_ptr<ResumePoint> resume_point(size_t num_inputs, size_t pc,
                                             std::optional<size_t> pc_true = std::nullopt) const;
@@ -703,6 +709,11 @@ class Tracer {
   bool attribute_error_proved_ = false;
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
+  // The check of each opaque call's result, by its register: its step's (plan, index),
+  // or for the call a continuation starts after, the check being traced.
+  std::unordered_map<int, std::pair<Plan*, size_t>> call_steps_;
+  int resumed_reg_ = -1;
+  ResultCheck* resumed_check_ = nullptr;
   std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
   std::optional<FrameState> snapshot_;      // the root state before the current root instruction
   jit::Graph::Mark snapshot_mark_;          // the graph's assumptions and checks then
