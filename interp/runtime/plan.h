@@ -153,6 +153,8 @@ struct PlanStep {
   PlanValue cond;                          // Branch: a one-element tensor
   std::shared_ptr<BranchTargets> branch;   // Branch
   std::shared_ptr<CallOutcomes> outcomes;  // Call: continuations for other results
+  std::shared_ptr<DeoptState> unwind;      // Call inside a try block: the frame at the call, where
+                                           // CPython takes over an exception the call raises
 };
 
 // The autograd half of a plan whose graph reads tensors that require grad (with grad
@@ -228,8 +230,9 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt);
 // Runs the final graph and builds the return value (scalars evaluated here); nullptr
 // without an error when the frame must run in CPython (as run_plan).
 PyObject* run_tail(const Plan& plan, PlanRun& run);
-// Rebuilds the frame from `state` and lets CPython run the rest of it.
-PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run);
+// Rebuilds the frame from `state` and lets CPython run the rest of it; `raising`: with
+// the Python error set now raised by the instruction at state.offset (its handler runs).
+PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run, bool raising = false);
 // A PlanValue::View: the steps applied to the input (a new reference, or nullptr with an error).
 PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo);
 // Builds a plan value (tensors and objects from arguments and registers).

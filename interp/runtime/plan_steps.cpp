@@ -191,6 +191,7 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
       case PlanStep::Kind::View: {
         const DeoptState* deopt = nullptr;
         if (!run_step(step, run, &deopt)) {
+          if (deopt == nullptr && step.unwind) return resume_in_cpython(*step.unwind, run, /*raising=*/true);
           if (deopt != nullptr && step.outcomes) return run_call_outcome(step, run);
           return deopt ? resume_in_cpython(*deopt, run) : nullptr;
         }
@@ -227,18 +228,22 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
   return run_tail(plan, run);
 }
 
-PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
+PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run, bool raising) {
   compat::Frame* f = run.frame;
   if (f == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "framejit: cannot resume a frame in CPython here (internal error)");
+    if (!raising) PyErr_SetString(PyExc_RuntimeError, "framejit: cannot resume a frame in CPython here (internal error)");
     return nullptr;
   }
   PyCodeObject* co = compat::frame_code(f);
   const int n = co->co_nlocalsplus;
   if (state.locals.size() > static_cast<size_t>(n) || state.stack.size() > static_cast<size_t>(co->co_stacksize)) {
-    PyErr_SetString(PyExc_RuntimeError, "framejit: a saved frame state does not fit its frame (internal error)");
+    if (!raising) PyErr_SetString(PyExc_RuntimeError, "framejit: a saved frame state does not fit its frame (internal error)");
     return nullptr;
   }
+  // The exception being raised is set aside while the frame is rebuilt (that runs
+  // Python code), and set again for CPython to unwind.
+  PyObject *exc_type = nullptr, *exc_value = nullptr, *exc_tb = nullptr;
+  if (raising) PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
   std::vector<PyObject*> memo(static_cast<size_t>(state.num_memos), nullptr);
   const std::vector<PyRef> no_outs;
   std::vector<PyObject*> locals(static_cast<size_t>(n), nullptr);
@@ -246,19 +251,23 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
   auto release = [&] {
     for (PyObject* o : locals) Py_XDECREF(o);
     for (PyObject* o : stack) Py_XDECREF(o);
+    Py_XDECREF(exc_type);
+    Py_XDECREF(exc_value);
+    Py_XDECREF(exc_tb);
+    return nullptr;
   };
   // Everything is built before the frame changes: arguments are read from it.
   for (size_t i = 0; i < state.locals.size(); ++i) {
     if (state.locals[i].kind == PlanValue::Kind::Null) continue;
     locals[i] = build_value(state.locals[i], run, no_outs, memo);
-    if (locals[i] == nullptr) return release(), nullptr;
+    if (locals[i] == nullptr) return release();
   }
   // Cell variables hold cells (MAKE_CELL has run by now): new ones, since no closure
   // the traced part made can outlive it (Tracer::can_resume).
   for (int i = 0; i < n - co->co_nfreevars; ++i) {
     if (!compat::is_cell_var(co, i)) continue;
     PyObject* cell = PyCell_New(locals[static_cast<size_t>(i)]);
-    if (cell == nullptr) return release(), nullptr;
+    if (cell == nullptr) return release();
     Py_XSETREF(locals[static_cast<size_t>(i)], cell);
   }
   // Free variables hold the closure's cells (COPY_FREE_VARS has run by now).
@@ -270,20 +279,27 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run) {
   }
   for (const PlanValue& v : state.stack) {
     stack.push_back(v.kind == PlanValue::Kind::Null ? nullptr : build_value(v, run, no_outs, memo));
-    if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release(), nullptr;
+    if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release();
   }
-  if (run.st != nullptr) run.st->counters.deopts++;
+  if (run.st != nullptr && !raising) run.st->counters.deopts++;
   if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
-    log::interp().info("deopt: resuming {} in CPython at offset {}: {}", guards::utf8_lossy(co->co_qualname),
-                       state.offset, state.reason);
+    log::interp().info("{}: resuming {} in CPython at offset {}: {}", raising ? "exception" : "deopt",
+                       guards::utf8_lossy(co->co_qualname), state.offset, state.reason);
   }
   for (int i = 0; i < n; ++i) Py_XSETREF(f->localsplus[i], locals[static_cast<size_t>(i)]);
   for (size_t j = 0; j < stack.size(); ++j) f->localsplus[n + static_cast<int>(j)] = stack[j];
   f->stacktop = n + static_cast<int>(stack.size());
-  // CPython continues after prev_instr, as when it resumes a generator.
-  f->prev_instr = _PyCode_CODE(co) + state.offset / 2 - 1;
   PyThreadState* ts = PyThreadState_Get();
   compat::unlink_frame(ts, f);  // CPython's evaluator links it itself
+  if (raising) {
+    // CPython unwinds from the instruction at prev_instr, as for generator.throw():
+    // to the frame's handler for it, which sees the exception as eager's would.
+    f->prev_instr = _PyCode_CODE(co) + state.offset / 2;
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return compat::eval_default(ts, f, 1);
+  }
+  // CPython continues after prev_instr, as when it resumes a generator.
+  f->prev_instr = _PyCode_CODE(co) + state.offset / 2 - 1;
   return compat::eval_default(ts, f, 0);
 }
 

@@ -60,12 +60,14 @@ Status Tracer::can_resume() const {
   return ok();
 }
 
-Status Tracer::can_cut(const Instruction& ins) const {
-  FJ_TRY(can_resume());
+Status Tracer::can_cut(const Instruction&) const { return can_resume(); }
+
+// Whether an exception raised at `ins` goes to a handler of the frame (a try block).
+bool Tracer::in_try_block(const Instruction& ins) const {
   for (const ExceptionEntry& e : cur_.code->exception_table) {
-    if (ins.offset >= e.start && ins.offset < e.end) return Error{"inside a try block"};
+    if (ins.offset >= e.start && ins.offset < e.end) return true;
   }
-  return ok();
+  return false;
 }
 
 // ---- values of the plan ----
@@ -515,9 +517,16 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   step.kw_names = PyRef::borrow(kw_names);
   step.result_reg = new_reg();
   step.offset = cur_.code->instructions[cur_.fs->pc].offset;  // breaks happen in the root frame
+  // Inside a try block, an exception of the call goes to the frame's handler: CPython
+  // takes the frame over at the call with the exception (its stack below the call).
+  if (in_try_block(cur_.code->instructions[cur_.fs->pc])) FJ_TRY(save_state(root_fs_, root_fs_.pc, "an exception of the " + what, &step.unwind));
   const DeoptState* deopt = nullptr;
-  if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here
+  if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here (or its handler runs)
     call_raised_ = true;
+    if (step.unwind) {
+      ran_ = true;
+      result_ = PyRef::steal(resume_in_cpython(*step.unwind, *run_, /*raising=*/true));
+    }
     return unsupported(what + " raised");
   }
   // The trace goes on with the result as it is now; the plan checks it at each call.

@@ -315,6 +315,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   Value owner = pop();
   if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
+  if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
   if (owner.kind == ValueKind::Tuple && owner.obj) {  // torch.return_types.max & co: a field by name
     if (std::optional<size_t> k = structseq_field(owner.obj.get(), name); k && *k < owner.items.size()) {
@@ -368,11 +369,29 @@ Status Tracer::op_load_attr(const Instruction& ins) {
 }
 
 // (owner -- method_or_NULL, self_or_value)
+// obj.name of an object the trace does not follow (an opaque call's result: no path
+// to guard what is read below it): read at run time by a graph break,
+// getattr(obj, name), whose result the plan checks as any call's. LOAD_METHOD pushes
+// NULL and the bound method, as CPython may. nullopt: not such an object, or no break here.
+std::optional<Status> Tracer::opaque_attr(const Value& owner, const std::string& name, bool method) {
+  if (!is_opaque(owner) || owner.reg < 0 || owner.item || can_cut(*last_ins_).failed()) return std::nullopt;
+  static PyObject* s_getattr = PyObject_GetAttrString(PyImport_AddModule("builtins"), "getattr");
+  if (s_getattr == nullptr) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  if (method) push(Value::null());
+  Value attr = Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())));
+  return break_call(Value::constant(PyRef::borrow(s_getattr)), {owner, std::move(attr)}, nullptr, /*pure=*/false,
+                    "an attribute of an object the trace does not follow");
+}
+
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
+  if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
     if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name) && !is_meta_method(name) &&

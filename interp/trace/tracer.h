@@ -186,6 +186,7 @@ class Tracer {
   // Whether the root state could be handed to CPython here; the Error says why not.
   Status can_resume() const;
   Status can_cut(const Instruction& ins) const;  // ... and a plan step could start here
+  bool in_try_block(const Instruction& ins) const;
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx);
@@ -199,6 +200,7 @@ class Tracer {
   PyObject* opaque_type(const Value& v);
   std::optional<bool> singleton_test(const Value& a, const Value& b);
   std::optional<Status> python_getitem(const Value& obj, const Value& index);
+  std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
   std::shared_ptr<ResumePoint> resume_point(size_t num_inputs, size_t pc,
                                             std::optional<size_t> pc_true = std::nullopt) const;

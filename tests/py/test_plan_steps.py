@@ -363,6 +363,63 @@ def test_a_context_variable_set_inside_a_helper_is_a_break():
     assert s["compiles"] == 1 and s["cache_hits"] == 2, s
 
 
+_CALLS = []
+
+
+def flaky(fail):
+    _CALLS.append(fail)  # list.append of a global: the call is a graph break
+    if fail:
+        raise ValueError("flaky failed")
+
+
+def guarded(x, fail):
+    y = x * 2
+    try:
+        flaky(fail)  # a break inside a try block, raising on some calls
+        z = y + 1
+    except ValueError as e:
+        _CALLS.append(str(e))
+        z = y - 1
+    finally:
+        _CALLS.append("finally")
+    return z.relu()
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_break_inside_try_raises_into_the_frames_handler(first):
+    cf = framejit.compile(guarded)
+    x = torch.randn(4)
+    for fail in (first, not first, first, True, False, True):
+        _CALLS.clear()
+        want = guarded(x, fail)
+        eager_calls = list(_CALLS)
+        _CALLS.clear()
+        assert_same(cf(x, fail), want)
+        assert _CALLS == eager_calls  # the handler and the finally block ran, in order
+    assert framejit.stats(guarded)["cache_hits"] >= 3
+
+
+def uncaught(x):
+    y = x.exp()
+    try:
+        flaky(True)
+    finally:
+        _CALLS.append("finally")
+    return y
+
+
+def test_an_exception_a_finally_block_does_not_catch_still_raises():
+    cf = framejit.compile(uncaught)
+    for _ in range(3):
+        _CALLS.clear()
+        with pytest.raises(ValueError, match="flaky failed") as info:
+            cf(torch.randn(3))
+        assert _CALLS == [True, "finally"]
+        # The traceback goes through the frame and the call, as eager's does.
+        names = [entry.name for entry in info.traceback]
+        assert names[-2:] == ["uncaught", "flaky"], names
+
+
 class Config:
     def __init__(self):
         self.scale = 2.0
