@@ -218,6 +218,17 @@ struct PathIs {
   std::string text() const;
 };
 
+// The objects at two paths are one object (same) or two: `a is b` of objects guarded
+// by class (PathModule), whichever instances a call brings.
+struct PathsSame {
+  std::string name;
+  Path a, b;
+  bool same;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // The exact dict at root.a.b has the str key `key` (contains) or has not (`in` on a
 // dict the trace read by path, such as a class's attribute_map).
 struct PathDictHas {
@@ -355,7 +366,7 @@ struct TensorAttrIs {
 struct Guard {
   std::variant<ArgTensor, PathTensor, NoOverlap, SequenceIs,             // tensors
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
-               GlobalIs, ModuleAttrIs, PathIs, PathDictHas, PathMethodIs, FunctionUnchanged, DictsEmpty,
+               GlobalIs, ModuleAttrIs, PathIs, PathsSame, PathDictHas, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
                GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs>  // torch state
       kind;

@@ -206,6 +206,11 @@ void GuardSet::add_path_hooks_empty(std::string name, const PathRoot& root, cons
   guards_.push_back({std::move(g)});
 }
 
+void GuardSet::add_paths_same(std::string name, const PathRoot& root_a, const std::vector<std::string>& attrs_a,
+                              const PathRoot& root_b, const std::vector<std::string>& attrs_b, bool same) {
+  guards_.push_back({PathsSame{std::move(name), Path(root_a, attrs_a), Path(root_b, attrs_b), same}});
+}
+
 void GuardSet::add_path_type(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                              PyObject* type) {
   if (has<PathModule>([&](const PathModule& g) { return g.slot < 0 && g.name == name; })) return;

@@ -219,6 +219,9 @@ class GuardSet {
   // the instance of this call. Reads below it must be guarded by path.
   // The object at the end of the path is of exactly class `type` (a PathModule that
   // fills no slot): an opaque argument whose class the trace asked (isinstance, `is None`).
+  // `a is b` of the objects at two paths is `same`.
+  void add_paths_same(std::string name, const PathRoot& root_a, const std::vector<std::string>& attrs_a,
+                      const PathRoot& root_b, const std::vector<std::string>& attrs_b, bool same);
   void add_path_type(std::string name, const PathRoot& root, const std::vector<std::string>& attrs, PyObject* type);
   int add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                       PyObject* module);

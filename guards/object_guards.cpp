@@ -109,6 +109,18 @@ std::string PathIs::failure(const CallInputs&) const { return name + " is no lon
 
 std::string PathIs::text() const { return name + " is " + describe_object(object.get()); }
 
+// ---- PathsSame -----------------------------------------------------------------
+
+bool PathsSame::check(const CallInputs& in, jit::Bindings&) const noexcept {
+  PyObject* x = a.walk(in);
+  PyObject* y = b.walk(in);
+  return x != nullptr && y != nullptr && (x == y) == same;
+}
+
+std::string PathsSame::failure(const CallInputs&) const { return name + " is " + (same ? "no longer" : "now") + " true"; }
+
+std::string PathsSame::text() const { return name + (same ? "" : " is false"); }
+
 // ---- PathDictHas ---------------------------------------------------------------
 
 bool PathDictHas::check(const CallInputs& in, jit::Bindings&) const noexcept {

@@ -459,8 +459,9 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   return ok();
 }
 
-// `a is b` where one side is None, True or False and the other an opaque object whose
-// class the trace can know (opaque_type): an object of another class is never it.
+// `a is b` where one side is None, True or False and the other an object whose class
+// the trace knows but not its identity (opaque_type, a module guarded by class): an
+// object of another class is never it.
 std::optional<bool> Tracer::singleton_test(const Value& a, const Value& b) {
   const auto singleton = [](const Value& v) {
     return v.kind == ValueKind::Const && !is_opaque(v) &&
@@ -468,11 +469,29 @@ std::optional<bool> Tracer::singleton_test(const Value& a, const Value& b) {
   };
   const Value* one = singleton(a) ? &a : singleton(b) ? &b : nullptr;
   const Value& other = one == &a ? b : a;
-  if (one == nullptr || !is_opaque(other)) return std::nullopt;
-  PyObject* type = opaque_type(other);
+  if (one == nullptr || other.kind != ValueKind::Const) return std::nullopt;
+  PyObject* type = is_opaque(other)        ? opaque_type(other)
+                   : other.path_slot >= 0 ? reinterpret_cast<PyObject*>(Py_TYPE(other.obj.get()))  // guarded by class
+                                           : nullptr;
   if (type == nullptr) return std::nullopt;
   if (type != reinterpret_cast<PyObject*>(Py_TYPE(one->obj.get()))) return false;
   return std::nullopt;  // a bool result may be True or False: not known from its class
+}
+
+// `a is b` of two objects the frame finds by path (modules guarded by class, objects
+// below arguments): answered now and guarded at both paths.
+std::optional<bool> Tracer::paths_same(const Value& a, const Value& b) {
+  if (a.kind != ValueKind::Const || b.kind != ValueKind::Const || is_opaque(a) || is_opaque(b) ||
+      (a.path_slot < 0 && b.path_slot < 0)) {
+    return std::nullopt;
+  }
+  guards::PathRoot ra, rb;
+  PyRef ha, hb;
+  if (!path_root(a, &ra, &ha) || !path_root(b, &rb, &hb)) return std::nullopt;
+  const bool same = a.obj.get() == b.obj.get();
+  guards().add_paths_same(source_text(a.source) + " is " + source_text(b.source), ra, a.source.attrs, rb,
+                          b.source.attrs, same);
+  return same;
 }
 
 // (lhs, rhs -- bool)
@@ -484,9 +503,10 @@ Status Tracer::op_is_op(const Instruction& ins) {
   // big int may be another object next time): `is` on them ends the trace, except
   // for the singletons None, True and False.
   const auto singleton = [](PyObject* o) { return o == Py_None || o == Py_True || o == Py_False; };
+  // An object guarded by class (path_slot) may be another one at each call.
   const auto known = [&](const Value& v) {
     return v.kind == ValueKind::Const && !is_opaque(v) &&
-           (v.source.kind != Source::Kind::Arg || singleton(v.obj.get()));
+           ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || singleton(v.obj.get()));
   };
   if (known(lhs) && known(rhs)) {
     same = lhs.obj.get() == rhs.obj.get();
@@ -502,6 +522,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
   } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {
+    same = *s;
+  } else if (std::optional<bool> s = paths_same(lhs, rhs); s.has_value()) {
     same = *s;
   } else {
     return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));

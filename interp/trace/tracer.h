@@ -199,6 +199,7 @@ class Tracer {
   // list or dict the plan built is one). nullptr when it cannot be known.
   PyObject* opaque_type(const Value& v);
   std::optional<bool> singleton_test(const Value& a, const Value& b);
+  std::optional<bool> paths_same(const Value& a, const Value& b);
   std::optional<Status> python_getitem(const Value& obj, const Value& index);
   std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);

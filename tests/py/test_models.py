@@ -56,3 +56,35 @@ def test_training_equals_eager(name):
     initial = e.make_model(0).state_dict()
     assert any(not torch.equal(v, training.compiled_state[k]) for k, v in initial.items() if v.dtype.is_floating_point)
 
+
+
+def test_twelve_layer_bert_shares_one_layer_compile_over_a_sweep_of_lengths():
+    # Issue 17: each layer of a 12-layer BERT-style encoder compiled once for all 12, no
+    # fallback, and a sweep over 8 padded lengths (twice) without a deopt; the whole
+    # model compiled as one frame over the same sweep likewise.
+    import framejit
+    from models import bert
+    torch.manual_seed(0)
+    model = bert.BertModel(bert.BertConfig(num_hidden_layers=12)).eval()
+    layers = list(model.encoder.layer)
+    compiled_layers = [framejit.compile(layer) for layer in layers]
+    compiled_model = framejit.compile(model)
+    lengths = (7, 9, 12, 16, 20, 24, 31, 40)
+    with torch.no_grad():
+        for _ in range(2):
+            for n in lengths:
+                b = bert.make_batch(2, n, seed=n)
+                h = model.embeddings(b["input_ids"], b["token_type_ids"])
+                mask = model.get_extended_attention_mask(b["attention_mask"], h.dtype)
+                got, want = h, h
+                for layer, c in zip(layers, compiled_layers):
+                    got, want = c(got, mask), layer(want, mask)
+                assert_same(got, want)
+                args = (b["input_ids"], b["attention_mask"], b["token_type_ids"])
+                assert_same(compiled_model(*args), model(*args))
+    per_layer = framejit.stats(bert.BertLayer.forward)
+    assert (per_layer["fallbacks"], per_layer["deopts"], per_layer["graph_breaks"]) == (0, 0, 0), per_layer
+    assert (per_layer["compiles"], per_layer["cache_hits"]) == (1, 2 * len(lengths) * 12 - 1), per_layer
+    whole = framejit.stats(bert.BertModel.forward)
+    assert (whole["fallbacks"], whole["deopts"], whole["graph_breaks"]) == (0, 0, 0), whole
+    assert (whole["compiles"], whole["cache_hits"]) == (1, 2 * len(lengths) - 1), whole

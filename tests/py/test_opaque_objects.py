@@ -125,3 +125,33 @@ def test_a_tuple_of_numbers_from_a_break_is_unpacked_and_checked():
     s = framejit.stats(unpack_break_result)
     assert (s["fallbacks"], s["deopts"], s["compiles"]) == (0, 0, 1), s
     assert s["recompiles"] == 2, s  # (4, 8) and (5, 10): a continuation each, once
+
+
+class Pair(torch.nn.Module):
+    def __init__(self, share):
+        super().__init__()
+        self.a = torch.nn.Linear(2, 2)
+        self.b = self.a if share else torch.nn.Linear(2, 2)
+
+
+HOLDER = torch.nn.Module()
+
+
+def tied(x):
+    m = HOLDER.pair
+    if m.a is m.b:  # modules are guarded by class: which pair this is must not be baked in
+        return m.a(x)
+    return m.a(x) - m.b(x)
+
+
+def test_is_between_modules_guarded_by_class_is_checked_at_each_call():
+    cf = framejit.compile(tied)
+    x = torch.randn(3, 2)
+    torch.manual_seed(0)
+    pairs = [Pair(True), Pair(False), Pair(True), Pair(False)]
+    with torch.no_grad():
+        for p in pairs:
+            HOLDER.pair = p
+            assert_same(cf(x), tied(x))
+    s = framejit.stats(tied)
+    assert (s["fallbacks"], s["compiles"], s["cache_hits"]) == (0, 2, 2), s

@@ -399,6 +399,24 @@ def test_a_break_inside_try_raises_into_the_frames_handler(first):
     assert framejit.stats(guarded)["cache_hits"] >= 3
 
 
+def index_in_try(x, i):
+    y = x * 2
+    try:
+        flaky(False)  # a break inside the try block
+        z = y[i] + 1  # out of range for some i: eager raises IndexError, which is caught
+    except IndexError:
+        z = y.sum()
+    return z
+
+
+def test_a_traced_op_raising_after_a_break_inside_try_is_caught():
+    cf = framejit.compile(index_in_try)
+    x = torch.randn(5)
+    for i in (9, 2, 7, 3, -8, 4):
+        assert_same(cf(x, i), index_in_try(x, i))
+    assert framejit.stats(index_in_try)["fallbacks"] == 0, framejit.fallbacks(index_in_try)
+
+
 def uncaught(x):
     y = x.exp()
     try:
