@@ -302,7 +302,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   }
   FJ_TRY(flush_block_guards());
   std::vector<int> out_regs;
-  if (!outputs.empty() || !graph_.checks().empty()) {
+  if (!outputs.empty() || !graph_.checks().empty() || has_extern_calls()) {
     graph_.set_outputs(outputs);
     PlanStep step;
     step.kind = PlanStep::Kind::RunGraph;

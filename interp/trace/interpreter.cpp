@@ -575,12 +575,17 @@ Expected<std::shared_ptr<jit::CompiledGraph>> Tracer::compile_on_cpu(const jit::
   return compiled;
 }
 
+// Whether the graph calls torch ops (extern nodes): they run even when nothing reads
+// their results, as eager's calls do: a random op moves the generator on, and a call
+// may raise where its meta run did not (torch.matmul of bool and int64).
+bool Tracer::has_extern_calls() const {
+  return std::any_of(graph_.nodes().begin(), graph_.nodes().end(), [](const jit::Node& n) { return n.extern_fn != nullptr; });
+}
+
 Status Tracer::compile() {
   // Without outputs and checks the plan only rebuilds the return value, unless the
-  // graph draws random numbers that nothing reads (eager's generator moves on).
-  const bool draws = std::any_of(graph_.nodes().begin(), graph_.nodes().end(),
-                                 [](const jit::Node& n) { return n.extern_fn && n.extern_fn->random(); });
-  if (graph_.outputs().empty() && graph_.checks().empty() && !draws) return ok();
+  // graph calls torch ops that nothing reads (see has_extern_calls).
+  if (graph_.outputs().empty() && graph_.checks().empty() && !has_extern_calls()) return ok();
   entry_->graph_text = graph_.str();
   entry_->graph = std::make_shared<const jit::Graph>(graph_);  // the final segment's, for framejit.ptx
   if (autograd_) {

@@ -53,6 +53,28 @@ Status Tracer::to_number(const Value& v, jit::ScalarKind kind) {
   return ok();
 }
 
+// Python's ints do not overflow; the graph's int64 + - * wrap. The same operation in
+// float64 lands within 2^12 of the exact result (three roundings of at most 2^10 near
+// 2^63), while a wrapped result is 2^64 off: their difference, scaled by 2^51, is then
+// past the range that int() of a float accepts, and that check (evaluated whether or
+// not the number is used) makes the graph leave the frame to CPython's big ints.
+Status Tracer::check_int_overflow(jit::Op op, NodeId l, NodeId r, NodeId wrapped) {
+  auto lf = graph_.full({}, l, DType::Float64);
+  auto rf = graph_.full({}, r, DType::Float64);
+  if (!lf || !rf) return unsupported("an int overflow check: bad operands");
+  auto approx = graph_.pointwise(op, {*lf, *rf});
+  auto exact = graph_.cast(wrapped, DType::Float64);
+  if (!approx || !exact) return unsupported("an int overflow check could not be built");
+  auto diff = graph_.pointwise(jit::Op::Sub, {*approx, *exact});
+  auto scale = operand(Value::constant(PyRef::steal(PyFloat_FromDouble(0x1p51))));
+  if (!diff || !scale) return unsupported("an int overflow check could not be built");
+  auto scaled = graph_.pointwise(jit::Op::Mul, {*diff, *scale});
+  if (!scaled) return unsupported("an int overflow check: " + scaled.error());
+  auto check = graph_.item(*scaled, jit::ScalarKind::Int);  // a check: see Graph::checks()
+  if (!check) return unsupported("an int overflow check: " + check.error());
+  return ok();
+}
+
 Status Tracer::number_binary(int nb_op, const Value& lhs, const Value& rhs) {
   auto kind_of = [&](const Value& v) -> std::optional<jit::ScalarKind> {
     if (is_number(v)) return graph_.node(v.node).scalar_kind;
@@ -97,6 +119,9 @@ Status Tracer::number_binary(int nb_op, const Value& lhs, const Value& rhs) {
   }
   auto n = graph_.pointwise(op, {*lt, rn});
   if (!n) return unsupported("arithmetic on numbers: " + n.error());
+  if (result == jit::ScalarKind::Int && op != jit::Op::FloorDiv && op != jit::Op::Remainder) {
+    FJ_TRY(check_int_overflow(op, *l, *r, *n));
+  }
   auto it = graph_.item(*n, result);
   if (!it) return unsupported("arithmetic on numbers: " + it.error());
   push(Value::tensor(*it));

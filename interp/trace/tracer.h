@@ -171,6 +171,8 @@ class Tracer {
   Status step(const Instruction& ins);
   Status finish(const Value& ret);
   Status compile();
+  bool has_extern_calls() const;
+  Status check_int_overflow(jit::Op op, jit::NodeId l, jit::NodeId r, jit::NodeId wrapped);
   Status compile_graph(std::shared_ptr<jit::CompiledGraph>* out);
   // Compiles `g` on the CPU backend with the GIL released, and counts and tracks it;
   // `what` names it in the error ("the graph", "the backward graph").

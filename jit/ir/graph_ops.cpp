@@ -59,6 +59,7 @@ Expected<NodeId> Graph::reduce(Op op, NodeId x, std::vector<int64_t> dims, bool 
   if (is_python_scalar(in)) return Error{name + " of a Python number"};
   if (in.rank() == 0) return Error{name + " of a 0-d tensor (not supported)"};
   const bool arg = op == Op::ArgMax || op == Op::ArgMin;
+  if (arg && in.dtype == DType::Bool) return Error{name + " of a bool tensor (eager raises)"};
   if (dims.empty()) {
     for (size_t d = 0; d < in.rank(); ++d) dims.push_back(static_cast<int64_t>(d));
   } else if (arg && dims.size() != 1) {

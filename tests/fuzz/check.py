@@ -236,7 +236,7 @@ def _flatten_one(prog, sets, still_fails):
     """Replaces one if by either branch, or one for by one pass of its body (the loop
     variable bound to 0), when the program still fails; (program, failure) or (_, None)."""
     for i, st in enumerate(prog.body):
-        if st.kind == "if":
+        if st.kind in ("if", "try"):
             options = [st.body, st.orelse]
         elif st.kind == "for":
             from gen import Stmt

@@ -35,8 +35,8 @@ class Param:
 
 @dataclass
 class Stmt:
-    """One statement: an assignment, or an if / for whose bodies are statements."""
-    kind: str                       # "assign", "if", "for"
+    """One statement: an assignment, or an if / for / try whose bodies are statements."""
+    kind: str                       # "assign", "if", "for", "try" (orelse: the except body)
     target: str = ""                # assign: the name; for: the loop variable
     expr: str = ""                  # assign: the value; if: the condition; for: range()'s argument
     body: list = field(default_factory=list)
@@ -49,6 +49,9 @@ class Stmt:
         if self.kind == "for":
             head = [f"{pad}for {self.target} in range({self.expr}):"]
             return head + [ln for s in self.body for ln in s.lines(indent + 1)]
+        if self.kind == "try":
+            return ([f"{pad}try:"] + [ln for s in self.body for ln in s.lines(indent + 1)] +
+                    [f"{pad}except {self.expr}:"] + [ln for s in self.orelse for ln in s.lines(indent + 1)])
         out = [f"{pad}if {self.expr}:"] + [ln for s in self.body for ln in s.lines(indent + 1)]
         if self.orelse:
             out += [f"{pad}else:"] + [ln for s in self.orelse for ln in s.lines(indent + 1)]
@@ -261,6 +264,14 @@ class Generator:
         other = Stmt("assign", name, self.arg("T", 1))
         return Stmt("if", expr=self.condition(), body=[then], orelse=[other])
 
+    def try_stmt(self):
+        # What eager raises in the try body (a size mismatch, a break that raises) is
+        # caught; both bodies assign the same fresh name.
+        name = self.fresh()
+        body = [Stmt("assign", name, self.arg("T", 1))]
+        handler = [Stmt("assign", name, self.arg("T", 1))]
+        return Stmt("try", expr=self.rng.choice(["Exception", "(RuntimeError, ValueError)"]), body=body, orelse=handler)
+
     def for_stmt(self):
         r = self.rng
         nums = [k for k, v in self.env.items() if type(v) in (int, float)]
@@ -345,6 +356,8 @@ class Generator:
             return self.for_stmt()
         if x < 0.38 and self.tensors():
             return self.helper_call()
+        if x < 0.43 and self.tensors():
+            return self.try_stmt()
         return self.assign()
 
     # ---- the program ----
@@ -407,7 +420,7 @@ class Generator:
         # Return what the last statements computed (loops update a name in place).
         locals_ = []
         for s in prog.body:
-            name = s.body[0].target if s.kind in ("if", "for") else s.target
+            name = s.body[0].target if s.kind in ("if", "for", "try") else s.target
             if name not in locals_:
                 locals_.append(name)
         pool = locals_ or [p.name for p in params]

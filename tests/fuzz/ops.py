@@ -194,7 +194,9 @@ EXTERN = [OpSpec(n, t, a, family="extern", weight=w) for n, t, a, w in (
 
 # An op framejit cannot trace: a graph break where it is in the root frame, and an
 # opaque helper call where it is in a helper.
-BREAKS = [OpSpec("numpy_roundtrip", "torch.from_numpy({0}.numpy().copy())", "T", family="break", weight=0.5)]
+BREAKS = [OpSpec("numpy_roundtrip", "torch.from_numpy({0}.numpy().copy())", "T", family="break", weight=0.5),
+          # breaks on the ndarray a break returned; NumPy raises ValueError for an odd size
+          OpSpec("numpy_pairs", "torch.from_numpy({0}.numpy().copy().reshape(-1, 2))", "T", family="break", weight=0.3)]
 
 FAMILIES = {
     "pointwise": POINTWISE,

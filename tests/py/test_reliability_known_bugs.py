@@ -400,3 +400,53 @@ def test_a_function_defined_in_the_frame_passed_on_after_a_graph_break():
     for n in (3, 3, 5):
         x = torch.randn(n)
         assert_same(ct(x), t(x))
+
+
+def outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:  # noqa: BLE001
+        return "raised", type(e), str(e).split("\nException raised from")[0]
+
+
+def dead_matmul(t):
+    v = torch.matmul(t.mT, t + 1)  # bool @ int64: eager raises; its meta run does not
+    return t.shape[0]
+
+
+def dead_argmin(t):
+    v = torch.trunc(torch.argmin(t)).reshape(-1)  # argmin of bool: eager raises
+    return 0
+
+
+def dead_var(t):
+    v = torch.var(t, dim=0, correction=0, keepdim=True)  # var of bool: eager raises
+    return 7
+
+
+@pytest.mark.parametrize("fn", [dead_matmul, dead_argmin, dead_var])
+def test_an_op_that_raises_raises_even_when_its_result_is_unused(fn):
+    # Found by scripts/fuzz --count 2000 (seed 1): the graph had no outputs, so nothing
+    # ran and the call returned where eager raises.
+    t = torch.tensor([[False], [True]]) if fn is dead_matmul else torch.tensor([False, True, False])
+    cf = framejit.compile(fn)
+    for _ in range(2):
+        want = outcome(fn, t)
+        assert want[0] == "raised"
+        assert outcome(cf, t) == want
+
+
+def int_times(t, n):
+    k = int(t.argmax())  # a number read from a tensor: arithmetic on it is in the graph
+    for _ in range(2):
+        k = k * n
+    return k, k + n
+
+
+def test_int_arithmetic_on_a_number_read_from_a_tensor_does_not_wrap():
+    # Found by the fuzzer: 1 * -2**63 * -2**63 wrapped to 0 in int64; Python's is 2**126.
+    cf = framejit.compile(int_times)
+    t = torch.tensor([-1.0, 2.0, 1.0])
+    for n in (3, -2**63, 2**40, 5, 2**31 + 7, -7):
+        assert cf(t, n) == int_times(t, n)
+    assert framejit.stats(int_times)["fallbacks"] == 0, framejit.fallbacks(int_times)
