@@ -171,13 +171,16 @@ PyObject* run_tail(const Plan& plan, PlanRun& run) {
 // The call's result failed the traced check: the rest goes on in the continuation
 // traced for such a result, traced now if there is none and room for one.
 static PyObject* run_call_outcome(const PlanStep& step, PlanRun& run) {
-  CallOutcomes& outcomes = *step.outcomes;
+  // Held here: another thread (while a compile lets go of the GIL) may add outcomes.
+  const std::shared_ptr<CallOutcomes> outcomes = step.outcomes;
   PyObject* r = run.regs[static_cast<size_t>(step.result_reg)].get();
-  for (const CallOutcomes::Outcome& o : outcomes.seen) {
-    if (result_matches(o.check, r)) return run_steps(*o.next, run);
+  for (size_t k = 0; k < outcomes->seen.size(); ++k) {
+    if (!result_matches(outcomes->seen[k].check, r)) continue;
+    const std::shared_ptr<Plan> next = outcomes->seen[k].next;
+    return run_steps(*next, run);
   }
-  if (outcomes.resume && run.st != nullptr && outcomes.traced + 1 < config().cache_limit) {
-    return trace_call_outcome(outcomes, step.result_reg, run);
+  if (outcomes->resume && run.st != nullptr && outcomes->traced + 1 < config().cache_limit) {
+    return trace_call_outcome(*outcomes, step.result_reg, run);
   }
   return resume_in_cpython(*step.deopt, run);
 }

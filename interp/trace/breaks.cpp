@@ -321,6 +321,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
       return unsupported("running a graph segment failed (eager raises)");
     }
     plan_->steps.push_back(std::move(step));
+    segment_since_call_ = true;
   }
   std::unordered_map<jit::NodeId, int> reg_of;  // each live tensor that is no input: its register
   for (size_t k = 0; k < first_item; ++k) reg_of[outputs[k]] = out_regs[k];
@@ -562,6 +563,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
   FJ_TRY(save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt));
   after_call_ = step.deopt;
+  segment_since_call_ = false;
   call_steps_[step.result_reg] = {plan_, plan_->steps.size()};
   plan_->steps.push_back(std::move(step));
   if (!pure) {
@@ -677,7 +679,8 @@ bool Tracer::end_with_deopt(const Status& why) {
 // over the frame's cells is alive): the plan hands CPython the state saved after the
 // last opaque call instead, and CPython redoes what was traced since (none of it ran).
 bool Tracer::deopt_after_last_call(const Status& why) {
-  if (!committed_ || !after_call_) return false;
+  // A segment that ran since (at a branch) may have written its inputs: not redone.
+  if (!committed_ || !after_call_ || segment_since_call_) return false;
   PlanStep step;
   step.kind = PlanStep::Kind::Deopt;
   step.deopt = after_call_;

@@ -53,6 +53,12 @@ Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins);
 // A new, empty cell object stands for it (traced_cells_); a call of the function
 // reads the local itself.
 Status Tracer::op_load_closure(const Instruction& ins) {
+  // A closure the frame makes over its cells cannot be handed to CPython (Tracer::
+  // can_resume): deopt_after_last_call covers a later failure only while no segment
+  // ran since the last break, so after one CPython runs the frame from here.
+  if (cur_.depth == 0 && committed_ && segment_since_call_) {
+    return unsupported("a closure over the frame's variables after a graph break and a branch");
+  }
   PyObject* cell = PyCell_New(nullptr);
   if (cell == nullptr) {
     guards::clear_error();

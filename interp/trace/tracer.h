@@ -714,6 +714,7 @@ class Tracer {
   bool attribute_error_proved_ = false;
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
+  bool segment_since_call_ = false;         // a RunGraph step ran after after_call_'s point
   // The check of each opaque call's result, by its register: its step's (plan, index),
   // or for the call a continuation starts after, the check being traced.
   std::unordered_map<int, std::pair<Plan*, size_t>> call_steps_;

@@ -327,6 +327,31 @@ def test_a_frame_with_cell_variables_breaks_and_resumes():
     assert s["graph_breaks"] >= 1 and s["cache_hits"] == 1, s
 
 
+def closure_after_a_branch(x, n):
+    ys = [x * k for k in range(n)]  # x is a cell variable
+    remember({})  # a break
+    if ys[-1].sum() > 0:  # a plan branch: its segment runs before the outcome is traced
+        y = ys[-1] * 2
+    else:
+        y = ys[-1] - 1
+    g = lambda: x + y  # noqa: E731  a closure after the branch: CPython runs from here
+    return g(), len(_REMEMBERED)
+
+
+def test_a_closure_after_a_break_and_a_branch_runs_in_cpython_from_there():
+    cf = framejit.compile(closure_after_a_branch)
+    for sign in (1, -1, 1, -1):
+        x = torch.rand(4) * sign + sign
+        _REMEMBERED.clear()
+        want = closure_after_a_branch(x, 3)
+        _REMEMBERED.clear()
+        got = cf(x, 3)
+        assert_same(got[0], want[0])
+        assert got[1] == want[1] == 1  # the break's call ran once
+    s = no_fallbacks(closure_after_a_branch)
+    assert s["cache_hits"] >= 2, s
+
+
 class Token:
     """A C method on an attribute of a user object (transformers' CompileableContextVar)."""
     def __init__(self):
