@@ -101,10 +101,12 @@ struct DeoptState {
 
 // What an opaque call's result must be for the trace after it to hold.
 struct ResultCheck {
-  enum class Kind : uint8_t { Any, Is, Equals, Tensor, Type } kind = Kind::Any;
+  enum class Kind : uint8_t { Any, Is, Equals, Tensor, Type, Never } kind = Kind::Any;
   PyRef obj;                               // Is: this object; Equals: equal to it, same type;
                                            // Type: of exactly this class (an opaque result whose
-                                           // class the trace asked: isinstance, `is None`)
+                                           // class the trace asked: isinstance, `is None`);
+                                           // Never: the call raised while tracing (no result
+                                           // has a traced continuation yet)
   guards::TensorMeta meta;                 // Tensor: dtype, rank, sizes (strides are free, but:)
   bool contiguous = false;                 // Tensor: the traced result was contiguous, and the trace
                                            // took views of it as of one (x.view(-1)): so must this be

@@ -43,6 +43,7 @@ bool result_matches(const ResultCheck& c, PyObject* r) {
     case ResultCheck::Kind::Any: return true;
     case ResultCheck::Kind::Is: return r == c.obj.get();
     case ResultCheck::Kind::Type: return reinterpret_cast<PyObject*>(Py_TYPE(r)) == c.obj.get();
+    case ResultCheck::Kind::Never: return false;
     case ResultCheck::Kind::Equals: return same_constant(r, c.obj.get());
     case ResultCheck::Kind::Tensor: {
       if (Py_TYPE(r) != reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) return false;

@@ -524,10 +524,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   const DeoptState* deopt = nullptr;
   if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here (or its handler runs)
     call_raised_ = true;
-    if (step.unwind) {
-      ran_ = true;
-      result_ = PyRef::steal(resume_in_cpython(*step.unwind, *run_, /*raising=*/true));
-    }
+    if (step.unwind) FJ_TRY(end_with_unwind(std::move(step), what));
     return unsupported(what + " raised");
   }
   // The trace goes on with the result as it is now; the plan checks it at each call.
@@ -634,11 +631,38 @@ std::shared_ptr<ResumePoint> Tracer::resume_point(size_t num_inputs, size_t pc, 
   return rp;
 }
 
+// The break's call raised into a handler of the frame while tracing: CPython runs the
+// frame on from the handler, and the plan ends at this call. At a cache hit the call
+// raising again unwinds the same way; a call that returns has no traced continuation
+// yet: its check passes no result (Never), so the first one traces it (CallOutcomes).
+Status Tracer::end_with_unwind(PlanStep step, const std::string& what) {
+  step.check.kind = ResultCheck::Kind::Never;
+  step.outcomes = std::make_shared<CallOutcomes>();
+  step.outcomes->resume = resume_point(placeholder_slot_.size(), root_fs_.pc + 1);
+  Value result = Value::constant(PyRef::borrow(Py_None));  // whatever a later call returns
+  result.opaque = true;
+  result.reg = step.result_reg;
+  push(std::move(result));
+  Status saved = save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt);
+  pop();
+  FJ_TRY(std::move(saved));
+  const std::shared_ptr<DeoptState> unwind = step.unwind;
+  plan_->steps.push_back(std::move(step));
+  st_.counters.graph_breaks++;
+  entry_->breaks.push_back({what + " (graph break: it raised into the frame's handler)",
+                            location(cur_.code->instructions[root_fs_.pc])});
+  unwound_ = true;
+  ran_ = true;
+  result_ = PyRef::steal(resume_in_cpython(*unwind, *run_, /*raising=*/true));
+  return ok();
+}
+
 // ---- the end of a trace that has run steps ----
 
 // After an opaque call the frame cannot start over in CPython: it resumes there, at
 // the root instruction that could not be traced, with the state from before it.
 bool Tracer::end_with_deopt(const Status& why) {
+  if (unwound_) return true;  // the plan ends at a call that raised into a handler: CPython ran the rest
   if (guards::error_kept()) return false;  // an interrupt: the frame stops here, as in eager
   if (resume_at_ && committed_) {  // a segment failed: CPython redoes it from the last call on
     ran_ = true;

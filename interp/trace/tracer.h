@@ -213,6 +213,7 @@ class Tracer {
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
   bool end_with_deopt(const Status& why);
   bool deopt_after_last_call(const Status& why);
+  Status end_with_unwind(PlanStep step, const std::string& what);
   // The root state before the current instruction, kept to resume CPython there.
   void take_snapshot() {
     snapshot_ = *cur_.fs;
@@ -715,6 +716,7 @@ class Tracer {
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   bool segment_since_call_ = false;         // a RunGraph step ran after after_call_'s point
+  bool unwound_ = false;                    // the trace ended at a call that raised into a handler
   // The check of each opaque call's result, by its register: its step's (plan, index),
   // or for the call a continuation starts after, the check being traced.
   std::unordered_map<int, std::pair<Plan*, size_t>> call_steps_;

@@ -442,6 +442,39 @@ def test_a_traced_op_raising_after_a_break_inside_try_is_caught():
     assert framejit.stats(index_in_try)["fallbacks"] == 0, framejit.fallbacks(index_in_try)
 
 
+def odd_raises(i):
+    _CALLS.append(i)
+    if i % 2:
+        raise KeyError(i)
+
+
+def loop_with_try(x, n):
+    acc = x * 0
+    for i in range(n):
+        try:
+            odd_raises(i)  # raises at i = 1 already while the first call is traced
+            acc = acc + x * i
+        except KeyError:
+            acc = acc - 1
+    return acc
+
+
+def test_a_break_that_raises_into_a_handler_while_tracing_is_cached():
+    # The trace ends at the call that raised (CPython runs the handler and the rest);
+    # later calls run that plan and trace what follows a call that returns, once.
+    cf = framejit.compile(loop_with_try)
+    x = torch.randn(3)
+    for _ in range(3):
+        _CALLS.clear()
+        want = loop_with_try(x, 4)
+        eager_calls = list(_CALLS)
+        _CALLS.clear()
+        assert_same(cf(x, 4), want)
+        assert _CALLS == eager_calls
+    s = no_fallbacks(loop_with_try)
+    assert (s["compiles"], s["cache_hits"]) == (1, 2), s
+
+
 def uncaught(x):
     y = x.exp()
     try:
