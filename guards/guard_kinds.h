@@ -271,8 +271,9 @@ struct FunctionUnchanged {
 
 // The object at the end of `path` is an nn.Module of exactly class `type`; check()
 // records it in the call's path-object slot `slot` (CallInputs::path_tensors), where
-// the plan finds it (slot -1: any object, only its class checked). What the trace read below it has guards of its own (by path), so
-// every instance of the class with the same structure shares the entry.
+// the plan finds it (slot -1: any object, only its class checked). What the trace
+// read below it has guards of its own (by path), so every instance of the class with
+// the same structure shares the entry.
 struct PathModule {
   std::string name;
   Path path;

@@ -214,15 +214,15 @@ class GuardSet {
   // dicts), whichever instance is there at the call.
   void add_path_hooks_empty(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                             const std::vector<std::string>& keys);
-  // The object at root.attrs... is an nn.Module of exactly the class of `module` (not
-  // that object): returns its slot in CallInputs::path_tensors, where check() leaves
-  // the instance of this call. Reads below it must be guarded by path.
-  // The object at the end of the path is of exactly class `type` (a PathModule that
-  // fills no slot): an opaque argument whose class the trace asked (isinstance, `is None`).
   // `a is b` of the objects at two paths is `same`.
   void add_paths_same(std::string name, const PathRoot& root_a, const std::vector<std::string>& attrs_a,
                       const PathRoot& root_b, const std::vector<std::string>& attrs_b, bool same);
+  // The object at the end of the path is of exactly class `type` (a PathModule that
+  // fills no slot): an opaque argument whose class the trace asked (isinstance, `is None`).
   void add_path_type(std::string name, const PathRoot& root, const std::vector<std::string>& attrs, PyObject* type);
+  // The object at root.attrs... is an nn.Module of exactly the class of `module` (not
+  // that object): returns its slot in CallInputs::path_tensors, where check() leaves
+  // the instance of this call. Reads below it must be guarded by path.
   int add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                       PyObject* module);
   // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in

@@ -12,14 +12,15 @@
 //   CheckGuards what the trace read after an opaque call, checked at that point
 //   Branch      on a one-element tensor's truth: each outcome continues in a Plan of
 //               its own, traced the first time that outcome occurs
-// A Call whose result fails its check (a tensor of other sizes, another number) goes
-// on in the Plan traced for that kind of result (CallOutcomes), traced the first time
-// one occurs, up to cache_limit of them; past that the rest runs in CPython (deopt).
 //   Deopt       the rest of the frame runs in CPython: the frame's locals and stack
 //               are rebuilt from the plan's values and CPython resumes it mid-code
 //   View        a register made a view of an input or of another register (a tensor
 //               view live at a graph break: it stays a view of its base, as in eager)
-// A failing Call check or CheckGuards also deopts, at the state saved after the call.
+// A failing CheckGuards also deopts, at the state saved after the call. A Call whose
+// result fails its check (a tensor of other sizes, another number) goes on in the Plan
+// traced for that kind of result (CallOutcomes), traced the first time one occurs, up
+// to cache_limit of them; past that the rest runs in CPython (deopt). A Call inside a
+// try block that raises hands the frame to CPython at its handler (PlanStep::unwind).
 #pragma once
 
 #include <memory>

@@ -93,8 +93,8 @@ Status Tracer::op_binary_subscr(const Instruction&) {
 // method read at obj's path. nullopt: not such an object.
 std::optional<Status> Tracer::python_getitem(const Value& obj, const Value& index) {
   if (obj.kind != ValueKind::Const || is_opaque(obj) || obj.fresh) return std::nullopt;
-  PyRef name = PyRef::steal(PyUnicode_InternFromString("__getitem__"));
-  PyObject* fn = _PyType_Lookup(Py_TYPE(obj.obj.get()), name.get());
+  static PyObject* s_getitem = PyUnicode_InternFromString("__getitem__");
+  PyObject* fn = _PyType_Lookup(Py_TYPE(obj.obj.get()), s_getitem);
   guards::PathRoot root;
   PyRef holder;
   if (fn == nullptr || !PyFunction_Check(fn) || !path_root(obj, &root, &holder)) return std::nullopt;

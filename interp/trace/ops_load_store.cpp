@@ -374,7 +374,6 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   return ok();
 }
 
-// (owner -- method_or_NULL, self_or_value)
 // obj.name of an object the trace does not follow (an opaque call's result: no path
 // to guard what is read below it): read at run time by a graph break,
 // getattr(obj, name), whose result the plan checks as any call's. LOAD_METHOD pushes
@@ -392,6 +391,7 @@ std::optional<Status> Tracer::opaque_attr(const Value& owner, const std::string&
                     "an attribute of an object the trace does not follow");
 }
 
+// (owner -- method_or_NULL, self_or_value)
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();

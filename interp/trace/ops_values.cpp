@@ -459,14 +459,15 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   return ok();
 }
 
+namespace {
+bool is_singleton(PyObject* o) { return o == Py_None || o == Py_True || o == Py_False; }
+}  // namespace
+
 // `a is b` where one side is None, True or False and the other an object whose class
 // the trace knows but not its identity (opaque_type, a module guarded by class): an
 // object of another class is never it.
 std::optional<bool> Tracer::singleton_test(const Value& a, const Value& b) {
-  const auto singleton = [](const Value& v) {
-    return v.kind == ValueKind::Const && !is_opaque(v) &&
-           (v.obj.get() == Py_None || v.obj.get() == Py_True || v.obj.get() == Py_False);
-  };
+  const auto singleton = [](const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v) && is_singleton(v.obj.get()); };
   const Value* one = singleton(a) ? &a : singleton(b) ? &b : nullptr;
   const Value& other = one == &a ? b : a;
   if (one == nullptr || other.kind != ValueKind::Const) return std::nullopt;
@@ -502,11 +503,10 @@ Status Tracer::op_is_op(const Instruction& ins) {
   // Constants from arguments are guarded by value, not identity (an equal string or a
   // big int may be another object next time): `is` on them ends the trace, except
   // for the singletons None, True and False.
-  const auto singleton = [](PyObject* o) { return o == Py_None || o == Py_True || o == Py_False; };
   // An object guarded by class (path_slot) may be another one at each call.
   const auto known = [&](const Value& v) {
     return v.kind == ValueKind::Const && !is_opaque(v) &&
-           ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || singleton(v.obj.get()));
+           ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || is_singleton(v.obj.get()));
   };
   if (known(lhs) && known(rhs)) {
     same = lhs.obj.get() == rhs.obj.get();

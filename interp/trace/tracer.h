@@ -58,6 +58,10 @@ bool is_cpu_device(PyObject* o);
 // (torch._VF.dropout, torch.backends.cudnn.enabled), or nullptr (tensor_meta.cpp).
 // *opaque: the value may only be passed on, never looked into.
 PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
+// Calls fn on each value of `roots` and on every item inside them (breaks.cpp).
+void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& fn);
+// The locals and stack of a frame state, as roots for walk_values.
+std::vector<Value*> state_roots(FrameState& fs);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // name of a module read from a global (or imported, see ops_import.cpp), guarded by
@@ -213,6 +217,8 @@ class Tracer {
   Status save_state(const FrameState& fs, size_t pc, const std::string& reason, std::shared_ptr<DeoptState>* out);
   bool end_with_deopt(const Status& why);
   bool deopt_after_last_call(const Status& why);
+  bool hand_to_cpython(const DeoptState& state, bool raising = false);
+  bool deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason);
   Status end_with_unwind(PlanStep step, const std::string& what);
   // The root state before the current instruction, kept to resume CPython there.
   void take_snapshot() {
