@@ -379,14 +379,33 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     fs.locals[nparams + (varargs ? 1 : 0)] = std::move(extra);
   }
   PyObject* defaults = func->func_defaults;
-  const size_t ndef = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
+  const auto made = made_defaults_.find(fn);  // traced defaults of a function made in the frame
+  const Value* made_pos = made != made_defaults_.end() && made->second.defaults.kind == ValueKind::Tuple ? &made->second.defaults : nullptr;
+  const Value* made_kw = made != made_defaults_.end() && made->second.kwdefaults.kind == ValueKind::Dict ? &made->second.kwdefaults : nullptr;
+  const size_t ndef = made_pos ? made_pos->items.size() : defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
   for (size_t j = 0; j < nparams; ++j) {
     if (set[j]) continue;
     PyObject* d = nullptr;
+    PyObject* name = PyTuple_GET_ITEM(co->co_localsplusnames, j);
+    if (j < argcount && j + ndef >= argcount && made_pos) {
+      fs.locals[j] = made_pos->items[j + ndef - argcount];
+      continue;
+    }
+    if (j >= argcount && made_kw) {
+      const std::vector<Value>& kv = made_kw->items;
+      size_t k = 0;
+      while (k + 1 < kv.size() && !(kv[k].kind == ValueKind::Const && PyUnicode_Check(kv[k].obj.get()) &&
+                                    PyUnicode_Compare(kv[k].obj.get(), name) == 0)) {
+        k += 2;
+      }
+      if (k + 1 >= kv.size()) return unsupported(bad);
+      fs.locals[j] = kv[k + 1];
+      continue;
+    }
     if (j < argcount && j + ndef >= argcount) {
       d = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(j + ndef - argcount));
     } else if (j >= argcount && func->func_kwdefaults != nullptr) {
-      d = PyDict_GetItemWithError(func->func_kwdefaults, PyTuple_GET_ITEM(co->co_localsplusnames, j));
+      d = PyDict_GetItemWithError(func->func_kwdefaults, name);
     }
     if (d == nullptr) return unsupported(bad);
     Value v = Value::constant(PyRef::borrow(d));

@@ -77,6 +77,7 @@ bool Tracer::has_traced_cells(PyObject* obj) const {
     return std::any_of(cell_objects_.begin(), cell_objects_.end(), [&](const PyRef& c) { return c.get() == obj; });
   }
   if (!PyFunction_Check(obj)) return false;
+  if (made_defaults_.count(obj)) return true;
   PyObject* closure = reinterpret_cast<PyFunctionObject*>(obj)->func_closure;
   for (Py_ssize_t k = 0; closure != nullptr && k < PyTuple_GET_SIZE(closure); ++k) {
     if (has_traced_cells(PyTuple_GET_ITEM(closure, k))) return true;
@@ -494,11 +495,40 @@ Status Tracer::op_load_method(const Instruction& ins) {
   return ok();
 }
 
-// (code -- function): a nested function without defaults or closure. Its calls are
-// inlined; it must not escape, since eager makes a new one on every call.
+namespace {
+
+// The Python object a value built only of constants stands for (a tuple or dict whose
+// items are constants): null when any part is traced (a tensor, a symbolic number),
+// opaque or made in the frame.
+PyRef constant_object(const Value& v) {
+  if (v.kind == ValueKind::Const) return v.opaque || v.fresh ? PyRef() : v.obj;
+  if (v.kind != ValueKind::Tuple && v.kind != ValueKind::Dict) return PyRef();
+  std::vector<PyRef> items;
+  for (const Value& item : v.items) {
+    items.push_back(constant_object(item));
+    if (!items.back()) return PyRef();
+  }
+  if (v.kind == ValueKind::Tuple) {
+    PyRef t = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+    for (size_t k = 0; t && k < items.size(); ++k) PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(k), items[k].release());
+    return t;
+  }
+  PyRef d = PyRef::steal(PyDict_New());
+  for (size_t k = 0; d && k + 1 < items.size(); k += 2) {
+    if (PyDict_SetItem(d.get(), items[k].get(), items[k + 1].get()) < 0) d = PyRef();
+  }
+  return d;
+}
+
+}  // namespace
+
+// (defaults? kwdefaults? annotations? cells? code -- function): a nested function.
+// Its calls are inlined; it must not escape, since eager makes a new one on every
+// call. Constant defaults are set on the function object; traced ones (a symbolic
+// number, a tensor) are kept for its calls to bind (made_defaults_). Annotations must
+// be constants.
 Status Tracer::op_make_function(const Instruction& ins) {
   Value code = pop();
-  if (ins.arg & ~0x08) return unsupported("a nested function with defaults or annotations");
   if (code.kind != ValueKind::Const || !PyCode_Check(code.obj.get())) return unsupported("MAKE_FUNCTION of a non-code value");
   PyRef closure;
   if (ins.arg & 0x08) {  // a tuple of cells from LOAD_CLOSURE
@@ -511,13 +541,40 @@ Status Tracer::op_make_function(const Instruction& ins) {
       PyTuple_SET_ITEM(closure.get(), static_cast<Py_ssize_t>(k), Py_NewRef(c.obj.get()));
     }
   }
-  PyObject* fn = PyFunction_New(code.obj.get(), cur_.globals);
-  if (fn == nullptr || (closure && PyFunction_SetClosure(fn, closure.get()) < 0)) {
-    Py_XDECREF(fn);
+  PyRef annotations;
+  if ((ins.arg & 0x04) && !(annotations = constant_object(pop()))) {
+    return unsupported("a nested function whose annotations are not constants");
+  }
+  Value traced[2];  // keyword defaults, defaults: in the order they are popped
+  PyRef parts[2];
+  for (int k = 0; k < 2; ++k) {
+    if (!(ins.arg & (0x02 >> k))) continue;
+    traced[k] = pop();
+    parts[k] = constant_object(traced[k]);
+    if (parts[k]) {
+      traced[k] = Value();
+    } else if (traced[k].kind != (k == 0 ? ValueKind::Dict : ValueKind::Tuple)) {
+      return unsupported("a nested function whose defaults are neither a tuple nor a dict");
+    } else if (std::any_of(traced[k].items.begin(), traced[k].items.end(), [](const Value& d) {
+                 return d.kind == ValueKind::List || d.kind == ValueKind::Dict;  // shared by every call
+               })) {
+      return unsupported("a nested function with a mutable default");
+    }
+  }
+  PyRef fn = PyRef::steal(PyFunction_New(code.obj.get(), cur_.globals));
+  if (!fn || (closure && PyFunction_SetClosure(fn.get(), closure.get()) < 0) ||
+      (parts[0] && PyFunction_SetKwDefaults(fn.get(), parts[0].get()) < 0) ||
+      (parts[1] && PyFunction_SetDefaults(fn.get(), parts[1].get()) < 0)) {
     guards::clear_error();
     return unsupported("cannot create the nested function");
   }
-  Value v = Value::constant(PyRef::steal(fn));
+  if (annotations) {  // CPython stores the (name, value, ...) tuple; __annotations__ makes the dict
+    Py_XSETREF(reinterpret_cast<PyFunctionObject*>(fn.get())->func_annotations, annotations.release());
+  }
+  if (traced[0].kind != ValueKind::Null || traced[1].kind != ValueKind::Null) {
+    made_defaults_[fn.get()] = MadeDefaults{fn, std::move(traced[1]), std::move(traced[0])};
+  }
+  Value v = Value::constant(std::move(fn));
   v.fresh = true;
   push(std::move(v));
   return ok();

@@ -653,6 +653,15 @@ class Tracer {
   // inlined call binds its free variables. Entries go when that frame returns.
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
+  // Defaults of a function made in the frame that are traced values (a symbolic
+  // number, a tensor): its inlined calls bind these instead of the function object's.
+  struct MadeDefaults {
+    PyRef fn;  // keeps the key's address from being reused
+    Value defaults, kwdefaults;  // a Tuple and a Dict, or Null for the object's own
+  };
+  std::unordered_map<PyObject*, MadeDefaults> made_defaults_;
+  // A cell standing for a traced local, or a function made in the frame over such
+  // cells or with traced defaults: CPython could not run it.
   bool has_traced_cells(PyObject* obj) const;
   // nullopt when v is no tensor.
   std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out,

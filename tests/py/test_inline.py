@@ -230,6 +230,67 @@ def test_closures_over_locals_are_traced():
     assert s["fallbacks"] == 0 and s["graph_breaks"] == 0 and s["graphs"] == 1, (s, framejit.fallbacks(f))
 
 
+def test_nested_functions_with_defaults_are_traced():
+    # MAKE_FUNCTION with constant defaults, keyword defaults and annotations: the
+    # calls bind them as CPython does, and no call runs in CPython.
+    def f(x, k):
+        def inner(t, scale=2.0, *, shift=k, mode: str = "add") -> torch.Tensor:
+            return t * scale + shift if mode == "add" else t * scale - shift
+
+        return inner(x), inner(x, 3.0, mode="sub"), inner(x, shift=-1)
+
+    cf = framejit.compile(f)
+    x = torch.randn(4)
+    assert_same(cf(x, 5), f(x, 5))
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0 and s["graphs"] == 1, (s, framejit.fallbacks(f))
+
+
+def test_nested_function_with_traced_defaults():
+    # Defaults computed in the frame (a tensor, a symbolic int) are bound by the
+    # inlined calls; a new n does not recompile.
+    def f(x, n):
+        def inner(t, bias=x.sum(), *, times=n):
+            return t * times + bias
+
+        return inner(x), inner(x, 1.0, times=2)
+
+    cf = framejit.compile(f)
+    x = torch.randn(4)
+    for n in (3, 4, 5):
+        assert_same(cf(x, n), f(x, n))
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graphs"] == 1 and s["recompiles"] == 0, (s, framejit.fallbacks(f))
+
+
+def test_nested_function_with_a_mutable_or_live_default_runs_as_eager():
+    # A list default is shared by every call in eager; a function with a traced
+    # default alive at a graph break cannot be handed to CPython: both run as eager.
+    def shared(x):
+        def inner(t, seen=[]):
+            seen.append(t)
+            return t * len(seen)
+
+        return inner(x), inner(x)
+
+    log = []
+
+    def live(x):
+        def inner(t, b=x * 2):
+            return t + b
+
+        log.append(len(log))  # an opaque call
+        return inner(x)
+
+    x = torch.randn(4)
+    for f in (shared, live):
+        cf = framejit.compile(f)
+        assert_same(cf(x), f(x))
+        assert_same(cf(x), f(x))
+    assert "mutable default" in str(framejit.fallbacks(shared))
+    assert log == [0, 1, 2, 3]
+
+
 def test_closure_that_outlives_its_frame_runs_as_eager():
     # make_scaler's lambda is called after make_scaler returned: its cell is not a
     # traced local any more, and the frame runs in CPython.
