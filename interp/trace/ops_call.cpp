@@ -317,6 +317,17 @@ Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
   return static_cast<const DecodedCode*>(cs->decoded.get());
 }
 
+// The value under the str key `name` of a dict the trace built; null when absent.
+static const Value* str_keyed_item(const Value& dict, PyObject* name) {
+  const std::vector<Value>& kv = dict.items;
+  for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+    if (kv[k].kind == ValueKind::Const && PyUnicode_Check(kv[k].obj.get()) && PyUnicode_Compare(kv[k].obj.get(), name) == 0) {
+      return &kv[k + 1];
+    }
+  }
+  return nullptr;
+}
+
 // Traces a call of the Python function `fn` in a frame of its own, binding
 // arguments as CPython does (positional, keyword, defaults, *args).
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
@@ -392,14 +403,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
       continue;
     }
     if (j >= argcount && made_kw) {
-      const std::vector<Value>& kv = made_kw->items;
-      size_t k = 0;
-      while (k + 1 < kv.size() && !(kv[k].kind == ValueKind::Const && PyUnicode_Check(kv[k].obj.get()) &&
-                                    PyUnicode_Compare(kv[k].obj.get(), name) == 0)) {
-        k += 2;
-      }
-      if (k + 1 >= kv.size()) return unsupported(bad);
-      fs.locals[j] = kv[k + 1];
+      const Value* item = str_keyed_item(*made_kw, name);
+      if (item == nullptr) return unsupported(bad);
+      fs.locals[j] = *item;
       continue;
     }
     if (j < argcount && j + ndef >= argcount) {
