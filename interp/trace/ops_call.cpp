@@ -317,17 +317,6 @@ Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
   return static_cast<const DecodedCode*>(cs->decoded.get());
 }
 
-// The value under the str key `name` of a dict the trace built; null when absent.
-static const Value* str_keyed_item(const Value& dict, PyObject* name) {
-  const std::vector<Value>& kv = dict.items;
-  for (size_t k = 0; k + 1 < kv.size(); k += 2) {
-    if (kv[k].kind == ValueKind::Const && PyUnicode_Check(kv[k].obj.get()) && PyUnicode_Compare(kv[k].obj.get(), name) == 0) {
-      return &kv[k + 1];
-    }
-  }
-  return nullptr;
-}
-
 // Traces a call of the Python function `fn` in a frame of its own, binding
 // arguments as CPython does (positional, keyword, defaults, *args).
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
@@ -401,15 +390,13 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     if (j < argcount && j + ndef >= argcount && made_pos) {
       fs.locals[j] = made_pos->items[j + ndef - argcount];
       continue;
-    }
-    if (j >= argcount && made_kw) {
-      const Value* item = str_keyed_item(*made_kw, name);
-      if (item == nullptr) return unsupported(bad);
-      fs.locals[j] = *item;
-      continue;
-    }
-    if (j < argcount && j + ndef >= argcount) {
+    } else if (j < argcount && j + ndef >= argcount) {
       d = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(j + ndef - argcount));
+    } else if (j >= argcount && made_kw) {
+      const long at = dict_find(*made_kw, name);
+      if (at < 0) return unsupported(bad);
+      fs.locals[j] = made_kw->items[static_cast<size_t>(at) + 1];
+      continue;
     } else if (j >= argcount && func->func_kwdefaults != nullptr) {
       d = PyDict_GetItemWithError(func->func_kwdefaults, name);
     }

@@ -555,11 +555,11 @@ Status Tracer::op_make_function(const Instruction& ins) {
       traced[k] = Value();
     } else if (traced[k].kind != (k == 0 ? ValueKind::Dict : ValueKind::Tuple)) {
       return unsupported("a nested function whose defaults are neither a tuple nor a dict");
-    } else if (std::any_of(traced[k].items.begin(), traced[k].items.end(), [](const Value& d) {
-                 return d.kind == ValueKind::List || d.kind == ValueKind::Dict;  // shared by every call
-               })) {
-      return unsupported("a nested function with a mutable default");
     }
+    bool shared = false;  // a list or dict inside a default is shared by every call
+    std::vector<Value*> roots{&traced[k]};
+    walk_values(roots, [&](Value& d) { shared |= &d != &traced[k] && (d.kind == ValueKind::List || d.kind == ValueKind::Dict); });
+    if (shared) return unsupported("a nested function with a mutable default");
   }
   PyRef fn = PyRef::steal(PyFunction_New(code.obj.get(), cur_.globals));
   if (!fn || (closure && PyFunction_SetClosure(fn.get(), closure.get()) < 0) ||

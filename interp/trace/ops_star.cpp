@@ -7,12 +7,6 @@
 #include <algorithm>
 
 namespace fj::interp {
-namespace {
-
-// A constant whose comparison runs no user code (a str, a number, None).
-bool plain_key(const Value& v) {
-  return v.kind == ValueKind::Const && !is_opaque(v) && is_foldable(v.obj.get()) && !PyTuple_Check(v.obj.get());
-}
 
 // The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1.
 long dict_find(const Value& dict, PyObject* key) {
@@ -22,6 +16,13 @@ long dict_find(const Value& dict, PyObject* key) {
     if (eq == 1) return static_cast<long>(j);
   }
   return -1;
+}
+
+namespace {
+
+// A constant whose comparison runs no user code (a str, a number, None).
+bool plain_key(const Value& v) {
+  return v.kind == ValueKind::Const && !is_opaque(v) && is_foldable(v.obj.get()) && !PyTuple_Check(v.obj.get());
 }
 
 // key: value into a Dict value's items: a repeated key keeps its position and takes

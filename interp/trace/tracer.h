@@ -60,6 +60,8 @@ bool is_cpu_device(PyObject* o);
 PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
 // Calls fn on each value of `roots` and on every item inside them (breaks.cpp).
 void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& fn);
+// The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1 (ops_star.cpp).
+long dict_find(const Value& dict, PyObject* key);
 // The locals and stack of a frame state, as roots for walk_values.
 std::vector<Value*> state_roots(FrameState& fs);
 // A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
