@@ -186,14 +186,15 @@ bool with_gil(F&& body) noexcept {
   return done;
 }
 
-// The gradient of operand k of a call: torch's backward of the op (framejit.extern.vjp).
+// The gradients of operands ks of a call (see jit::ExternFn::vjp): torch's backward
+// of the op (framejit.extern.vjp), which writes them into the result.
 class TorchVjp final : public jit::ExternFn {
  public:
-  TorchVjp(std::shared_ptr<const CallTemplate> call, size_t k, int output, std::string name, std::string key)
-      : call_(std::move(call)), k_(k), output_(output), name_(std::move(name)), key_(std::move(key)) {}
+  TorchVjp(std::shared_ptr<const CallTemplate> call, std::vector<size_t> ks, int output, std::string name, std::string key)
+      : call_(std::move(call)), ks_(std::move(ks)), output_(output), name_(std::move(name)), key_(std::move(key)) {}
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return key_; }
-  std::shared_ptr<const jit::ExternFn> vjp(size_t) const override { return nullptr; }
+  std::shared_ptr<const jit::ExternFn> vjp(const std::vector<size_t>&) const override { return nullptr; }
 
   bool run(const std::vector<jit::ExternArg>& operands, const jit::ExternArg& result) const noexcept override {
     return with_gil([&] {
@@ -201,26 +202,27 @@ class TorchVjp final : public jit::ExternFn {
       const size_t n = operands.size() - 1;  // the last is the result's gradient
       if (!wrap_all(operands, n, &tensors)) return false;
       PyRef gy = wrap(operands[n]);
-      static PyObject* s_requires = PyUnicode_InternFromString("requires_grad_");
-      if (!gy || !PyRef::steal(PyObject_CallMethodNoArgs(tensors[k_].get(), s_requires))) return false;
-      PyRef args, kwargs;
-      if (!fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) return false;
-      PyRef output = PyRef::steal(PyLong_FromLong(output_));
-      if (!output) return false;
-      PyRef g = PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.vjp, call_->fn.get(), args.get(),
-                                                          kwargs ? kwargs.get() : Py_None, output.get(),
-                                                          tensors[k_].get(), gy.get(), nullptr));
-      if (!g) return false;
-      if (g.get() != Py_None) return store(g.get(), result);
-      static PyObject* s_zero = PyUnicode_InternFromString("zero_");
       PyRef out = wrap(result);
-      return out && PyRef::steal(PyObject_CallMethodNoArgs(out.get(), s_zero));
+      PyRef xs = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(ks_.size())));
+      PyRef args, kwargs;
+      if (!gy || !out || !xs || !fill_call(call_->args.get(), call_->kwargs.get(), call_->slots, tensors, &args, &kwargs)) {
+        return false;
+      }
+      for (size_t i = 0; i < ks_.size(); ++i) {
+        PyTuple_SET_ITEM(xs.get(), static_cast<Py_ssize_t>(i), Py_NewRef(tensors[ks_[i]].get()));
+      }
+      PyRef output = PyRef::steal(PyLong_FromLong(output_));
+      PyRef done = output ? PyRef::steal(PyObject_CallFunctionObjArgs(g_helpers.vjp, call_->fn.get(), args.get(),
+                                                                      kwargs ? kwargs.get() : Py_None, output.get(),
+                                                                      xs.get(), gy.get(), out.get(), nullptr))
+                          : PyRef();
+      return done && done.get() == Py_True;
     });
   }
 
  private:
   std::shared_ptr<const CallTemplate> call_;
-  size_t k_;
+  std::vector<size_t> ks_;
   int output_;  // as TorchExtern's
   std::string name_, key_;
 };
@@ -235,10 +237,11 @@ class TorchExtern final : public jit::ExternFn {
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return key_; }
   // A random op has none: its backward would draw again.
-  std::shared_ptr<const jit::ExternFn> vjp(size_t k) const override {
+  std::shared_ptr<const jit::ExternFn> vjp(const std::vector<size_t>& ks) const override {
     if (random_) return nullptr;
-    const std::string tag = ".vjp" + std::to_string(k);
-    return std::make_shared<TorchVjp>(call_, k, output_, name_ + tag, key_ + tag);
+    std::string tag = ".vjp";
+    for (size_t k : ks) tag += (tag.size() > 4 ? "," : "") + std::to_string(k);
+    return std::make_shared<TorchVjp>(call_, ks, output_, name_ + tag, key_ + tag);
   }
   bool random() const override { return random_; }
 
@@ -278,7 +281,7 @@ class DropoutNoise final : public jit::ExternFn {
   }
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return key_; }
-  std::shared_ptr<const jit::ExternFn> vjp(size_t) const override { return nullptr; }
+  std::shared_ptr<const jit::ExternFn> vjp(const std::vector<size_t>&) const override { return nullptr; }
   bool random() const override { return true; }
 
   bool run(const std::vector<jit::ExternArg>&, const jit::ExternArg& result) const noexcept override {

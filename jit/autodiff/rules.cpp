@@ -3,6 +3,7 @@
 // through the op's derivative and adds the result to its operands' gradients; ops
 // that eager gives no gradient (piecewise constant, non-floating results) say so in
 // the table, and an op that has no rule here makes differentiate() an Error.
+#include <algorithm>
 #include <numbers>
 
 #include "jit/autodiff/differentiator.h"
@@ -598,18 +599,40 @@ Status matmul_grad(Backprop& r) {
   return ok();
 }
 
-// An extern call: each operand's gradient is another extern call (the embedder's
-// vjp) of the operands and gy.
+// An extern call: the gradients of its operands are one more extern call (the
+// embedder's vjp) of the operands and gy, for all operands of one dtype at once; its
+// flat result is sliced back into each operand's gradient.
+Status extern_grads(Backprop& r, const std::vector<NodeId>& in, const std::vector<size_t>& ks) {
+  std::shared_ptr<const ExternFn> vjp = r.n.extern_fn->vjp(ks);
+  if (!vjp) return Error{"autodiff: no gradient for operand " + std::to_string(ks[0]) + " of " + r.n.extern_fn->name()};
+  const DType dtype = r.operand(ks[0]).dtype;
+  if (ks.size() == 1) return r.acc(ks[0], r.graph.extern_call(std::move(vjp), in, dtype, r.operand(ks[0]).sym));
+  SymExpr total = SymExpr::integer(0);
+  for (size_t k : ks) total = add(total, numel(r.operand(k).sym));
+  const NodeId flat = FJ_TRY(r.graph.extern_call(std::move(vjp), in, dtype, {total}));
+  SymExpr offset = SymExpr::integer(0);
+  for (size_t k : ks) {
+    const SymExpr count = numel(r.operand(k).sym);
+    const NodeId part = FJ_TRY(r.graph.slice(flat, 0, offset, count, 1));
+    FJ_TRY(r.acc(k, r.graph.reshape(part, r.operand(k).sym)));
+    offset = add(offset, count);
+  }
+  return ok();
+}
+
 Status extern_grad(Backprop& r) {
   std::vector<NodeId> in;
   for (size_t k = 0; k < r.n.inputs.size(); ++k) in.push_back(FJ_TRY(r.x(k)));
   in.push_back(r.gy);
+  std::vector<std::vector<size_t>> by_dtype;  // the operands that need a gradient, by dtype
   for (size_t k = 0; k < r.n.inputs.size(); ++k) {
     if (!r.needs(k)) continue;
-    std::shared_ptr<const ExternFn> vjp = r.n.extern_fn->vjp(k);
-    if (!vjp) return Error{"autodiff: no gradient for operand " + std::to_string(k) + " of " + r.n.extern_fn->name()};
-    FJ_TRY(r.acc(k, r.graph.extern_call(std::move(vjp), in, r.operand(k).dtype, r.operand(k).sym)));
+    auto same = std::find_if(by_dtype.begin(), by_dtype.end(),
+                             [&](const auto& ks) { return r.operand(ks[0]).dtype == r.operand(k).dtype; });
+    if (same == by_dtype.end()) by_dtype.push_back({k});
+    else same->push_back(k);
   }
+  for (const std::vector<size_t>& ks : by_dtype) FJ_TRY(extern_grads(r, in, ks));
   return ok();
 }
 

@@ -39,10 +39,14 @@ class ExternFn {
   // kExternFailed and its caller computes the frame's result another way. Called on
   // the thread that runs the graph, possibly without the GIL held.
   virtual bool run(const std::vector<ExternArg>& operands, const ExternArg& result) const noexcept = 0;
-  // The gradient of operand k: an ExternFn of (the operands..., the result's gradient)
-  // whose result is operand k's gradient (its shape and dtype). Null when there is
-  // none (the graph is then not differentiated: autograd runs in CPython).
-  virtual std::shared_ptr<const ExternFn> vjp(size_t k) const = 0;
+  // The gradients of operands ks (ascending, all of one dtype): an ExternFn of (the
+  // operands..., the result's gradient) whose result is operand ks[0]'s gradient (its
+  // shape and dtype) when ks has one item, else every gradient flattened and
+  // concatenated in ks order, one 1-d result (torch's backward of an op computes the
+  // gradients of all its operands in one call: conv2d's of input, weight and bias).
+  // Null when there is none (the graph is then not differentiated: autograd runs in
+  // CPython).
+  virtual std::shared_ptr<const ExternFn> vjp(const std::vector<size_t>& ks) const = 0;
   // Whether each run draws from a random generator (dropout's noise, rand_like): such
   // a node is never merged with another, moved across one, cloned or recomputed (the
   // autodiff saves it, see jit/autodiff/autodiff.cpp), and runs in node order among

@@ -122,18 +122,63 @@ def _seeded(name):
     return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in packet.overloads())
 
 
-def vjp(fn, args, kwargs, output, x, gy):
-    """The gradient of fn(*args, **kwargs) (of its result number `output` when it
-    returns several; -1: it returns one) with respect to `x` (one of its tensor
-    arguments, which requires grad) for that result's gradient `gy`: torch's own
-    backward of the op, run on the spot. None when the result does not depend on x."""
-    with torch.enable_grad():
-        y = fn(*args, **(kwargs or {}))
-        if output >= 0:
-            y = y[output]
-        if not y.requires_grad:
-            return None
-        (g,) = torch.autograd.grad(y, (x,), gy, allow_unused=True)
-    return g
+def vjp(fn, args, kwargs, output, xs, gy, out):
+    """Writes into `out` the gradients of fn(*args, **kwargs) (of its result number
+    `output` when it returns several; -1: it returns one) with respect to xs (some of
+    its tensor arguments) for that result's gradient gy: out has the shape of xs[0]
+    when there is one, else holds them all flattened one after another (a zero where
+    the result does not depend on an x). torch's own backward of the op, run on the
+    spot: its ATen backward where one is known (no forward run again), else autograd
+    over a new forward run. False when a gradient is not what the trace expected."""
+    grads = _direct_backward(fn, args, kwargs or {}, output, xs, gy)
+    if grads is None:
+        with torch.enable_grad():
+            for x in xs:
+                x.requires_grad_()
+            y = fn(*args, **(kwargs or {}))
+            if output >= 0:
+                y = y[output]
+            grads = torch.autograd.grad(y, xs, gy, allow_unused=True) if y.requires_grad else (None,) * len(xs)
+    parts, offset = [out], 0
+    if len(xs) > 1:
+        parts = []
+        for x in xs:
+            parts.append(out[offset:offset + x.numel()].view(x.shape))
+            offset += x.numel()
+    for part, g in zip(parts, grads):
+        if g is None:
+            part.zero_()
+        elif g.shape != part.shape or g.dtype != part.dtype:
+            return False
+        else:
+            part.copy_(g)
+    return True
 
 
+_CONV_DIMS = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3}
+_CONV_PARAMS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+
+
+def _direct_backward(fn, args, kwargs, output, xs, gy):
+    """The gradients for xs from the op's ATen backward (convolution_backward for
+    conv1d/2d/3d, as eager's autograd calls it), or None where there is none here."""
+    dims = _CONV_DIMS.get(fn)
+    if dims is None or output >= 0 or len(args) + len(kwargs) > len(_CONV_PARAMS):
+        return None
+    bound = dict(zip(_CONV_PARAMS, args))
+    if any(k not in _CONV_PARAMS or k in bound for k in kwargs):
+        return None
+    bound.update(kwargs)
+    x, w, b = bound.get("input"), bound.get("weight"), bound.get("bias")
+    padding = bound.get("padding", 0)
+    roles = [[r is t for r in (x, w, b)] for t in xs]
+    if isinstance(padding, str) or x is None or w is None or x.dim() != dims + 2 or not all(any(r) for r in roles):
+        return None  # 'same' padding, an unbatched input: autograd instead
+
+    def tup(v):
+        return [v] * dims if isinstance(v, int) else list(v)
+    mask = [any(r[i] for r in roles) for i in range(3)]
+    grads = torch.ops.aten.convolution_backward(
+        gy, x, w, None if b is None else [b.shape[0]], tup(bound.get("stride", 1)), tup(padding),
+        tup(bound.get("dilation", 1)), False, [0] * dims, bound.get("groups", 1), mask)
+    return [grads[r.index(True)] for r in roles]

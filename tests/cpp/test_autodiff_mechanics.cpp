@@ -97,7 +97,7 @@ class CountingDraw final : public ExternFn {
  public:
   const std::string& name() const override { return name_; }
   const std::string& key() const override { return name_; }
-  std::shared_ptr<const ExternFn> vjp(size_t) const override { return nullptr; }
+  std::shared_ptr<const ExternFn> vjp(const std::vector<size_t>&) const override { return nullptr; }
   bool random() const override { return true; }
   bool run(const std::vector<ExternArg>&, const ExternArg& result) const noexcept override {
     auto* out = static_cast<double*>(result.data);

@@ -164,6 +164,61 @@ def test_gradients_through_torch_backward():
     assert s["compiles"] == 1 and s["fallbacks"] == 0, s
 
 
+# Each call's gradients come from one backward call of torch for all operands at
+# once: convolution_backward for conv1d/2d/3d (no second forward run), else autograd
+# over a new forward run (padding='same', an unbatched input, other ops).
+GRAD_CALLS = {
+    "conv2d_all": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (2, 3, 9, 9), (4, 3, 3, 3), (4,)),
+    "conv2d_kw_groups": (lambda x, w, b: F.conv2d(x, weight=w, bias=b, dilation=2, groups=3), (2, 6, 9, 9), (3, 2, 3, 3), (3,)),
+    "conv2d_no_bias": (lambda x, w, b: torch.conv2d(x, w, padding=(1, 2)) * b.sum(), (2, 3, 6, 7), (5, 3, 3, 3), (1,)),
+    "conv2d_same": (lambda x, w, b: F.conv2d(x, w, b, padding="same"), (2, 3, 6, 6), (4, 3, 2, 2), (4,)),
+    "conv2d_unbatched": (lambda x, w, b: F.conv2d(x, w, b), (3, 6, 6), (4, 3, 3, 3), (4,)),
+    "conv1d": (lambda x, w, b: F.conv1d(x, w, b, stride=3), (2, 3, 11), (4, 3, 2), (4,)),
+    "conv3d": (lambda x, w, b: F.conv3d(x, w, b, padding=1), (1, 2, 4, 5, 4), (3, 2, 3, 3, 3), (3,)),
+    "cdist": (lambda x, w, b: torch.cdist(x, w) * b, (2, 5, 3), (2, 4, 3), (4,)),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_CALLS))
+@pytest.mark.parametrize("needed", ["all", "weights", "input"])
+def test_extern_gradients_of_several_operands(name, needed):
+    fn, *shapes = GRAD_CALLS[name]
+    torch.manual_seed(1)
+    values = [torch.randn(*s, dtype=torch.float64) for s in shapes]
+    grad = {"all": (True, True, True), "weights": (False, True, True), "input": (True, False, False)}[needed]
+
+    def run(f):
+        leaves = [v.clone().requires_grad_(g) for v, g in zip(values, grad)]
+        out = f(*leaves)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+        return out, [v.grad for v in leaves]
+    got, got_grads = run(framejit.compile(fn))
+    want, want_grads = run(fn)
+    torch.testing.assert_close(got, want)
+    for g, w in zip(got_grads, want_grads):
+        assert (g is None) == (w is None)
+        if w is not None:
+            torch.testing.assert_close(g, w)
+    s = framejit.stats(fn)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_conv_gradients_come_from_one_convolution_backward(monkeypatch):
+    from framejit import extern
+    calls = []
+    direct = extern._direct_backward
+
+    def counted(fn, args, kwargs, output, xs, gy):
+        grads = direct(fn, args, kwargs, output, xs, gy)
+        calls.append((len(xs), grads is not None))
+        return grads
+    monkeypatch.setattr(extern, "_direct_backward", counted)
+    conv = nn.Conv2d(3, 4, 3)
+    f = framejit.compile(lambda x: conv(x).relu().sum())
+    f(torch.randn(2, 3, 6, 6, requires_grad=True)).backward()
+    assert calls == [(3, True)]  # input, weight and bias in one call, no forward run again
+
+
 def test_random_op_under_autograd_gives_eagers_gradient():
     def f(x):
         return (torch.dropout(x, 0.5, True) * x).sum()
