@@ -532,12 +532,13 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   const size_t num_inputs = placeholder_slot_.size();
   Value result;
   call_result(step.result_reg, &step.check, &result);
-  // Lists the callee received (or could reach: the arguments) may have changed: from
-  // now on they are those objects.
+  // Lists and dicts the callee received (or could reach: the arguments) may have
+  // changed: from now on they are those objects.
   {
     std::vector<Value*> roots = state_roots(root_fs_);
     walk_values(roots, [&](Value& v) {
-      if (v.kind == ValueKind::List && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
+      if ((v.kind == ValueKind::List || v.kind == ValueKind::Dict) && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 &&
+          v.source.attrs.empty()) {
         Value o = Value::constant(PyRef::borrow(in_.args[v.source.arg]), v.source);
         o.opaque = true;
         v = std::move(o);

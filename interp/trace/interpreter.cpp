@@ -79,6 +79,22 @@ Status Tracer::tensor_input(const guards::TensorMeta& meta, const std::string& s
   return ok();
 }
 
+namespace {
+
+// An exact dict of at most 64 items whose keys are all exact str.
+bool str_keyed_dict(PyObject* a) {
+  if (!PyDict_CheckExact(a) || PyDict_GET_SIZE(a) > 64) return false;
+  Py_ssize_t pos = 0;
+  PyObject* key = nullptr;
+  PyObject* item = nullptr;
+  while (PyDict_Next(a, &pos, &key, &item)) {
+    if (!PyUnicode_CheckExact(key)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status Tracer::bind_arguments() {
   PyCodeObject* code = cur_.co;
   // The graph takes float32 as torch's default dtype (creation ops, int / int, int
@@ -91,6 +107,7 @@ Status Tracer::bind_arguments() {
   }
   entry_->guards.add_default_dtype(dflt);
   cur_.fs->locals.resize(static_cast<size_t>(code->co_nlocalsplus));
+  named_params_ = code->co_argcount + code->co_kwonlyargcount;
   // Free variables: the closure's cells, read now (COPY_FREE_VARS has not run yet)
   // and guarded. Cell variables stay plain locals: no closure is ever created.
   const int first_free = code->co_nlocalsplus - code->co_nfreevars;
@@ -176,6 +193,11 @@ Status Tracer::bind_arguments() {
       v.source = src;
       v.opaque = v.kind == ValueKind::Const;
       cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
+    } else if (str_keyed_dict(a)) {
+      // A dict such as a batch {"input_ids": t, ...}: read as **kwargs is (guarded by
+      // its keys in order, its tensors inputs by path). The caller owns it: a change
+      // of it in the frame ends the trace (may_change_dict).
+      FJ_TRY(bind_star_parameter(a, src, &cur_.fs->locals[static_cast<size_t>(i)]));
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);

@@ -323,8 +323,12 @@ void replace_in(std::vector<Value>& values, const Value& now) {
 }  // namespace
 
 // The frame's own **kwargs dict is that object until it changes; an opaque call before
-// the change may have kept it, and would miss the change: the trace stops there.
+// the change may have kept it, and would miss the change: the trace stops there. A
+// dict passed as a named parameter is the caller's: a change of it is not traced.
 Status Tracer::may_change_dict(const Value& d) const {
+  if (d.source.kind == Source::Kind::Arg && d.source.arg < named_params_ && d.source.attrs.empty()) {
+    return unsupported("a change of a dict argument (the caller's dict; not supported yet)");
+  }
   if (d.source.kind == Source::Kind::Arg && (committed_ || plan_ != &entry_->plan || !plan_->steps.empty())) {
     return unsupported("a change of **kwargs after a graph break (not supported yet)");
   }

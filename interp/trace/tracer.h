@@ -711,6 +711,7 @@ class Tracer {
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
   int next_identity_ = 0;  // for tuples and lists the frame builds
+  int named_params_ = 0;    // the root frame's positional and keyword-only parameters
   // Grad mode as traced: torch's at entry, changed by `with torch.no_grad()` /
   // `torch.enable_grad()` blocks. Without autograd, a tensor that requires grad is
   // read only where grad mode is off (its results then require no grad); the entry's

@@ -426,3 +426,61 @@ def test_resuming_in_cpython_inside_a_loop_over_a_list():
         mine, theirs = [x, x + 1], [x, x + 1]
         assert_same(cg(x, mine), deopt_in_loop_over_argument(x, theirs))
         assert_same(mine, theirs)
+
+
+# A dict argument (a batch {"input_ids": t, ...} as training loops pass one) is read
+# as the frame's own dict: guarded by its keys in order, its tensors inputs by path,
+# so a new dict with the same keys and new sizes reuses the compile.
+def batch_loss(batch):
+    total = batch["data"].sum() * 0
+    for key, value in batch.items():
+        if value.dtype.is_floating_point:
+            total = total + value.mean()
+    scale = batch.get("scale", 2.0)
+    return total * scale * len(batch) + ("target" in batch), batch["target"] + 1
+
+
+def test_dict_argument_is_read_without_recompiling_for_new_dicts():
+    cf = framejit.compile(batch_loss)
+    for n in (3, 5, 8):
+        batch = {"data": torch.randn(n, 4), "target": torch.arange(n), "extra": torch.randn(n)}
+        assert_same(cf(batch), batch_loss(batch))
+    s = framejit.stats(batch_loss)
+    assert (s["compiles"], s["cache_hits"], s["fallbacks"], s["graph_breaks"]) == (1, 2, 0, 0), s
+    # other keys (or the same keys in another order: items() follows it) compile again
+    for batch in ({"target": torch.arange(2), "data": torch.randn(2, 4)},
+                  {"data": torch.randn(2, 4), "target": torch.arange(2), "scale": torch.full((1,), 3.0)}):
+        assert_same(cf(batch), batch_loss(batch))
+    assert framejit.stats(batch_loss)["compiles"] == 3
+
+
+def test_dict_argument_changed_in_the_frame_or_by_a_call_stays_eager_correct():
+    def store(batch):
+        batch["double"] = batch["x"] * 2
+        return batch["x"] + 1
+
+    def pop(batch):
+        return batch.pop("x") * 3, len(batch)
+
+    def mutate(d):
+        d["x"] = d["x"] + 100
+        d["new"] = 1
+
+    def passed_on(batch):
+        before = batch["x"] * 2
+        mutate(batch)  # runs in CPython (not traced: a graph break), changes the caller's dict
+        return before + batch["x"], len(batch), sorted(batch)
+
+    for fn in (store, pop):
+        got_dict, want_dict = {"x": torch.ones(3), "y": torch.zeros(1)}, {"x": torch.ones(3), "y": torch.zeros(1)}
+        assert_same(framejit.compile(fn)(got_dict), fn(want_dict))
+        assert got_dict.keys() == want_dict.keys()
+        for k in want_dict:
+            assert_same(got_dict[k], want_dict[k])
+    cf = framejit.compile(passed_on)
+    for v in (1.0, 2.0):
+        got_dict, want_dict = {"x": torch.full((2,), v)}, {"x": torch.full((2,), v)}
+        got, want = cf(got_dict), passed_on(want_dict)
+        assert_same(got[0], want[0])
+        assert got[1:] == want[1:] and got_dict.keys() == want_dict.keys()
+        assert_same(got_dict["x"], want_dict["x"])
