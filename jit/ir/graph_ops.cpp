@@ -57,7 +57,14 @@ Expected<NodeId> Graph::reduce(Op op, NodeId x, std::vector<int64_t> dims, bool 
   const Node& in = node(x);
   const std::string name = name_of(op);
   if (is_python_scalar(in)) return Error{name + " of a Python number"};
-  if (in.rank() == 0) return Error{name + " of a 0-d tensor (not supported)"};
+  if (in.rank() == 0) {  // as a 1-element row: dim 0 and -1 name its only element
+    for (int64_t d : dims) {
+      if (d != 0 && d != -1) return Error{"Dimension out of range (expected to be in range of [-1, 0], but got " + std::to_string(d) + ")"};
+    }
+    if (dims.size() > 1) return Error{"dim 0 appears multiple times in the list of dims"};
+    const NodeId row = FJ_TRY(reshape(x, {SymExpr::integer(1)}));
+    return reduce(op, row, {0}, false, dtype);
+  }
   const bool arg = op == Op::ArgMax || op == Op::ArgMin;
   if (arg && in.dtype == DType::Bool) return Error{name + " of a bool tensor (eager raises)"};
   if (dims.empty()) {

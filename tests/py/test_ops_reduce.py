@@ -137,3 +137,26 @@ def test_reduction_operand_kept_in_output(name, shape):
     x = torch.randn(*shape) * 4
     check(fn, x)
     check(fn, x.transpose(0, 2).contiguous().transpose(0, 2))  # strided input
+
+
+# A 0-d tensor reduces as its one element (dim 0 and -1 name it), as eager's.
+ZERO_DIM = {
+    "sum": lambda x: x.sum(), "sum_dim": lambda x: x.sum(0), "sum_keepdim": lambda x: x.sum(-1, keepdim=True),
+    "sum_bool": lambda x: (x > 0).sum(), "mean": lambda x: x.mean(), "mean_dim": lambda x: torch.mean(x, dim=0),
+    "amax": lambda x: x.amax(), "max_dim": lambda x: x.max(0).values, "argmax": lambda x: x.argmax(),
+    "argmin_dim": lambda x: x.argmin(0), "any": lambda x: x.any(), "all_dim": lambda x: x.all(0),
+    "prod": lambda x: x.prod(), "logsumexp": lambda x: torch.logsumexp(x, 0), "softmax": lambda x: torch.softmax(x, 0),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_DIM))
+@pytest.mark.parametrize("value", [2.5, -1.0])
+def test_reductions_of_a_zero_dim_tensor(name, value):
+    check(ZERO_DIM[name], torch.tensor(value))
+
+
+def test_reduction_of_a_zero_dim_tensor_over_a_bad_dim_raises_as_eager():
+    def f(x):
+        return x.sum(1)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"):
+        framejit.compile(f)(torch.tensor(1.0))
