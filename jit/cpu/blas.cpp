@@ -31,6 +31,11 @@ Layout layout(const Matrix& m) {
 }
 
 template <class T>
+T at(const Matrix& m, int64_t i, int64_t j) {
+  return reinterpret_cast<const T*>(m.data)[i * m.row_stride + j * m.col_stride];
+}
+
+template <class T>
 std::vector<T> contiguous_copy(const Matrix& m) {
   std::vector<T> out(static_cast<size_t>(m.rows * m.cols));
   const T* src = reinterpret_cast<const T*>(m.data);
@@ -41,11 +46,18 @@ std::vector<T> contiguous_copy(const Matrix& m) {
 }
 
 template <class T>
-void gemm_t(const Matrix& a, const Matrix& b, T* c, int64_t ldc) {
+void gemm_t(const Matrix& a, const Matrix& b, T* c, int64_t ldc, bool outer) {
   const int64_t m = a.rows, k = a.cols, n = b.cols;
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  if (outer) {
+    for (int64_t i = 0; i < m; ++i) {
+      const T ai = at<T>(a, i, 0);
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = ai * at<T>(b, 0, j);
+    }
     return;
   }
   Layout la = layout(a), lb = layout(b);
@@ -79,13 +91,13 @@ void blas_single_threaded() {
 #endif
 }
 
-void gemm(DType dtype, const Matrix& a, const Matrix& b, char* c, int64_t ldc) {
+void gemm(DType dtype, const Matrix& a, const Matrix& b, char* c, int64_t ldc, bool outer) {
   FJ_CHECK(a.cols == b.rows, "gemm: inner sizes differ");
   if (dtype == DType::Float32) {
-    gemm_t<float>(a, b, reinterpret_cast<float*>(c), ldc);
+    gemm_t<float>(a, b, reinterpret_cast<float*>(c), ldc, outer);
   } else {
     FJ_CHECK(dtype == DType::Float64, "gemm of a non-float dtype");
-    gemm_t<double>(a, b, reinterpret_cast<double*>(c), ldc);
+    gemm_t<double>(a, b, reinterpret_cast<double*>(c), ldc, outer);
   }
 }
 

@@ -403,6 +403,10 @@ class CpuCompiledGraph final : public CompiledGraph {
     int64_t batches = 1;
     for (size_t j = 0; j < batch_rank; ++j) batches *= out_sizes[j];
     if (batches == 0) return true;  // an empty batch: no product to compute (and no buffer to write)
+    // Eager folds a batch over a 2-d second operand into one gemm of batches * m rows;
+    // other batched products are bmm, whose k = 1 products sum from a zero as ours.
+    const bool folded = batch_rank == 0 || bm.sizes.size() == 2;
+    const bool outer = k == 1 && folded && batches * m >= 2 && ncols >= 2;
     // The product of batch item `t`'s rows [r0, r1) and columns [c0, c1).
     auto product = [&](int64_t t, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
       int64_t coff = 0, aoff = 0, boff = 0;
@@ -421,7 +425,7 @@ class CpuCompiledGraph final : public CompiledGraph {
       coff = coff + r0 * ldc + c0;
       Matrix ma{a.data + aoff * elem, r1 - r0, k, a.strides[ar - 2], a.strides[ar - 1]};
       Matrix mb{bm.data + boff * elem, k, c1 - c0, bm.strides[br - 2], bm.strides[br - 1]};
-      gemm(n.dtype, ma, mb, c + coff * elem, ldc);
+      gemm(n.dtype, ma, mb, c + coff * elem, ldc, outer);
     };
     // Tasks on the kernels' pool (OpenBLAS itself runs single-threaded): panels of a
     // long product when Ctrl-C is polled (gemm_panel), else whole batch items when

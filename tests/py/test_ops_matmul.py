@@ -211,3 +211,22 @@ def test_in_place_add_of_a_product_that_reads_the_target():
         b2 = b.clone()
         assert torch.equal(cf(a, b2), expected)
         assert torch.equal(b2, expected)
+
+
+# The sign of a zero product (found by the fuzzer: a division by it then gave -inf where
+# eager gives inf): eager's MKL writes a k = 1 product of at least 2 x 2 (a batch over a
+# 2-d operand counts as one product of all its rows) as the products themselves, and
+# sums from a zero elsewhere (one row or column, bmm).
+@pytest.mark.parametrize("sa,sb", [((2, 1), (1, 2)), ((1, 1), (1, 5)), ((4, 1), (1, 1)), ((3, 2, 1), (1, 2)),
+                                   ((3, 1, 1), (1, 2)), ((3, 2, 1), (3, 1, 2)), ((2, 1), (3, 1, 2)), ((64, 1), (1, 80))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_signed_zeros_of_a_k1_product_as_eager(sa, sb, dtype):
+    a = torch.zeros(sa, dtype=dtype)
+    a.view(-1)[::2] = -0.0
+    b = torch.full(sb, -2.0, dtype=dtype)
+
+    def f(a, b):
+        return 1.0 / (a @ b)
+    got, want = framejit.compile(f)(a, b), f(a, b)
+    assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want))
+    assert framejit.stats(f)["fallbacks"] == 0
