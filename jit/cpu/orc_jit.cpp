@@ -2,10 +2,16 @@
 #include "jit/cpu/orc_jit.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include "jit/log.h"
 
@@ -30,6 +36,42 @@ void initialize_llvm() {
     const char* argv[] = {"framejit", "-disable-lsr", "-enable-epilogue-vectorization=false"};
     llvm::cl::ParseCommandLineOptions(3, argv, "", &llvm::nulls());
   });
+}
+
+// FRAMEJIT_PERF_MAP=1: kernels are named in /tmp/perf-<pid>.map, the file `perf report`
+// reads for JIT code.
+bool perf_map_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("FRAMEJIT_PERF_MAP");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+void record_sizes(const llvm::MemoryBuffer& buffer, std::map<std::string, uint64_t>* sizes) {
+  auto obj = llvm::object::ObjectFile::createObjectFile(buffer.getMemBufferRef());
+  if (!obj) {
+    llvm::consumeError(obj.takeError());
+    return;
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
+  if (elf == nullptr) return;
+  for (const llvm::object::ELFSymbolRef sym : elf->symbols()) {
+    auto name = sym.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (sym.getELFType() == llvm::ELF::STT_FUNC) (*sizes)[name->str()] = sym.getSize();
+  }
+}
+
+void write_perf_line(void* addr, uint64_t size, const std::string& name) {
+  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  if (FILE* f = std::fopen(path.c_str(), "a")) {
+    std::fprintf(f, "%lx %lx %s\n", reinterpret_cast<unsigned long>(addr), static_cast<unsigned long>(size), name.c_str());
+    std::fclose(f);
+  }
 }
 
 }  // namespace
@@ -74,6 +116,7 @@ Expected<std::shared_ptr<JitCode>> OrcJit::add(std::vector<ObjectFile> objects) 
   code = std::make_shared<JitCode>(session_, tracker);
   for (ObjectFile& object : objects) {
     auto buffer = std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(object.bytes), object.name, false);
+    if (perf_map_on()) record_sizes(*buffer, &perf_sizes_);
     if (llvm::Error err = session_.jit->addObjectFile(tracker, std::move(buffer))) {
       return llvm_error("adding the code of " + object.name, std::move(err));
     }
@@ -85,6 +128,7 @@ Expected<void*> OrcJit::lookup(const std::string& symbol) {
   std::lock_guard<ForkSafeMutex> lock(*session_.mu);
   auto addr = session_.jit->lookup(symbol);
   if (!addr) return llvm_error("compiling " + symbol, addr.takeError());
+  if (auto size = perf_sizes_.find(symbol); size != perf_sizes_.end()) write_perf_line(addr->toPtr<void*>(), size->second, symbol);
   return addr->toPtr<void*>();
 }
 

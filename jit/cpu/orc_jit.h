@@ -9,6 +9,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,9 @@ class OrcJit {
   const bool has_fma_;
   ForkSafeMutex tm_mu_;  // guards tms_
   std::vector<std::unique_ptr<llvm::TargetMachine>> tms_;  // idle ones
+  // FRAMEJIT_PERF_MAP=1: the size of each function that add() made available, for
+  // the line lookup() writes to /tmp/perf-<pid>.map (so that perf names kernels).
+  std::map<std::string, uint64_t> perf_sizes_;  // guarded by session_.mu
 };
 
 }  // namespace fj::jit

@@ -139,22 +139,20 @@ def vjp(fn, args, kwargs, output, xs, gy, out):
             if output >= 0:
                 y = y[output]
             grads = torch.autograd.grad(y, xs, gy, allow_unused=True) if y.requires_grad else (None,) * len(xs)
-    parts, offset = [out], 0
-    if len(xs) > 1:
-        parts = []
-        for x in xs:
-            parts.append(out[offset:offset + x.numel()].view(x.shape))
-            offset += x.numel()
-    for part, g in zip(parts, grads):
-        if g is None:
-            part.zero_()
-        elif g.shape != part.shape or g.dtype != part.dtype:
+    for x, g in zip(xs, grads):
+        if g is not None and (g.shape != x.shape or g.dtype != out.dtype):
             return False
+    if len(xs) == 1:
+        if grads[0] is None:
+            out.zero_()
         else:
-            part.copy_(g)
+            out.copy_(grads[0])
+    else:
+        torch.cat([x.new_zeros(x.numel()) if g is None else g.reshape(-1) for x, g in zip(xs, grads)], out=out)
     return True
 
 
+_convolution_backward = torch.ops.aten.convolution_backward.default
 _CONV_DIMS = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3}
 _CONV_PARAMS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 
@@ -178,7 +176,7 @@ def _direct_backward(fn, args, kwargs, output, xs, gy):
     def tup(v):
         return [v] * dims if isinstance(v, int) else list(v)
     mask = [any(r[i] for r in roles) for i in range(3)]
-    grads = torch.ops.aten.convolution_backward(
+    grads = _convolution_backward(
         gy, x, w, None if b is None else [b.shape[0]], tup(bound.get("stride", 1)), tup(padding),
         tup(bound.get("dilation", 1)), False, [0] * dims, bound.get("groups", 1), mask)
     return [grads[r.index(True)] for r in roles]
