@@ -145,7 +145,7 @@ struct PlanStep {
   PlanValue callable;                      // Call
   PlanValue args;                          // Call: a Tuple
   PyRef kw_names;                          // Call: names of the last arguments, or null
-  int result_reg = -1;                     // Call, View
+  int result_reg = -1;                     // Call, View; CheckGuards with `retrace`
   PlanValue view;                          // View: a PlanValue::View of an argument, path tensor or register
   int offset = -1;                         // Call: the CALL instruction's byte offset (the frame's
                                            // current instruction while it runs: line numbers)
@@ -156,6 +156,9 @@ struct PlanStep {
   PlanValue cond;                          // Branch: a one-element tensor
   std::shared_ptr<BranchTargets> branch;   // Branch
   std::shared_ptr<CallOutcomes> outcomes;  // Call: continuations for other results
+  std::weak_ptr<CallOutcomes> retrace;     // CheckGuards of the reads right after a call (result_reg):
+                                           // when they fail, that call's other continuations are
+                                           // tried, or one is traced for this call
   std::shared_ptr<DeoptState> unwind;      // Call inside a try block: the frame at the call, where
                                            // CPython takes over an exception the call raises
 };

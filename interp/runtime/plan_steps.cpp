@@ -129,7 +129,7 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       // Block guard sets bind no symbols (see Tracer::guards()): `b` is only read.
       if (!step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b))) {
         if (log::enabled(log::Channel::Guards)) {
-          log::guards().info("plan: a value read after a graph break changed ({}); the rest runs in CPython",
+          log::guards().info("plan: a value read after a graph break changed ({})",
                              step.guards->check_verbose(run.in).value_or("?"));
         }
         *deopt = step.deopt.get();
@@ -169,21 +169,33 @@ PyObject* run_tail(const Plan& plan, PlanRun& run) {
   return build_value(plan.ret, run, outs, memo);
 }
 
-// The call's result failed the traced check: the rest goes on in the continuation
-// traced for such a result, traced now if there is none and room for one.
-static PyObject* run_call_outcome(const PlanStep& step, PlanRun& run) {
-  // Held here: another thread (while a compile lets go of the GIL) may add outcomes.
-  const std::shared_ptr<CallOutcomes> outcomes = step.outcomes;
-  PyObject* r = run.regs[static_cast<size_t>(step.result_reg)].get();
+// Whether the guards a continuation checks first (what it read right after the call)
+// hold now.
+static bool first_guards_hold(const Plan& plan, PlanRun& run) {
+  for (const PlanStep& step : plan.steps) {
+    if (step.kind == PlanStep::Kind::View) continue;
+    if (step.kind != PlanStep::Kind::CheckGuards) return true;
+    // Block guard sets bind no symbols (see Tracer::guards()): `b` is only read.
+    if (!step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b))) return false;
+  }
+  return true;
+}
+
+// A call's result (in `reg`) failed the traced check, or what the trace read right
+// after it changed: the rest goes on in the continuation traced for such a result and
+// such reads, traced now if there is none and room for one.
+static PyObject* run_call_outcome(std::shared_ptr<CallOutcomes> outcomes, int reg, const DeoptState& deopt,
+                                  PlanRun& run) {
+  PyObject* r = run.regs[static_cast<size_t>(reg)].get();
   for (size_t k = 0; k < outcomes->seen.size(); ++k) {
-    if (!result_matches(outcomes->seen[k].check, r)) continue;
     const std::shared_ptr<Plan> next = outcomes->seen[k].next;
+    if (!result_matches(outcomes->seen[k].check, r) || !first_guards_hold(*next, run)) continue;
     return run_steps(*next, run);
   }
   if (outcomes->resume && run.st != nullptr && outcomes->traced + 1 < config().cache_limit) {
-    return trace_call_outcome(*outcomes, step.result_reg, run);
+    return trace_call_outcome(outcomes, reg, run);
   }
-  return resume_in_cpython(*step.deopt, run);
+  return resume_in_cpython(deopt, run);
 }
 
 PyObject* run_steps(const Plan& plan, PlanRun& run) {
@@ -196,7 +208,11 @@ PyObject* run_steps(const Plan& plan, PlanRun& run) {
         const DeoptState* deopt = nullptr;
         if (!run_step(step, run, &deopt)) {
           if (deopt == nullptr && step.unwind) return resume_in_cpython(*step.unwind, run, /*raising=*/true);
-          if (deopt != nullptr && step.outcomes) return run_call_outcome(step, run);
+          // Held here: another thread (while a compile lets go of the GIL) may add outcomes.
+          if (deopt != nullptr && step.outcomes) return run_call_outcome(step.outcomes, step.result_reg, *deopt, run);
+          if (auto outcomes = step.retrace.lock(); deopt != nullptr && outcomes) {
+            return run_call_outcome(outcomes, step.result_reg, *deopt, run);
+          }
           return deopt ? resume_in_cpython(*deopt, run) : nullptr;
         }
         // The call started a debugger on this frame (breakpoint()): the rest runs in

@@ -408,6 +408,17 @@ Status Tracer::flush_block_guards() {
   step.kind = PlanStep::Kind::CheckGuards;
   step.guards = std::move(block_guards_);
   step.deopt = after_call_;
+  // Reads right after a call (nothing but views between): when they change, that call's
+  // continuations are tried, or a new one traced, as for a new kind of result.
+  size_t k = plan_->steps.size();
+  while (k > 0 && plan_->steps[k - 1].kind == PlanStep::Kind::View) --k;
+  if (k > 0 && plan_->steps[k - 1].kind == PlanStep::Kind::Call && plan_->steps[k - 1].outcomes) {
+    step.retrace = plan_->steps[k - 1].outcomes;
+    step.result_reg = plan_->steps[k - 1].result_reg;
+  } else if (k == 0 && resumed_outcomes_ && plan_ == continuation_plan_) {
+    step.retrace = resumed_outcomes_;
+    step.result_reg = resumed_reg_;
+  }
   block_guards_ = std::make_shared<guards::GuardSet>();
   const DeoptState* deopt = nullptr;
   if (!run_step(step, *run_, &deopt)) return unsupported("internal error: guards just read do not hold");

@@ -25,7 +25,7 @@ PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run
 // An opaque call's result that no continuation accepts: traces one for it from the
 // state saved after the call (its result in register `result_reg`), attaches it, and
 // runs it (interp/trace/breaks.cpp).
-PyObject* trace_call_outcome(CallOutcomes& outcomes, int result_reg, PlanRun& run);
+PyObject* trace_call_outcome(const std::shared_ptr<CallOutcomes>& outcomes, int result_reg, PlanRun& run);
 // Reads the builtins that traced calls dispatch on (interp/trace/ops_builtins.cpp);
 // once, at import.
 void init_builtin_calls();

@@ -3,6 +3,7 @@
 // the frame to CPython mid-code (a Deopt step, or the handler of a call that raised);
 // a branch's other outcome and an opaque call's new kind of result are traced later,
 // on the cache hit that first meets them, from the state saved there (ResumePoint).
+#include <algorithm>
 #include <functional>
 
 #include "interp/trace/interpreter.h"
@@ -163,7 +164,9 @@ PyObject* Tracer::trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, con
   auto plan = std::make_shared<Plan>();
   plan_ = plan.get();
   block_guards_ = std::make_shared<guards::GuardSet>();
+  continuation_plan_ = plan_;
   Status s = save_state(root_fs_, root_fs_.pc, "a new continuation", &after_call_);
+  const std::shared_ptr<DeoptState> start = after_call_;
   snapshot_ = root_fs_;
   snapshot_mark_ = graph_.mark();
   Value ret;
@@ -176,6 +179,11 @@ PyObject* Tracer::trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, con
     run_final();
   } else if (end_with_deopt(s)) {
     complete = true;
+  } else if (!call_raised_ && start && !PyErr_Occurred() &&
+             std::none_of(plan->steps.begin(), plan->steps.end(), [](const PlanStep& st) {
+               return st.kind == PlanStep::Kind::Call || st.kind == PlanStep::Kind::RunGraph;
+             })) {
+    hand_to_cpython(*start);  // nothing of the continuation ran: CPython runs all of it
   } else if (!call_raised_) {
     if (!PyErr_Occurred()) {
       PyErr_Format(PyExc_RuntimeError, "framejit: cannot continue %U after a graph break: %s",
@@ -195,23 +203,24 @@ PyObject* Tracer::resume(BranchTargets& targets, int outcome, PlanRun& run) {
   return r;
 }
 
-PyObject* Tracer::resume_call(CallOutcomes& outcomes, int result_reg, PlanRun& run) {
+PyObject* Tracer::resume_call(const std::shared_ptr<CallOutcomes>& outcomes, int result_reg, PlanRun& run) {
   ResultCheck check;
   std::shared_ptr<Plan> traced;
-  outcomes.traced++;
+  outcomes->traced++;
   resumed_reg_ = result_reg;
   resumed_check_ = &check;
-  PyObject* r = trace_from(*outcomes.resume, outcomes.resume->pc[0], run, [&] {
+  resumed_outcomes_ = outcomes;
+  PyObject* r = trace_from(*outcomes->resume, outcomes->resume->pc[0], run, [&] {
     Value result;
     call_result(result_reg, &check, &result);
     push(std::move(result));
   }, &traced);
   if (traced) {
-    outcomes.seen.push_back({std::move(check), traced});
+    outcomes->seen.push_back({std::move(check), traced});
     st_.counters.recompiles++;
     if (log::enabled(log::Channel::Recompiles)) {
-      log::interp().info("recompile: {} goes on after a graph break with a new kind of result ({} traced)",
-                         guards::utf8_lossy(st_.code->co_qualname), outcomes.traced + 1);
+      log::interp().info("recompile: {} goes on after a graph break with a new kind of result or new values read after it ({} traced)",
+                         guards::utf8_lossy(st_.code->co_qualname), outcomes->traced + 1);
     }
   }
   return r;
@@ -227,7 +236,7 @@ PyObject* trace_branch_outcome(BranchTargets& targets, int outcome, PlanRun& run
   return tracer.resume(targets, outcome, run);
 }
 
-PyObject* trace_call_outcome(CallOutcomes& outcomes, int result_reg, PlanRun& run) {
+PyObject* trace_call_outcome(const std::shared_ptr<CallOutcomes>& outcomes, int result_reg, PlanRun& run) {
   Expected<const DecodedCode*> code = decoded_code(run.st->code);
   if (code.failed()) {
     PyErr_Format(PyExc_RuntimeError, "framejit: cannot trace after a graph break: %s", code.error().c_str());

@@ -126,7 +126,7 @@ class Tracer {
   PyObject* resume(BranchTargets& targets, int outcome, PlanRun& run);
   // Traces the continuation of an opaque call for this run's result, runs it, and
   // adds it to `outcomes`.
-  PyObject* resume_call(CallOutcomes& outcomes, int result_reg, PlanRun& run);
+  PyObject* resume_call(const std::shared_ptr<CallOutcomes>& outcomes, int result_reg, PlanRun& run);
   bool ran_ = false;     // the trace ran the call itself (plans with steps)
   PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
@@ -740,6 +740,8 @@ class Tracer {
   std::unordered_map<int, std::pair<Plan*, size_t>> call_steps_;
   int resumed_reg_ = -1;
   ResultCheck* resumed_check_ = nullptr;
+  std::shared_ptr<CallOutcomes> resumed_outcomes_;  // resume_call's
+  const Plan* continuation_plan_ = nullptr;         // trace_from's
   std::shared_ptr<DeoptState> resume_at_;   // a segment failed while tracing: resume here
   std::optional<FrameState> snapshot_;      // the root state before the current root instruction
   jit::Graph::Mark snapshot_mark_;          // the graph's assumptions and checks then

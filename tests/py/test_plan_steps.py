@@ -678,3 +678,61 @@ def test_sizes_that_do_not_broadcast_raise_before_a_break(capsys):
             assert torch.equal(got[1], want[1])
         else:
             assert got[1] == want[1]
+
+
+class _Cfg:
+    scale = 2.0
+    flag = True
+
+
+def test_values_read_after_a_break_that_change_trace_a_continuation():
+    # What the trace reads after an opaque call is checked there; when it changed, the
+    # call's continuations are tried, or a new one traced from the call on (the call
+    # is not run again), rather than running the rest of the frame in CPython.
+    seen = []
+
+    def note(t):
+        seen.append(t.sum().item())
+
+    def f(x):
+        y = x * 2
+        note(y)
+        if _Cfg.flag:
+            return y * _Cfg.scale
+        return y - 1
+    f.__globals__["note"] = note
+    cf = framejit.compile(f)
+    settings = [(2.0, True), (3.0, True), (3.0, False), (2.0, True), (3.0, True), (5.0, False), (3.0, True)]
+    for i, (scale, flag) in enumerate(settings):
+        _Cfg.scale, _Cfg.flag = scale, flag
+        x = torch.full((3,), float(i))
+        got = cf(x)
+        assert len(seen) == 1  # the opaque call ran once
+        want = f(x)
+        assert_same(got, want)
+        assert seen[0] == seen[1]
+        seen.clear()
+    s = no_fallbacks(f)
+    # continuations: (flag, scale) = (True, 2.0) traced first, (True, 3.0), (False, any)
+    assert (s["compiles"], s["recompiles"], s["deopts"]) == (1, 2, 0), s
+
+
+def test_past_the_cache_limit_a_changed_read_runs_the_rest_in_cpython():
+    def f(x):
+        y = x + 1
+        print("", end="")
+        return y * _Cfg.scale
+    cf = framejit.compile(f)
+    old = framejit.config.cache_limit
+    framejit.config.cache_limit = 3
+    try:
+        for k in range(6):
+            _Cfg.scale = float(k + 10)
+            x = torch.ones(2)
+            assert_same(cf(x), f(x))
+    finally:
+        _Cfg.scale = 2.0
+        framejit.config.cache_limit = old
+    s = no_fallbacks(f)
+    # the first trace and 2 continuations (3 in all); the other 3 values run in CPython
+    assert (s["recompiles"], s["deopts"]) == (2, 3), s
