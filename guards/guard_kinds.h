@@ -352,6 +352,17 @@ struct TorchFlagIs {
   std::string text() const;
 };
 
+// A contextvars.ContextVar's value in the calling context is `value` (None, or a
+// constant that runs no user code when compared: is_foldable), or it has none (null).
+struct ContextVarIs {
+  std::string name;
+  PyRef var;
+  PyRef value;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // torch.Tensor.<name> (a method or operator the trace recorded) is torch's own.
 struct TensorAttrIs {
   std::string name;
@@ -369,7 +380,8 @@ struct Guard {
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathsSame, PathDictHas, PathMethodIs, FunctionUnchanged, DictsEmpty,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
-               GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs>  // torch state
+               GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs,  // torch state
+               ContextVarIs>
       kind;
 };
 

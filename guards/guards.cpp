@@ -245,6 +245,11 @@ void GuardSet::add_torch_flag(const std::string& name, PyObject* fn, bool value)
   guards_.push_back({TorchFlagIs{name, PyRef::borrow(fn), value}});
 }
 
+void GuardSet::add_context_var(std::string name, PyObject* var, PyObject* value) {
+  if (has<ContextVarIs>([&](const ContextVarIs& g) { return g.var.get() == var; })) return;
+  guards_.push_back({ContextVarIs{std::move(name), PyRef::borrow(var), value ? PyRef::borrow(value) : PyRef()}});
+}
+
 void GuardSet::add_tensor_attr(const std::string& name, PyObject* object) {
   if (has<TensorAttrIs>([&](const TensorAttrIs& g) { return g.name == name; })) return;
   guards_.push_back({TensorAttrIs{name, interned(name.c_str()), PyRef::borrow(object)}});

@@ -246,6 +246,8 @@ class GuardSet {
   void add_no_overlap(std::vector<int> tensors, size_t num_updated, std::vector<std::string> names);
   void add_default_dtype(PyObject* dtype);
   void add_torch_flag(const std::string& name, PyObject* fn, bool value);
+  // ContextVar `var` has `value` (null: none) in the calling context (ContextVarIs).
+  void add_context_var(std::string name, PyObject* var, PyObject* value);
   void add_module_attr(std::string module_global, std::vector<std::string> attrs, PyObject* object,
                        PyObject* globals = nullptr);
 

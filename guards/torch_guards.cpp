@@ -54,6 +54,46 @@ std::string TorchFlagIs::failure(const CallInputs&) const {
 
 std::string TorchFlagIs::text() const { return name + "() is " + (value ? "True" : "False"); }
 
+// ---- ContextVarIs ---------------------------------------------------------------
+
+namespace {
+
+// The variable's value in the current context (a new reference), or null: none.
+PyObject* context_value(PyObject* var) {
+  PyObject* v = nullptr;
+  if (PyContextVar_Get(var, nullptr, &v) < 0) clear_error();
+  return v;
+}
+
+bool same_value(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  if (a == nullptr || b == nullptr || Py_TYPE(a) != Py_TYPE(b)) return false;
+  const int eq = PyObject_RichCompareBool(a, b, Py_EQ);  // foldable constants only: no user code
+  if (eq < 0) clear_error();
+  return eq == 1;
+}
+
+}  // namespace
+
+bool ContextVarIs::check(const CallInputs&, jit::Bindings&) const noexcept {
+  PyObject* now = context_value(var.get());
+  const bool same = same_value(now, value.get());
+  Py_XDECREF(now);
+  return same;
+}
+
+std::string ContextVarIs::failure(const CallInputs&) const {
+  PyObject* now = context_value(var.get());
+  std::string out = name + " no longer " + (value ? "has the value " + describe_object(value.get()) : "has no value") +
+                    ": actual " + (now ? describe_object(now) : std::string("none"));
+  Py_XDECREF(now);
+  return out;
+}
+
+std::string ContextVarIs::text() const {
+  return name + (value ? " has the value " + describe_object(value.get()) : " has no value");
+}
+
 // ---- TensorAttrIs --------------------------------------------------------------
 
 bool TensorAttrIs::check(const CallInputs&, jit::Bindings&) const noexcept {

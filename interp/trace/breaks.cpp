@@ -225,6 +225,7 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
 // The root frame's state as CPython will hold it when it resumes at instruction `pc`.
 Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& reason,
                           std::shared_ptr<DeoptState>* out) {
+  FJ_TRY(no_context_set("a point where CPython could take the frame over"));
   auto d = std::make_shared<DeoptState>();
   ConvertCtx ctx;
   ctx.frame_state = true;
@@ -252,6 +253,7 @@ Status Tracer::save_state(const FrameState& fs, size_t pc, const std::string& re
 Status Tracer::cut(std::vector<Value*> extra) {
   // A segment's outputs would leave autograd: a frame that needs it runs whole or in CPython.
   if (autograd_) return unsupported("a graph break in a frame that reads tensors requiring grad (not supported yet)");
+  FJ_TRY(no_context_set("a graph break"));
   for (const auto& [storage, now] : storage_now_) {
     if (now != storage && graph_.node(storage).op == jit::Op::Placeholder) {
       return unsupported("an in-place update of an input before a graph break (not supported yet)");

@@ -404,6 +404,7 @@ Status Tracer::op_unsupported(const Instruction& ins) {
 // ---- the end of a trace: plan and compile ----
 
 Status Tracer::finish(const Value& ret) {
+  FJ_TRY(no_context_set("the return"));
   std::unordered_map<jit::NodeId, int> output_index;
   std::vector<jit::NodeId> outputs;
   ConvertCtx ctx;
@@ -625,14 +626,22 @@ std::unique_ptr<CacheEntry> trace_frame(CodeState& state, compat::Frame* f, cons
     *why = Fallback{code.error(), guards::utf8_lossy(state.code->co_filename)};
     return nullptr;
   }
-  Tracer tracer(state, f, in, **code);
-  std::string trace;
-  if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
-  std::unique_ptr<CacheEntry> entry = tracer.run(why);
-  if (!log::trace_dir().empty()) write_trace_dump(state.code, trace, entry.get(), *why);
-  out->ran = tracer.ran_;
-  out->result = tracer.result_.release();
-  return entry;
+  // A ContextVar set that something outside the trace would see (a graph break, the
+  // return) ends the trace before anything ran: traced again with ContextVar calls as
+  // opaque calls (graph breaks).
+  for (bool opaque_context_vars : {false, true}) {
+    Tracer tracer(state, f, in, **code);
+    tracer.opaque_context_vars_ = opaque_context_vars;
+    std::string trace;
+    if (!log::trace_dir().empty()) tracer.trace_log_ = &trace;
+    std::unique_ptr<CacheEntry> entry = tracer.run(why);
+    if (!log::trace_dir().empty()) write_trace_dump(state.code, trace, entry.get(), *why);
+    if (!entry && !tracer.ran_ && tracer.context_set_seen_ && !opaque_context_vars && !PyErr_Occurred()) continue;
+    out->ran = tracer.ran_;
+    out->result = tracer.result_.release();
+    return entry;
+  }
+  return nullptr;
 }
 
 }  // namespace fj::interp

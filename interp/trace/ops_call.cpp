@@ -58,6 +58,7 @@ Status Tracer::op_call(const Instruction& ins) {
                           : call_py_op(*torch_op, c.args, nullptr);
     return s.failed() ? opaque_call(c, s.take_error(), c.orig_args) : s;
   }
+  if (std::optional<Status> s = call_context_var(c)) return std::move(*s);
   if (std::optional<Status> s = call_constant_method(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);

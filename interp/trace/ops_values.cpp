@@ -519,6 +519,9 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = rhs.kind == ValueKind::List && lhs.identity == rhs.identity;  // a list made here is a new object
   } else if (is_traced_list(rhs) && known(lhs)) {
     same = false;
+  } else if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && lhs.identity >= 0 && rhs.identity >= 0 &&
+             lhs.source.kind == Source::Kind::None && rhs.source.kind == Source::Kind::None) {
+    same = lhs.identity == rhs.identity;  // dicts the frame made: one object per identity
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
   } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {

@@ -72,6 +72,7 @@ bool Tracer::end_with_deopt(const Status& why) {
   if (resume_at_ && committed_) {  // a segment failed: CPython redoes it from the last call on
     return hand_to_cpython(*resume_at_);
   }
+  if (!context_sets_.empty()) return deopt_after_last_call(why);  // the set has not happened in CPython
   if (!(committed_ || deopt_here_) || call_raised_ || !snapshot_) return false;
   if (cur_.depth != 0) return false;
   root_fs_ = std::move(*snapshot_);

@@ -299,6 +299,11 @@ class Tracer {
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
   std::optional<Status> call_constant_method(const CallSite& c);
+  // ContextVar.get / set / reset (ops_contextvars.cpp); no_context_set: ok when no value
+  // set in the frame is still in force (`where`: what would see it).
+  std::optional<Status> call_context_var(const CallSite& c);
+  Status no_context_set(const std::string& where) const;
+  Status context_var_value(PyObject* var, const Value* dflt);
   // object.__getattribute__(obj, name), as super().__getattribute__(name) calls it.
   std::optional<Status> call_object_getattribute(const CallSite& c);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
@@ -711,6 +716,12 @@ class Tracer {
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
   int next_identity_ = 0;  // for tuples and lists the frame builds
+  struct ContextSet {  // a ContextVar.set() of the frame, not reset yet
+    PyRef var;
+    Value value;
+    PyRef token;
+  };
+  std::vector<ContextSet> context_sets_;
   int named_params_ = 0;    // the root frame's positional and keyword-only parameters
   // Grad mode as traced: torch's at entry, changed by `with torch.no_grad()` /
   // `torch.enable_grad()` blocks. Without autograd, a tensor that requires grad is
@@ -750,6 +761,8 @@ class Tracer {
 
  public:
   std::string* trace_log_ = nullptr;  // FRAMEJIT_TRACE_DIR: each instruction traced
+  bool opaque_context_vars_ = false;  // ContextVar calls are opaque calls (trace_frame's second try)
+  bool context_set_seen_ = false;     // a ContextVar was set in the trace
   std::vector<InputRef> placeholder_slot_;  // source of each placeholder of the current graph
   std::vector<jit::NodeId> scalar_nodes_;  // the scalar_input node of each plan scalar
   jit::Bindings hints_;                    // each symbol's value in the traced call

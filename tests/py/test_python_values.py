@@ -484,3 +484,75 @@ def test_dict_argument_changed_in_the_frame_or_by_a_call_stays_eager_correct():
         assert_same(got[0], want[0])
         assert got[1:] == want[1:] and got_dict.keys() == want_dict.keys()
         assert_same(got_dict["x"], want_dict["x"])
+
+
+# contextvars.ContextVar: set/reset pairs inside the frame (transformers' output
+# capturing), get() of what the frame set or of a constant set outside it (guarded).
+import contextvars  # noqa: E402
+
+_VAR = contextvars.ContextVar("fj_test_var", default=None)
+
+
+def _scaled(x):
+    c = _VAR.get()
+    return x * 2 if c is None else x * c["scale"]
+
+
+def test_context_var_set_and_reset_in_the_frame_compile_once():
+    def f(x, scale):
+        token = _VAR.set({"scale": scale})
+        try:
+            y = _scaled(x) + 1
+        finally:
+            _VAR.reset(token)
+        return y, _VAR.get()
+
+    cf = framejit.compile(f)
+    for s in (2.0, 3.0, 4.5):
+        x = torch.randn(5)
+        assert_same(cf(x, s), f(x, s))
+        assert _VAR.get() is None
+    st = framejit.stats(f)
+    assert (st["compiles"], st["cache_hits"], st["fallbacks"]) == (1, 2, 0), st
+    # a value set outside the frame is guarded: a new one compiles again, and is used
+    token = _VAR.set(7)
+    try:
+        x = torch.randn(5)
+        assert_same(cf(x, 2.0), f(x, 2.0))
+        assert framejit.stats(f)["compiles"] == 2
+    finally:
+        _VAR.reset(token)
+
+
+def test_context_var_left_set_or_seen_by_other_code_runs_as_eager():
+    seen = []
+
+    def left_set(x):
+        _VAR.set({"scale": 3.0})
+        return _scaled(x)
+
+    def seen_by_a_call(x):
+        token = _VAR.set({"scale": 5.0})
+        seen.append(_VAR.get())  # CPython code (a graph break) would see the value
+        y = _scaled(x)
+        _VAR.reset(token)
+        return y
+
+    def raises_inside(x):
+        token = _VAR.set({"scale": 5.0})
+        try:
+            return _scaled(x) + int("no")
+        finally:
+            _VAR.reset(token)
+
+    ctx_jit, ctx_eager = contextvars.copy_context(), contextvars.copy_context()
+    x = torch.randn(3)
+    assert_same(ctx_jit.run(framejit.compile(left_set), x), ctx_eager.run(left_set, x))
+    assert ctx_jit.run(_VAR.get) == ctx_eager.run(_VAR.get) == {"scale": 3.0}
+    assert _VAR.get() is None
+    assert_same(framejit.compile(seen_by_a_call)(x), seen_by_a_call(x))
+    assert seen == [{"scale": 5.0}] * 2 and _VAR.get() is None
+    for fn in (framejit.compile(raises_inside), raises_inside):
+        with pytest.raises(ValueError, match="invalid literal"):
+            fn(x)
+        assert _VAR.get() is None
