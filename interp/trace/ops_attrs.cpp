@@ -188,9 +188,14 @@ Status Tracer::zero_arg_super() {
     if (_PyUnicode_EqualToASCIIString(PyTuple_GET_ITEM(co->co_localsplusnames, k), "__class__")) at = k;
   }
   if (at < 0 || co->co_argcount == 0) return unsupported("super() outside a method (CPython raises)");
-  const Value& cls = cur_.fs->locals[static_cast<size_t>(at)];
-  const Value& self = cur_.fs->locals[0];
-  if (cls.kind != ValueKind::Const || !PyType_Check(cls.obj.get())) return unsupported("super() whose __class__ is not a class");
+  return make_super(cur_.fs->locals[static_cast<size_t>(at)], cur_.fs->locals[0]);
+}
+
+// super(cls, self): also the explicit form, super(Net, self).__init__().
+Status Tracer::make_super(const Value& cls, const Value& self) {
+  if (cls.kind != ValueKind::Const || is_opaque(cls) || !PyType_Check(cls.obj.get())) {
+    return unsupported("super() whose class is " + describe(cls) + " (not supported yet)");
+  }
   guards::PathRoot root;
   PyRef holder;
   if (self.kind != ValueKind::Const || PyType_Check(self.obj.get()) || !path_root(self, &root, &holder)) {

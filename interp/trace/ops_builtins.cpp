@@ -350,8 +350,9 @@ std::optional<Status> BuiltinCalls::dict_get(Tracer& t, const Tracer::CallSite& 
   return t.path_dict_item(d, c.args[1], c.args.size() == 3 ? &c.args[2] : &none, !PyDict_CheckExact(d.obj.get()));
 }
 
-// super() without arguments, in a method (Tracer::zero_arg_super).
+// super() without arguments, in a method (Tracer::zero_arg_super), and super(cls, self).
 std::optional<Status> BuiltinCalls::super(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() == 2) return t.make_super(c.args[0], c.args[1]);
   if (!c.args.empty()) return std::nullopt;
   return t.zero_arg_super();
 }

@@ -171,6 +171,7 @@ class Tracer {
   std::vector<PyRef> path_dict_keys(const Value& d);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Status zero_arg_super();
+  Status make_super(const Value& cls, const Value& self);
   Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   PyObject* module_forward(const Value& m);

@@ -4,6 +4,7 @@ getattr() with a default, properties and __getattr__, Module.parameters() and th
 other structure generators. Each case is compared against eager, checked to trace
 as one graph without a break, and checked to retrace (not reuse a stale result) when
 what it read changes."""
+import pytest
 import torch
 import torch.nn as nn
 
@@ -186,6 +187,27 @@ def test_super_follows_the_mro_of_each_object():
     assert_same(cf(B(), x), calls_calc(B(), x))
     assert_same(cf(C(), x), calls_calc(C(), x))  # same B.calc, another super() target
     assert_same(cf(B(), x), calls_calc(B(), x))
+
+
+class ExplicitSuper(B):
+    def calc(self, x):
+        return super(B, self).calc(x) + super(ExplicitSuper, self).calc(x)  # Python 2 style, as PyTorch's examples
+
+
+class NotASubclass(A):
+    def calc(self, x):
+        return super(B, self).calc(x)  # CPython raises TypeError: self is no B
+
+
+def test_super_with_a_class_and_an_object():
+    x = torch.randn(5)
+    one_graph(calls_calc, ExplicitSuper(), x)
+    cf = framejit.compile(calls_calc)
+    assert_same(cf(ExplicitSuper(), x), calls_calc(ExplicitSuper(), x))
+    assert_same(cf(C(), x), calls_calc(C(), x))
+    for fn in (cf, calls_calc):
+        with pytest.raises(TypeError, match=r"super\(type, obj\): obj must be an instance or subtype of type"):
+            fn(NotASubclass(), x)
 
 
 # ---- hasattr / getattr with a default ----
