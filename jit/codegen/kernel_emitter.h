@@ -70,6 +70,21 @@ class KernelEmitter {
     auto* main = llvm::BasicBlock::Create(ctx_, "main", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
     b_.SetInsertPoint(main);
+    // An empty kernel (a size 0) does nothing: the code that runs once per call reads
+    // element 0 of operands, which an empty tensor does not have (its data may be null).
+    // Not in a graph with checks (int() of a tensor): they run even where nothing reads
+    // them, so that eager's error is not lost (e * int(x.sum()) with an empty e).
+    Value* empty = nullptr;
+    for (const SymExpr& e : g_.checks().empty() ? k_.shape : SymShape{}) {
+      if (e.as_int() && *e.as_int() != 0) continue;
+      Value* zero_size = b_.CreateICmpEQ(size_value(e), b_.getInt64(0));
+      empty = empty ? b_.CreateOr(empty, zero_size) : zero_size;
+    }
+    if (empty != nullptr) {
+      auto* work = llvm::BasicBlock::Create(ctx_, "work", fn_);
+      b_.CreateCondBr(empty, done, work);
+      b_.SetInsertPoint(work);
+    }
     Value* contiguous = contiguous_condition();
     if (contiguous == nullptr) {
       emit_version(true);

@@ -172,6 +172,15 @@ def test_empty_tensors():
     check(mixed, calls((torch.empty(0), torch.empty(0)), (torch.empty(0), torch.randn(1)),
                        (torch.empty(0), torch.randn(2)), (torch.empty(2, 0), torch.empty(0)),
                        (torch.randn(3), torch.randn(3))))
+
+    # Found by the fuzzer (seed 606, program 8): an operand broadcast against a size-0
+    # dim was read once per kernel call, at its element 0, which an empty tensor does
+    # not have (a segfault on the first call with t of size [0, 1]).
+    def broadcast_empty(t):
+        return (t * (t.permute(1, 0) + 7)).reshape(-1), t.sum() * (t.mT + 1)
+
+    check(broadcast_empty, calls((torch.empty(0, 1),), (torch.empty(0, 3),), (torch.randn(2, 1),),
+                                 (torch.empty(0, 1),)))
     still_usable()
 
 
