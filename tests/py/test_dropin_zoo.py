@@ -1,8 +1,10 @@
 """The model zoo under the drop-in `python -m framejit run` (issue 17): a plain training
 script (examples/models/train_zoo.py, no framejit in it) run by plain python and by
 framejit with the zoo's modules watched gives the same eval outputs (1e-5 relative),
-losses (1e-4 relative) and final weights (test_models.py's tolerance), and every
-model's forward compiles without a fallback or a graph break, once per grad mode."""
+losses (1e-4 relative) and final weights (test_models.py's tolerance). Each model's
+`output(model, batch)` and `loss(model, batch)` (the zoo's helpers, which take the model
+as an argument) compile with the model's forward traced into them, without a fallback
+or a graph break, once for all batch sizes."""
 import os
 import re
 import subprocess
@@ -13,9 +15,6 @@ from conftest import PYTHON, ROOT, assert_same
 
 SCRIPT = os.path.join(ROOT, "examples", "models", "train_zoo.py")
 MODELS = ("gpt", "bert", "resnet", "cnn", "rnn")
-# The forward of each model's top module: (qualname, file).
-FORWARDS = {"gpt": "GPT.forward", "bert": "BertForMaskedLM.forward", "resnet": "ResNet.forward",
-            "cnn": "Net.forward", "rnn": "CharRNN.forward"}
 
 
 def run(args, out):
@@ -26,12 +25,13 @@ def run(args, out):
 
 
 def report_rows(text):
-    """{qualname: (calls, compiles, recompiles, hits, breaks, fallbacks)} of a --report table."""
+    """{(qualname, file): (calls, compiles, recompiles, hits, breaks, fallbacks)} of a
+    --report table."""
     rows = {}
     for line in text.splitlines():
-        m = re.match(r"(\S+) \([^)]*\)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+[\d.]+$", line)
+        m = re.match(r"(\S+) \(([^:)]*):\d+\)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+[\d.]+$", line)
         if m:
-            rows[m.group(1)] = tuple(int(v) for v in m.groups()[1:])
+            rows[(m.group(1), m.group(2))] = tuple(int(v) for v in m.groups()[2:])
     return rows
 
 
@@ -49,9 +49,10 @@ def test_zoo_training_script_under_framejit_run_equals_plain_python(tmp_path):
         for key, w in want["state"].items():
             torch.testing.assert_close(got["state"][key], w, rtol=1e-4, atol=2e-5, msg=lambda m: f"{name} {key}: {m}")
     rows = report_rows(report)
-    for name, forward in FORWARDS.items():
-        calls, compiles, recompiles, hits, breaks, fallbacks = rows[forward]
-        assert calls == 5 and (breaks, fallbacks) == (0, 0), (forward, rows[forward])
-        # one compile per grad mode (eval under no_grad, then training); the GRU loop
-        # unrolls over the sequence length, so it compiles once per length of its loop
-        assert compiles == (5 if name == "rnn" else 2) and hits == calls - compiles, (forward, rows[forward])
+    for name in MODELS:
+        for helper, calls in (("output", 2), ("loss", 3)):
+            row = rows[(helper, name + ".py")]
+            assert row[0] == calls and (row[4], row[5]) == (0, 0), (name, helper, row)
+            # one compile for every batch size; the GRU loop unrolls over the sequence
+            # length, so it compiles once per length of its loop
+            assert row[1] == (calls if name == "rnn" else 1), (name, helper, row)

@@ -452,3 +452,41 @@ def test_a_branch_outcome_first_taken_by_another_instance():
     st = framejit.stats(OnlyElse.forward)
     assert st["compiles"] == 1, st
     assert st["deopts"] >= 1, st  # instances whose `s` differs from the traced outcome's
+
+
+# An nn.Module passed as an argument (a training step's `model`) is traced into, guarded
+# by class as a module found by path is: one compile serves every instance of the
+# class, each call using its own instance's parameters, training flag and hooks.
+def _step_loss(model, batch):
+    out = model(batch["x"])
+    return F.cross_entropy(out, batch["y"]), out.argmax(-1)
+
+
+def test_a_module_argument_is_traced_and_shared_by_class():
+    torch.manual_seed(3)
+    nets = [nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(0.0), nn.Linear(16, 4)) for _ in range(3)]
+    cf = framejit.compile(_step_loss)
+    for k in (0, 1, 2, 1):
+        batch = {"x": torch.randn(5, 6), "y": torch.randint(0, 4, (5,))}
+        nets[k].zero_grad()
+        got, got_arg = cf(nets[k], batch)
+        got.backward()
+        got_grads = [p.grad.clone() for p in nets[k].parameters()]
+        nets[k].zero_grad()
+        want, want_arg = _step_loss(nets[k], batch)
+        want.backward()
+        assert_same(got, want)
+        assert torch.equal(got_arg, want_arg)
+        for g, p in zip(got_grads, nets[k].parameters()):
+            torch.testing.assert_close(g, p.grad)
+    s = framejit.stats(_step_loss)
+    assert (s["compiles"], s["fallbacks"], s["graph_breaks"]) == (1, 0, 0), s
+    # a module of another structure, or one with a hook, gets a correct result of its own
+    other = nn.Sequential(nn.Linear(6, 4))
+    hooked = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(0.0), nn.Linear(16, 4))
+    calls = []
+    hooked[0].register_forward_hook(lambda m, i, o: calls.append(o.shape))
+    batch = {"x": torch.randn(2, 6), "y": torch.randint(0, 4, (2,))}
+    for m in (other, hooked):
+        assert_same(cf(m, batch)[0], _step_loss(m, batch)[0])
+    assert calls == [torch.Size([2, 16])] * 2
