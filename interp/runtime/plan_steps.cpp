@@ -96,6 +96,12 @@ void set_reg(PlanRun& run, int reg, PyRef value) {
   run.regs[static_cast<size_t>(reg)] = std::move(value);
 }
 
+// A CheckGuards step's guards hold. Block guard sets bind no symbols (see
+// Tracer::guards()): `b` is only read.
+static bool block_guards_hold(const PlanStep& step, PlanRun& run) {
+  return step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b));
+}
+
 bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
   switch (step.kind) {
     case PlanStep::Kind::RunGraph: {
@@ -126,8 +132,7 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
       return true;
     }
     case PlanStep::Kind::CheckGuards: {
-      // Block guard sets bind no symbols (see Tracer::guards()): `b` is only read.
-      if (!step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b))) {
+      if (!block_guards_hold(step, run)) {
         if (log::enabled(log::Channel::Guards)) {
           log::guards().info("plan: a value read after a graph break changed ({})",
                              step.guards->check_verbose(run.in).value_or("?"));
@@ -175,8 +180,7 @@ static bool first_guards_hold(const Plan& plan, PlanRun& run) {
   for (const PlanStep& step : plan.steps) {
     if (step.kind == PlanStep::Kind::View) continue;
     if (step.kind != PlanStep::Kind::CheckGuards) return true;
-    // Block guard sets bind no symbols (see Tracer::guards()): `b` is only read.
-    if (!step.guards->check(run.in, const_cast<jit::Bindings*>(&run.b))) return false;
+    if (!block_guards_hold(step, run)) return false;
   }
   return true;
 }

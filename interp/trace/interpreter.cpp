@@ -198,11 +198,7 @@ Status Tracer::bind_arguments() {
       // by path is, so that calling it is traced; each call's own instance is used.
       guards::PathRoot root;
       root.arg = i;
-      const int slot = guards().add_path_module("L['" + name + "']", root, {}, a);
-      found_in_path(slot, a, guards::TensorMeta{});
-      Value v = Value::constant(PyRef::borrow(a), src);
-      v.path_slot = slot;
-      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
+      cur_.fs->locals[static_cast<size_t>(i)] = module_by_class(a, root, src);
     } else if (str_keyed_dict(a)) {
       // A dict such as a batch {"input_ids": t, ...}: read as **kwargs is (guarded by
       // its keys in order, its tensors inputs by path). The caller owns it: a change

@@ -229,10 +229,7 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
     // By class, not identity: every layer of a stack shares one entry. The plan takes
     // this call's instance from the guard's slot; what is read below it is guarded by
     // path. (After a break, reads are checked mid-plan: by identity, as before.)
-    const int slot = guards().add_path_module(text, root, child.attrs, v);
-    found_in_path(slot, v, guards::TensorMeta{});
-    *out = Value::constant(PyRef::borrow(v), child);
-    out->path_slot = slot;
+    *out = module_by_class(v, root, child);
     return ok();
   }
   guards().add_path(text, root, child.attrs, v);
@@ -249,6 +246,16 @@ Value Tracer::closure_value(const std::string& name, PyObject* v) {
   root.object = v;
   Value t;
   if (std::optional<Status> s = path_tensor(v, root, out.source, &t); s && !s->failed()) return t;
+  return out;
+}
+
+// The nn.Module `v` at `source` (below `root`), guarded by class: the plan takes each
+// call's own instance from the guard's slot.
+Value Tracer::module_by_class(PyObject* v, const guards::PathRoot& root, const Source& source) {
+  const int slot = guards().add_path_module(source_text(source), root, source.attrs, v);
+  found_in_path(slot, v, guards::TensorMeta{});
+  Value out = Value::constant(PyRef::borrow(v), source);
+  out.path_slot = slot;
   return out;
 }
 

@@ -170,6 +170,7 @@ class Tracer {
                                        bool subclass = false);
   std::vector<PyRef> path_dict_keys(const Value& d);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
+  Value module_by_class(PyObject* v, const guards::PathRoot& root, const Source& source);
   Status zero_arg_super();
   Status make_super(const Value& cls, const Value& self);
   Status super_attr(const Value& sup, const std::string& name, bool method);
