@@ -100,8 +100,13 @@ bool TensorAttrIs::check(const CallInputs&, jit::Bindings&) const noexcept {
   return current_tensor_attr(key.get()) == object.get();
 }
 
-std::string TensorAttrIs::failure(const CallInputs&) const { return "torch.Tensor." + name + " was replaced"; }
+// A null object: the class has no such attribute.
+std::string TensorAttrIs::failure(const CallInputs&) const {
+  return "torch.Tensor." + name + (object ? " was replaced" : " was added");
+}
 
-std::string TensorAttrIs::text() const { return "torch.Tensor." + name + " is torch's own"; }
+std::string TensorAttrIs::text() const {
+  return object ? "torch.Tensor." + name + " is torch's own" : "torch.Tensor has no attribute " + name;
+}
 
 }  // namespace fj::guards

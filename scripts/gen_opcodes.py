@@ -65,6 +65,9 @@ HANDLERS = {
     "GET_ITER": "get_iter", "FOR_ITER": "for_iter", "BEFORE_WITH": "before_with",
     # strings and imports of constants (ops_consts.cpp)
     "FORMAT_VALUE": "format_value", "BUILD_STRING": "build_string", "IMPORT_NAME": "import_name",
+    # exceptions raised and caught inside the trace (ops_except.cpp)
+    "PUSH_EXC_INFO": "push_exc_info", "POP_EXCEPT": "pop_except", "CHECK_EXC_MATCH": "check_exc_match",
+    "RERAISE": "reraise", "LOAD_ASSERTION_ERROR": "load_assertion_error", "DELETE_FAST": "delete_fast",
 }
 
 

@@ -409,7 +409,10 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
     if (s.ok()) pop();
   }
   grad_enabled_ = outer;
-  if (s.failed()) return s;
+  if (s.failed()) {
+    raising_.reset();  // a forward that raises is not unwound into the caller's handler
+    return s;
+  }
   std::function<bool(const Value&)> has_ctx = [&](const Value& v) {
     return v.ctx >= 0 || std::any_of(v.items.begin(), v.items.end(), has_ctx);
   };
@@ -476,6 +479,7 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
   grad_enabled_ = false;
   Status s = inline_call(backward, std::move(bargs), nullptr);
   grad_enabled_ = outer;
+  if (s.failed()) raising_.reset();
   jit::CustomGrad custom;
   if (s.ok()) {
     Value grads = pop();

@@ -46,6 +46,8 @@ Status Tracer::can_resume() const {
   if (st_.fullgraph) return Error{"fullgraph=True"};
   if (cur_.depth != 0) return Error{"inside an inlined call"};
   if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
+  // CPython's state would lack the exception being handled (sys.exc_info(), a bare raise).
+  if (!cur_.fs->handling.empty()) return Error{"inside an except block"};
   bool grad_block = false, slice = false, closure = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
@@ -166,6 +168,9 @@ Status Tracer::convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx) {
 
 // A Python object: a register, an argument, or a constant fixed by guards.
 Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx) {
+  if (v.fresh && PyExceptionInstance_Check(v.obj.get())) {
+    return unsupported("an exception object made while tracing, returned or live at a graph break");
+  }
   if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
   if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
   // A bound method or super() object the trace made holds the traced call's self.

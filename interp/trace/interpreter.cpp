@@ -305,6 +305,13 @@ Status Tracer::step(const Instruction& ins) {
   const size_t nodes_before = graph_.size();
   const jit::Graph::Mark mark = graph_.mark();
   Status s = (this->*h)(ins);
+  // An exception a handler of this frame takes: the trace goes on there.
+  const bool unwound = s.failed() && raising_ && unwind();
+  if (unwound) {
+    s = ok();
+  } else if (s.ok()) {
+    raising_.reset();  // what raised was handled on the way (getattr's default)
+  }
   if (s.ok()) s = check_new_assumptions(mark);
   if (s.ok()) s = check_new_sizes(nodes_before);
   if (s.failed()) return s;
@@ -313,7 +320,7 @@ Status Tracer::step(const Instruction& ins) {
   if (!jumped) cur_.fs->pc = pc + 1;  // handlers that jump set pc themselves
   // A handler whose stack effect differs from CPython's would make the trace drift
   // silently: compare with CPython's own table after every instruction.
-  if (ins.opcode != op(Opcode::RETURN_VALUE)) {
+  if (ins.opcode != op(Opcode::RETURN_VALUE) && !unwound) {
     const int want = PyCompile_OpcodeStackEffectWithJump(ins.opcode, ins.has_arg() ? ins.arg : 0, jumped ? 1 : 0);
     const long got = static_cast<long>(cur_.fs->stack.size()) - static_cast<long>(depth);
     // CPython books a call's effect partly on PRECALL (-argc) and partly on CALL;

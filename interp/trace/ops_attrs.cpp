@@ -67,9 +67,9 @@ std::optional<Status> Tracer::computed_attr(const Value& owner, const std::strin
     PyObject* ga = _PyType_Lookup(tp, ga_name.get());
     if (ga == nullptr || !PyFunction_Check(ga) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;
     guards().add_path_method(text, root, owner.source.attrs, "__getattribute__", ga);
-    return inline_call(ga, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
+    return hook_catches(tp, inline_call(ga, {owner, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr));
   }
-  if (std::optional<Status> s = descriptor_attr(owner, name, root)) return s;
+  if (std::optional<Status> s = descriptor_attr(owner, name, root)) return hook_catches(tp, std::move(*s));
   PyRef key = interned_name(name);
   if (_PyType_Lookup(tp, key.get()) != nullptr) return std::nullopt;
   PyRef getattr_name = interned_name("__getattr__");
@@ -259,8 +259,27 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   const Value& obj = c.args[0];
   const Value& name_v = c.args[1];
   if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
+  if (is_tensor(obj) && graph_.node(obj.node).op != jit::Op::Placeholder) {
+    // An op's result: a plain torch.Tensor with nothing in its own __dict__. A name
+    // its class lacks (guarded, with no __getattr__) is missing.
+    const std::string name = guards::utf8_lossy(name_v.obj.get());
+    PyRef key = interned_name(name);
+    PyRef getattr_name = interned_name("__getattr__");
+    if (guards::current_tensor_attr(key.get()) != nullptr || guards::current_tensor_attr(getattr_name.get()) != nullptr) {
+      return std::nullopt;
+    }
+    if (!has && c.args.size() != 3) return unsupported("getattr() of a missing tensor attribute (CPython raises AttributeError)");
+    guards().add_tensor_attr(name, nullptr);
+    guards().add_tensor_attr("__getattr__", nullptr);
+    push(has ? Value::constant(PyRef::borrow(Py_False)) : c.args[2]);
+    return ok();
+  }
   if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj)) return std::nullopt;
   const std::string name = guards::utf8_lossy(name_v.obj.get());
+  if (Value out; PyModule_Check(obj.obj.get()) && module_attr(obj, name, &out, guards()).ok()) {  // as LOAD_ATTR
+    push(has ? Value::constant(PyRef::borrow(Py_True)) : std::move(out));
+    return ok();
+  }
   if (absent_attr(obj, name)) {
     if (has) push(Value::constant(PyRef::borrow(Py_False)));
     else if (c.args.size() == 3) push(c.args[2]);
@@ -278,6 +297,11 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   const size_t steps = plan_->steps.size();
   const int writes = writes_;
   std::optional<Status> s = computed_attr(obj, name);
+  if (s && s->failed() && c.args.size() == 3 && raising_attribute_error()) {
+    raising_.reset();  // getattr's default, before any handler of a traced frame
+    push(c.args[2]);
+    return ok();
+  }
   PyRef getattr_name = interned_name("__getattr__");
   if (s && s->failed() && std::exchange(attribute_error_proved_, false) && c.args.size() == 3 && !call_raised_ &&
       plan == plan_ && steps == plan_->steps.size() && writes == writes_ &&

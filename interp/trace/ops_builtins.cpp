@@ -28,6 +28,8 @@ struct BuiltinCalls {
   static std::optional<Status> torch_flag(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> str_or_repr(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> dict_get(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> callable(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> all_or_any(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -45,7 +47,8 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"int", number_type}, {"float", number_type},     {"bool", number_type},
         {"super", super},     {"hasattr", hasattr},       {"getattr", getattr},
         {"list", list_or_tuple}, {"tuple", list_or_tuple},
-        {"str", str_or_repr}, {"repr", str_or_repr},
+        {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
+        {"all", all_or_any},  {"any", all_or_any},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -148,12 +151,12 @@ PyRef classes_of(const Value& arg) {
 }
 
 // The type of `v` as far as the trace knows it (borrowed), or nullptr. A tensor other
-// than an argument may be of a subclass (a Parameter): it is answered only for
-// classes that are not strict subclasses of Tensor.
-PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value) {
+// than an argument or an op's result may be of a subclass (a Parameter): it is
+// answered only for classes that are not strict subclasses of Tensor.
+PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value, bool computed) {
   PyObject* tensor = guards::torch_refs().tensor_type;
-  if (tensor_value && v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) {
-    return tensor;  // an argument: subclasses are not traced
+  if (tensor_value && ((v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) || computed)) {
+    return tensor;  // an argument (subclasses are not traced), or made by an op from those and parameters
   }
   if (tensor_value) {
     const int sub = PyType_Check(cls) ? PyObject_IsSubclass(cls, tensor) : -1;
@@ -180,7 +183,9 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite
   if (c.args.size() != 2) return std::nullopt;
   const PyRef classes = classes_of(c.args[1]);
   if (!classes) return std::nullopt;
-  PyObject* type = known_type(c.args[0], classes.get(), t.is_tensor(c.args[0]));
+  const bool tensor = t.is_tensor(c.args[0]);
+  const bool computed = tensor && t.graph_.node(c.args[0].node).op != jit::Op::Placeholder;
+  PyObject* type = known_type(c.args[0], classes.get(), tensor, computed);
   if (type == nullptr && is_opaque(c.args[0])) type = t.opaque_type(c.args[0]);
   if (type == nullptr) return std::nullopt;
   const int r = PyObject_IsSubclass(type, classes.get());
@@ -208,6 +213,23 @@ std::optional<Status> BuiltinCalls::sum(Tracer& t, const Tracer::CallSite& c) {
     acc = t.pop();
   }
   t.push(std::move(acc));
+  return ok();
+}
+
+// all(xs) / any(xs): each item's truth as `if` takes it, up to the first that decides.
+std::optional<Status> BuiltinCalls::all_or_any(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1 || c.kw_names) return std::nullopt;
+  const bool is_all = c.callable.obj.get() == PyDict_GetItemString(PyEval_GetBuiltins(), "all");
+  t.push(c.args[0]);
+  FJ_TRY(t.op_get_iter(*c.ins));
+  Value it = t.pop();
+  bool answer = is_all;
+  for (size_t k = static_cast<size_t>(it.next); k < it.items.size() && answer == is_all; ++k) {
+    bool item = false;
+    FJ_TRY(t.truth(it.items[k], &item));
+    answer = item;
+  }
+  t.push(Value::constant(PyRef::borrow(answer ? Py_True : Py_False)));
   return ok();
 }
 
@@ -320,14 +342,16 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSit
 }
 
 // str(x) and repr(x) of a constant whose text runs no user code: a foldable constant,
-// or a class whose metaclass is type (its text is "<class 'module.qualname'>"; the
-// class is the object the trace guarded).
+// a class whose metaclass is type (its text is "<class 'module.qualname'>"; the
+// class is the object the trace guarded), or an exception of a builtin class that
+// the trace made (its text is that of its constant arguments).
 std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const Tracer::CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& a = c.args[0];
   if (a.kind != ValueKind::Const || is_opaque(a)) return std::nullopt;
   PyObject* o = a.obj.get();
-  if (!is_foldable(o) && !(PyType_Check(o) && Py_IS_TYPE(o, &PyType_Type))) return std::nullopt;
+  const bool made_exception = a.fresh && PyExceptionInstance_Check(o) && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  if (!is_foldable(o) && !(PyType_Check(o) && Py_IS_TYPE(o, &PyType_Type)) && !made_exception) return std::nullopt;
   const bool is_str = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyUnicode_Type);
   PyObject* r = is_str ? PyObject_Str(o) : PyObject_Repr(o);
   if (r == nullptr) {
@@ -335,6 +359,24 @@ std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const Tracer::CallSit
     return std::nullopt;
   }
   t.push(Value::constant(PyRef::steal(r)));
+  return ok();
+}
+
+// callable(x): a class decides (tp_call), and the trace knows each value's class: a
+// guarded constant's, a function made in the frame, a tensor, a number, a container.
+std::optional<Status> BuiltinCalls::callable(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1 || c.kw_names) return std::nullopt;
+  const Value& a = c.args[0];
+  bool answer = false;
+  if (a.kind == ValueKind::Const) {
+    if (is_opaque(a) && a.path_slot < 0) return std::nullopt;
+    answer = PyCallable_Check(a.obj.get()) != 0;
+  } else if (a.kind == ValueKind::TensorMethod) {
+    answer = true;
+  } else if (a.kind == ValueKind::Null || a.kind == ValueKind::GradModeExit) {
+    return std::nullopt;
+  }
+  t.push(Value::constant(PyRef::borrow(answer ? Py_True : Py_False)));
   return ok();
 }
 

@@ -59,6 +59,7 @@ Status Tracer::op_call(const Instruction& ins) {
     return s.failed() ? opaque_call(c, s.take_error(), c.orig_args) : s;
   }
   if (std::optional<Status> s = call_context_var(c)) return std::move(*s);
+  if (std::optional<Status> s = call_exception_class(c)) return std::move(*s);
   if (std::optional<Status> s = call_constant_method(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
@@ -109,7 +110,7 @@ Status Tracer::call_torch_function(const PyOp& op, CallSite& c) {
 // A call that could not be traced (`failed` says why) runs as it is, as a plan step
 // between two graph segments, where it can; else `failed` ends the trace.
 Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args) {
-  if (!c.can_break || call_raised_) return failed;
+  if (!c.can_break || call_raised_ || raising_) return failed;
   // A function defined in the frame cannot be an argument of a plan step (a cache
   // hit would pass the trace's object): the frame resumes in CPython before the call.
   bool fresh = c.callable.fresh;
@@ -152,14 +153,21 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
     c.args.insert(c.args.begin(), std::move(self));
     target = PyMethod_GET_FUNCTION(target);
   }
+  PyRef new_fn;  // a class called: its Python __new__
   if (!PyFunction_Check(target)) {
-    target = module_forward(c.callable);
+    if (!is_grad_mode_class(target)) new_fn = class_new_function(target);  // with torch.no_grad() is call_grad_mode's
+    target = new_fn ? new_fn.get() : module_forward(c.callable);
     if (target == nullptr) return std::nullopt;
     c.args.insert(c.args.begin(), c.callable);
   }
   if (std::optional<Status> s = module_generator(target, c.args, c.kw_names.get())) return std::move(*s);
   const int writes = writes_;
   Status s = inline_call(target, std::move(c.args), c.kw_names.get());
+  if (s.ok() && new_fn && needs_own_init(c.callable.obj.get(), top())) {
+    pop();
+    s = unsupported("construction of a " + describe(c.callable) + " object (not supported yet)");
+  }
+  if (s.failed() && raising_) return s;  // a handler of a caller takes it
   // A call from the frame's top that could not be inlined whole runs in CPython:
   // its own frames are then framejit's (hook.h), with the break nearer their top.
   if (s.failed() && cur_.depth == 0 && !call_raised_) {
@@ -429,7 +437,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
                   caller.depth + 1};
   Value ret;
   inlined_frames_.push_back(&fs);
+  callers_.push_back(caller);
   Status s = execute(&ret);
+  callers_.pop_back();
   inlined_frames_.pop_back();
   if (s.failed() && attribute_error_proved_ && fs.pc < decoded->instructions.size()) {
     // A handler of this frame around the failing instruction would see the error.

@@ -372,16 +372,6 @@ Status Tracer::op_yield_value(const Instruction&) {
   return ok();
 }
 
-// (args[n] -- ): raising is CPython's: the frame resumes there (a Deopt step), so the
-// exception, its traceback and context are eager's own.
-Status Tracer::op_raise_varargs(const Instruction&) {
-  if (cur_.depth == 0 && can_resume().ok()) {
-    deopt_here_ = true;
-    take_snapshot();
-  }
-  return unsupported("raise");
-}
-
 // BUILD_MAP (key, value, ... -- dict); BUILD_CONST_KEY_MAP (values..., keys -- dict).
 // Keys are constants whose hashing runs no user code (str, numbers, None).
 Status Tracer::op_build_map(const Instruction& ins) {

@@ -49,6 +49,10 @@ bool compares_in_c(PyObject* o);
 // A method of a constant tuple or str that only computes a constant (ops_attrs.cpp).
 bool is_pure_constant_method(PyObject* self, const std::string& name);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+// A class whose call is its Python __new__ (ops_except.cpp), and whether what that
+// returned still needs an __init__ of the class's own.
+PyRef class_new_function(PyObject* cls);
+bool needs_own_init(PyObject* cls, const Value& made);
 bool is_shape_method(const std::string& name);
 // A torch.dtype, device, layout, finfo or iinfo (exactly): immutable, compared in C.
 bool is_torch_metadata_object(PyObject* o);
@@ -304,6 +308,7 @@ class Tracer {
   // ContextVar.get / set / reset (ops_contextvars.cpp); no_context_set: ok when no value
   // set in the frame is still in force (`where`: what would see it).
   std::optional<Status> call_context_var(const CallSite& c);
+  std::optional<Status> call_exception_class(const CallSite& c);  // ops_except.cpp
   Status no_context_set(const std::string& where) const;
   Status context_var_value(PyObject* var, const Value* dflt);
   // object.__getattribute__(obj, name), as super().__getattribute__(name) calls it.
@@ -408,7 +413,20 @@ class Tracer {
   Status op_return_value(const Instruction&);
   Status op_return_generator(const Instruction&);
   Status op_yield_value(const Instruction&);
-  Status op_raise_varargs(const Instruction&);
+  Status op_raise_varargs(const Instruction&);  // ops_except.cpp
+  Status op_push_exc_info(const Instruction&);
+  Status op_pop_except(const Instruction&);
+  Status op_check_exc_match(const Instruction&);
+  Status op_reraise(const Instruction&);
+  Status op_load_assertion_error(const Instruction&);
+  Status op_delete_fast(const Instruction&);
+  // Exceptions raised and caught in the trace (ops_except.cpp).
+  bool handler_on_stack() const;
+  Status raise_exception(Value exc, const std::string& why);
+  bool unwind();
+  Expected<Value> exception_to_raise(const Value& v);
+  bool raising_attribute_error() const;
+  Status hook_catches(PyTypeObject* tp, Status s);
   Status op_build_map(const Instruction&);
   Status op_list_extend(const Instruction&);
   Status op_list_to_tuple(const Instruction&);
@@ -744,6 +762,10 @@ class Tracer {
   // lacks (guarded), in frames without a handler around it: eager raises
   // AttributeError there, which getattr(obj, name, default) turns into its default.
   bool attribute_error_proved_ = false;
+  // An exception raised in the trace that a handler of a traced frame takes: step()
+  // unwinds to it, through the inlined calls that do not take it (ops_except.cpp).
+  std::optional<Value> raising_;
+  std::vector<FrameCtx> callers_;  // the frames that inlined calls return to, innermost last
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   bool segment_since_call_ = false;         // a RunGraph step ran after after_call_'s point

@@ -120,6 +120,7 @@ struct FrameState {
   PyRef kw_names;          // set by KW_NAMES for the next CALL
   std::optional<Value> ret;  // set by RETURN_VALUE
   std::optional<std::vector<Value>> yields;  // a generator expression run to its end: what it yielded
+  std::vector<Value> handling;  // the exceptions whose handlers run (PUSH_EXC_INFO), innermost last
 };
 
 }  // namespace fj::interp

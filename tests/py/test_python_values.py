@@ -556,3 +556,83 @@ def test_context_var_left_set_or_seen_by_other_code_runs_as_eager():
         with pytest.raises(ValueError, match="invalid literal"):
             fn(x)
         assert _VAR.get() is None
+
+
+# ---- callable(), getattr() of a module ----
+
+
+def _and_all(*fns):
+    if not all(callable(f) for f in fns):
+        raise RuntimeError("all arguments should be callable")
+    return fns
+
+
+def callables(x, scale):
+    fns = _and_all(torch.relu, torch.sigmoid)
+    y = fns[0](x) + fns[1](x)
+    flags = (callable(x), callable(scale), callable(len), callable(torch.nn.Linear), callable([x]),
+             any(f is torch.tanh for f in fns), all([scale > 0, x.dim() == 1]))
+    return y * scale, flags
+
+
+def test_callable_is_traced():
+    x = torch.randn(3)
+    traced_whole(callables, x, 2.0)
+    cf = framejit.compile(callables)
+    for shape, scale in [((3,), 2.0), ((2, 4), 0.5)]:
+        x = torch.randn(shape)
+        assert_same(cf(x, scale), callables(x, scale))
+    no_fallback(callables)
+
+
+def module_getattr(x):
+    # transformers' is_fake_tensor: getattr of a module attribute by name
+    fake = getattr(torch, "_subclasses").FakeTensor
+    has = hasattr(torch, "relu"), hasattr(torch.nn.functional, "gelu")
+    return (x if isinstance(x, fake) else x + 1), has
+
+
+def test_getattr_of_a_module_is_read_as_module_attributes_are():
+    x = torch.randn(3)
+    traced_whole(module_getattr, x)
+    cf = framejit.compile(module_getattr)
+    assert_same(cf(x), module_getattr(x))
+    no_fallback(module_getattr)
+
+
+_LIN = torch.nn.Linear(3, 4)
+
+
+def isinstance_of_subclasses(x):
+    h = torch.relu(_LIN(x))
+    fake = getattr(torch, "_subclasses").FakeTensor
+    return h, isinstance(h, fake), isinstance(h, torch.nn.Parameter), isinstance(h, torch.Tensor)
+
+
+def test_isinstance_of_an_op_result_against_tensor_subclasses():
+    x = torch.randn(2, 3)
+    cf = framejit.compile(isinstance_of_subclasses)
+    with torch.no_grad():
+        traced_whole(isinstance_of_subclasses, x)
+        assert_same(cf(x), isinstance_of_subclasses(x))
+    no_fallback(isinstance_of_subclasses)
+
+
+def missing_tensor_attr(x):
+    # transformers' is_jax_jitting: `if not hasattr(x, "jax"): return False`
+    h = x * 2
+    return (h + 1 if not hasattr(h, "jax") else h), getattr(h, "jax", None) is None
+
+
+def test_hasattr_of_a_name_tensors_lack_is_guarded():
+    x = torch.randn(3)
+    traced_whole(missing_tensor_attr, x)
+    cf = framejit.compile(missing_tensor_attr)
+    assert_same(cf(x), missing_tensor_attr(x))
+    torch.Tensor.jax = property(lambda self: "here")
+    try:
+        assert_same(cf(x), missing_tensor_attr(x))  # the guard sees the new attribute
+    finally:
+        del torch.Tensor.jax
+    assert_same(cf(x), missing_tensor_attr(x))
+    no_fallback(missing_tensor_attr)
