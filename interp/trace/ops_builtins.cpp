@@ -368,8 +368,11 @@ std::optional<Status> BuiltinCalls::callable(Tracer& t, const Tracer::CallSite& 
   if (c.args.size() != 1 || c.kw_names) return std::nullopt;
   const Value& a = c.args[0];
   bool answer = false;
-  if (a.kind == ValueKind::Const) {
-    if (is_opaque(a) && a.path_slot < 0) return std::nullopt;
+  if (is_opaque(a)) {  // its class, guarded
+    PyObject* type = t.opaque_type(a);
+    if (type == nullptr) return std::nullopt;
+    answer = reinterpret_cast<PyTypeObject*>(type)->tp_call != nullptr;
+  } else if (a.kind == ValueKind::Const) {
     answer = PyCallable_Check(a.obj.get()) != 0;
   } else if (a.kind == ValueKind::TensorMethod) {
     answer = true;

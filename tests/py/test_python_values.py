@@ -636,3 +636,21 @@ def test_hasattr_of_a_name_tensors_lack_is_guarded():
         del torch.Tensor.jax
     assert_same(cf(x), missing_tensor_attr(x))
     no_fallback(missing_tensor_attr)
+
+
+def callable_of_arguments(x, fn, obj):
+    # an argument the trace does not look into: its class decides, guarded
+    if not callable(fn) or callable(obj):
+        raise RuntimeError("want a function and a plain object")
+    return x + 1
+
+
+def test_callable_of_an_opaque_argument_is_decided_by_its_guarded_class():
+    cf = framejit.compile(callable_of_arguments)
+    x = torch.randn(3)
+    for fn, obj in [(len, object()), (torch.relu, "s"), (lambda v: v, 3)]:
+        assert_same(cf(x, fn, obj), callable_of_arguments(x, fn, obj))
+    for fn, obj in [(object(), object()), (len, len)]:
+        with pytest.raises(RuntimeError, match="want a function"):
+            cf(x, fn, obj)
+    no_fallback(callable_of_arguments)
