@@ -279,6 +279,7 @@ struct PathModule {
   Path path;
   int slot;
   PyRef type;
+  Py_ssize_t length = -1;  // >= 0: a list of this many items (add_path_sequence)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -217,6 +217,14 @@ void GuardSet::add_path_type(std::string name, const PathRoot& root, const std::
   guards_.push_back({PathModule{std::move(name), Path(root, attrs), -1, PyRef::borrow(type)}});
 }
 
+int GuardSet::add_path_sequence(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                                PyObject* list) {
+  const int slot = num_path_tensors_++;
+  guards_.push_back({PathModule{std::move(name), Path(root, attrs), slot,
+                                PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(list))), Py_SIZE(list)}});
+  return slot;
+}
+
 int GuardSet::add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                               PyObject* module) {
   const int slot = num_path_tensors_++;

@@ -225,6 +225,11 @@ class GuardSet {
   // the instance of this call. Reads below it must be guarded by path.
   int add_path_module(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                       PyObject* module);
+  // The object at root.attrs... is exactly a list of as many items as `list` has
+  // (its items are found with the steps "#0", "#1", ...): returns its slot, as
+  // add_path_module does.
+  int add_path_sequence(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
+                        PyObject* list);
   // The tensor at root.attrs... matches `meta` (as add_tensor); returns its slot in
   // CallInputs::path_tensors.
   int add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,

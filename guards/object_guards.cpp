@@ -203,6 +203,7 @@ std::string DictsEmpty::text() const { return name + " has no hooks"; }
 bool PathModule::check(const CallInputs& in, jit::Bindings&) const noexcept {
   PyObject* v = path.walk(in);
   if (v == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(v)) != type.get()) return false;
+  if (length >= 0 && Py_SIZE(v) != length) return false;
   if (slot >= 0) in.path_tensors[static_cast<size_t>(slot)] = PyRef::borrow(v);  // this call's instance, for the plan
   return true;
 }
@@ -210,10 +211,16 @@ bool PathModule::check(const CallInputs& in, jit::Bindings&) const noexcept {
 std::string PathModule::failure(const CallInputs& in) const {
   PyObject* v = path.walk(in);
   if (v == nullptr) return name + " is gone (or no longer a plain attribute)";
+  if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == type.get() && length >= 0) {
+    return name + " no longer has " + std::to_string(length) + " items (it has " + std::to_string(Py_SIZE(v)) + ")";
+  }
   return name + " is no longer a " + describe_object(type.get()) + " (a " + Py_TYPE(v)->tp_name + ")";
 }
 
-std::string PathModule::text() const { return name + " is an instance of " + describe_object(type.get()); }
+std::string PathModule::text() const {
+  if (length >= 0) return name + " is a list of " + std::to_string(length) + " items";
+  return name + " is an instance of " + describe_object(type.get());
+}
 
 // ---- PathHooksEmpty ------------------------------------------------------------
 

@@ -202,6 +202,11 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
     out->index = v.source.arg;
     return ok();
   }
+  if (v.path_slot >= 0) {
+    out->kind = PlanValue::Kind::PathTensor;  // a list attribute: this call's own list
+    out->index = v.path_slot;
+    return ok();
+  }
   if (v.identity >= 0) {  // one object, however often it appears
     auto [it, fresh] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
     if (!fresh) {
@@ -560,6 +565,10 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
         Value o = Value::constant(PyRef::borrow(in_.args[v.source.arg]), v.source);
         o.opaque = true;
         v = std::move(o);
+        return;
+      }
+      if (v.kind == ValueKind::List && v.path_slot >= 0) {  // a list attribute: the live list
+        v = pin_path_list(v);
         return;
       }
       if ((v.kind != ValueKind::List && v.kind != ValueKind::Dict) || v.identity < 0) return;

@@ -232,6 +232,25 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
     *out = module_by_class(v, root, child);
     return ok();
   }
+  if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= kMaxPathListItems && !committed_) {
+    // A list attribute (a config's layer_types, a cache's layers): by length, each
+    // item by path, so that another list of the same length serves; the plan passes
+    // this call's own list object on.
+    const int slot = guards().add_path_sequence(text, root, child.attrs, v);
+    found_in_path(slot, v, guards::TensorMeta{});
+    Value list = Value::sequence(ValueKind::List, {});
+    list.source = child;
+    list.path_slot = slot;
+    list.obj = keep;
+    const Value base = Value::constant(keep, child);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(v); ++k) {
+      Value item;
+      FJ_TRY(found_at_path(base, "#" + std::to_string(k), PyList_GET_ITEM(v, k), &item));
+      list.items.push_back(std::move(item));
+    }
+    *out = std::move(list);
+    return ok();
+  }
   guards().add_path(text, root, child.attrs, v);
   *out = Value::constant(PyRef::borrow(v), child);
   return ok();
@@ -247,6 +266,14 @@ Value Tracer::closure_value(const std::string& name, PyObject* v) {
   Value t;
   if (std::optional<Status> s = path_tensor(v, root, out.source, &t); s && !s->failed()) return t;
   return out;
+}
+
+Value Tracer::pin_path_list(const Value& list) {
+  guards::PathRoot root;
+  PyRef holder;
+  Value o = Value::constant(list.obj, list.source);
+  if (path_root(o, &root, &holder)) guards().add_path(source_text(list.source), root, list.source.attrs, list.obj.get());
+  return o;
 }
 
 // The nn.Module `v` at `source` (below `root`), guarded by class: the plan takes each
@@ -413,6 +440,16 @@ Status Tracer::op_load_method(const Instruction& ins) {
       return unsupported("tensor method '." + name + "()' (not supported yet)");
     }
     push(Value::tensor_method(name));
+    push(std::move(owner));
+    return ok();
+  }
+  if (owner.kind == ValueKind::List && owner.path_slot >= 0 && name != "index" && name != "count" && name != "copy") {
+    // append & co change the live list: list's own method, called on this call's list
+    // (a graph break), whichever list of that length it is.
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+    PyObject* descr = key ? _PyType_Lookup(&PyList_Type, key.get()) : nullptr;
+    if (descr == nullptr) return unsupported("list has no method '" + name + "' (CPython raises)");
+    push(Value::constant(PyRef::borrow(descr)));
     push(std::move(owner));
     return ok();
   }

@@ -33,6 +33,7 @@ namespace fj::interp {
 constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
 constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
 constexpr int kMaxInlineDepth = 32;    // deeper calls end the trace
+constexpr Py_ssize_t kMaxPathListItems = 64;  // a longer list attribute is guarded by identity
 
 constexpr int op(Opcode o) { return static_cast<int>(o); }
 
@@ -175,6 +176,9 @@ class Tracer {
   std::vector<PyRef> path_dict_keys(const Value& d);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Value module_by_class(PyObject* v, const guards::PathRoot& root, const Source& source);
+  // A list attribute read by length (found_at_path) as the object itself, now guarded
+  // by identity: for what changes it (its methods, a graph break).
+  Value pin_path_list(const Value& list);
   Status zero_arg_super();
   Status make_super(const Value& cls, const Value& self);
   Status super_attr(const Value& sup, const std::string& name, bool method);

@@ -90,7 +90,8 @@ struct Value {
   int reg = -1;                // Const: an opaque call's result (or a list given to one), in this register
   bool item = false;           // Const with reg: the Python number of the 0-d tensor in that register
   int path_slot = -1;          // Const: an nn.Module guarded by class, not identity: the plan
-                               // uses the call's own instance, found in this path-object slot
+                               // uses the call's own instance, found in this path-object slot;
+                               // List: a list attribute guarded by length (obj: the list now)
   int ctx = -1;                // Const (opaque): the ctx of a custom autograd.Function being traced
                                // (the tracer's table); with `method`: that ctx method, to be called
   Source source;
