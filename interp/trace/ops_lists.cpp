@@ -88,6 +88,7 @@ Status Tracer::call_list_method(const std::string& name, const std::vector<Value
   std::vector<Value> items = list.items;
   const int64_t n = static_cast<int64_t>(items.size());
   Value result = Value::constant(PyRef::borrow(Py_None));
+  if ((name == "index" || name == "count") && args.size() == 2) return list_find(name, items, args[1]);
   if (name == "append" && args.size() == 2) {
     items.push_back(args[1]);
   } else if (name == "extend" && args.size() == 2) {
@@ -122,6 +123,29 @@ Status Tracer::call_list_method(const std::string& name, const std::vector<Value
   }
   FJ_TRY(set_list_items(list, std::move(items), what));
   push(std::move(result));
+  return ok();
+}
+
+// lst.index(x) / lst.count(x) where x and the items compared are constants whose ==
+// runs no user code (the first match ends index's search, as CPython's).
+Status Tracer::list_find(const std::string& name, const std::vector<Value>& items, const Value& x) {
+  const auto plain = [](const Value& v) {
+    return v.kind == ValueKind::Const && !is_opaque(v) && v.reg < 0 && is_foldable(v.obj.get());
+  };
+  if (!plain(x)) return unsupported("list." + name + "() of " + describe(x) + " (not supported yet)");
+  long found = -1, count = 0;
+  for (size_t k = 0; k < items.size() && !(name == "index" && found >= 0); ++k) {
+    if (!plain(items[k])) return unsupported("list." + name + "() over " + describe(items[k]) + " (not supported yet)");
+    const int eq = PyObject_RichCompareBool(items[k].obj.get(), x.obj.get(), Py_EQ);
+    if (eq < 0) {
+      guards::clear_error();
+      return unsupported("list." + name + "(): == raised");
+    }
+    if (eq == 1 && found < 0) found = static_cast<long>(k);
+    count += eq;
+  }
+  if (name == "index" && found < 0) return unsupported("list.index() of a missing item (CPython raises ValueError)");
+  push(Value::constant(PyRef::steal(PyLong_FromLong(name == "index" ? found : count))));
   return ok();
 }
 

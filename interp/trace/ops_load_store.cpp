@@ -462,8 +462,9 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(owner));
     return ok();
   }
-  if (is_traced_list(owner) && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
-                                 name == "clear" || name == "reverse" || name == "copy")) {
+  const bool reads = owner.kind == ValueKind::List && (name == "index" || name == "count" || name == "copy");
+  if (reads || (is_traced_list(owner) && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
+                                          name == "clear" || name == "reverse"))) {
     Value method = Value::tensor_method(name);  // a method of the list, called by CALL (call_list_method)
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     method.obj = PyRef::borrow(_PyType_Lookup(&PyList_Type, key.get()));

@@ -74,3 +74,25 @@ def test_a_list_attribute_changed_by_the_frame_is_the_live_list():
         assert_same(got[0], want[0])
         assert got[1] is g_jit.seen
     assert g_jit.seen == g_eager.seen == [0, 1, 2, 3]
+
+
+class Layered(nn.Module):
+    def __init__(self, types):
+        super().__init__()
+        self.types = list(types)
+
+    def forward(self, x):
+        # transformers' find_first_full_attention_index, and a count over a list attribute
+        is_full = [t == "full" for t in self.types]
+        first = is_full.index(True) if True in is_full else 0
+        return x * (first + 1) + self.types.count("sliding")
+
+
+def test_index_and_count_of_lists():
+    fwd = framejit.compile(Layered.forward)
+    x = torch.randn(3)
+    for types in (["sliding", "full", "full"], ["sliding", "sliding", "sliding"], ["full", "sliding", "x"]):
+        m = Layered(types)
+        assert_same(fwd(m, x), Layered.forward(m, x))
+    s = framejit.stats(Layered.forward)
+    assert (s["fallbacks"], s["graph_breaks"]) == (0, 0), s
