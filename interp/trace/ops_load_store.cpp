@@ -426,6 +426,31 @@ std::optional<Status> Tracer::opaque_attr(const Value& owner, const std::string&
                     "an attribute of an object the trace does not follow");
 }
 
+// lst.name of a list value, for CALL: methods that read it (call_list_method), methods
+// that change a list the frame built (call_list_method, on its items) and, on a list
+// attribute, list's own method called on this call's list (a graph break), whichever
+// list of that length it is. nullopt: not a list, or not such a method.
+std::optional<Status> Tracer::list_method(const Value& owner, const std::string& name) {
+  if (owner.kind != ValueKind::List) return std::nullopt;
+  const bool reads = name == "index" || name == "count" || name == "copy";
+  const bool changes = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "clear" ||
+                       name == "reverse";
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* descr = key ? _PyType_Lookup(&PyList_Type, key.get()) : nullptr;
+  if (owner.path_slot >= 0 && !reads) {
+    if (descr == nullptr) return unsupported("list has no method '" + name + "' (CPython raises)");
+    push(Value::constant(PyRef::borrow(descr)));
+  } else if (reads || (changes && is_traced_list(owner))) {
+    Value method = Value::tensor_method(name);
+    method.obj = PyRef::borrow(descr);
+    push(std::move(method));
+  } else {
+    return std::nullopt;
+  }
+  push(owner);
+  return ok();
+}
+
 // (owner -- method_or_NULL, self_or_value)
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
@@ -443,31 +468,12 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(owner));
     return ok();
   }
-  if (owner.kind == ValueKind::List && owner.path_slot >= 0 && name != "index" && name != "count" && name != "copy") {
-    // append & co change the live list: list's own method, called on this call's list
-    // (a graph break), whichever list of that length it is.
-    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
-    PyObject* descr = key ? _PyType_Lookup(&PyList_Type, key.get()) : nullptr;
-    if (descr == nullptr) return unsupported("list has no method '" + name + "' (CPython raises)");
-    push(Value::constant(PyRef::borrow(descr)));
-    push(std::move(owner));
-    return ok();
-  }
+  if (std::optional<Status> s = list_method(owner, name)) return std::move(*s);
   if (owner.kind == ValueKind::Dict &&
       (name == "get" || name == "keys" || name == "values" || name == "items" || name == "pop")) {
     Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
     method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
-    push(std::move(method));
-    push(std::move(owner));
-    return ok();
-  }
-  const bool reads = owner.kind == ValueKind::List && (name == "index" || name == "count" || name == "copy");
-  if (reads || (is_traced_list(owner) && (name == "append" || name == "extend" || name == "insert" || name == "pop" ||
-                                          name == "clear" || name == "reverse"))) {
-    Value method = Value::tensor_method(name);  // a method of the list, called by CALL (call_list_method)
-    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
-    method.obj = PyRef::borrow(_PyType_Lookup(&PyList_Type, key.get()));
     push(std::move(method));
     push(std::move(owner));
     return ok();

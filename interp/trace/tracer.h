@@ -447,6 +447,7 @@ class Tracer {
   Status set_list_items(const Value& list, std::vector<Value> items, const std::string& what);
   Status call_list_method(const std::string& name, const std::vector<Value>& args);
   Status list_find(const std::string& name, const std::vector<Value>& items, const Value& x);
+  std::optional<Status> list_method(const Value& owner, const std::string& name);
   Status list_inplace_add(const Value& list, const Value& rhs);
   Status list_setitem(const Value& list, const Value& index, const Value& value);
   std::unordered_set<int> iterated_lists_;  // identities of lists a loop (or zip, ...) iterated
