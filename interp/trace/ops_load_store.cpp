@@ -232,7 +232,8 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
     *out = module_by_class(v, root, child);
     return ok();
   }
-  if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= kMaxPathListItems && !committed_) {
+  if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= kMaxPathListItems && !committed_ &&
+      path_list_items_ + PyList_GET_SIZE(v) <= kMaxPathListTotal && path_list_depth_ < kMaxPathListDepth) {
     // A list attribute (a config's layer_types, a cache's layers): by length, each
     // item by path, so that another list of the same length serves; the plan passes
     // this call's own list object on.
@@ -243,11 +244,16 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
     list.path_slot = slot;
     list.obj = keep;
     const Value base = Value::constant(keep, child);
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(v); ++k) {
+    path_list_items_ += PyList_GET_SIZE(v);
+    ++path_list_depth_;  // a list that holds itself (or lists nested deep) ends in identity guards
+    Status s = ok();
+    for (Py_ssize_t k = 0; s.ok() && k < PyList_GET_SIZE(v); ++k) {
       Value item;
-      FJ_TRY(found_at_path(base, "#" + std::to_string(k), PyList_GET_ITEM(v, k), &item));
+      s = found_at_path(base, "#" + std::to_string(k), PyList_GET_ITEM(v, k), &item);
       list.items.push_back(std::move(item));
     }
+    --path_list_depth_;
+    FJ_TRY(std::move(s));
     *out = std::move(list);
     return ok();
   }

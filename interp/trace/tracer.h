@@ -34,6 +34,8 @@ constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
 constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
 constexpr int kMaxInlineDepth = 32;    // deeper calls end the trace
 constexpr Py_ssize_t kMaxPathListItems = 64;  // a longer list attribute is guarded by identity
+constexpr Py_ssize_t kMaxPathListTotal = 1024;  // ... and so are lists past this many items in one trace
+constexpr int kMaxPathListDepth = 3;            // ... or nested deeper
 
 constexpr int op(Opcode o) { return static_cast<int>(o); }
 
@@ -772,6 +774,8 @@ class Tracer {
   // unwinds to it, through the inlined calls that do not take it (ops_except.cpp).
   std::optional<Value> raising_;
   std::vector<FrameCtx> callers_;  // the frames that inlined calls return to, innermost last
+  Py_ssize_t path_list_items_ = 0;  // items of list attributes read by length (found_at_path)
+  int path_list_depth_ = 0;         // lists being read inside one another now
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   bool segment_since_call_ = false;         // a RunGraph step ran after after_call_'s point

@@ -96,3 +96,23 @@ def test_index_and_count_of_lists():
         assert_same(fwd(m, x), Layered.forward(m, x))
     s = framejit.stats(Layered.forward)
     assert (s["fallbacks"], s["graph_breaks"]) == (0, 0), s
+
+
+class SelfHolding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        loop = [1.0]
+        loop.append(loop)  # a list that holds itself
+        self.loop = loop
+        self.nested = [[[[2.0]]]]
+
+    def forward(self, x):
+        return x * len(self.loop) + self.nested[0][0][0][0]
+
+
+def test_a_list_that_holds_itself_and_deep_nesting():
+    m = SelfHolding()
+    fwd = framejit.compile(SelfHolding.forward)
+    x = torch.randn(3)
+    for _ in range(2):
+        assert_same(fwd(m, x), SelfHolding.forward(m, x))
