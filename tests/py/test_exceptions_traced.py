@@ -281,3 +281,22 @@ def test_an_attribute_error_that_getattr_or_a_getattr_hook_catches(fn):
     for shape in [(3,), (2, 2)]:
         x = torch.randn(shape)
         assert_same(cf(x), fn(x))
+
+
+def handler_after_a_break(x, log):
+    log.append(1)  # a graph break first: the handler below cannot start over
+    y = x + 1
+    try:
+        z = _checked(x)
+    except TypeError:
+        z = y * float(len(str(id(x))) > 0)  # id(): not traceable inside the handler
+    return z
+
+
+def test_an_untraceable_handler_after_a_graph_break_resumes_in_cpython():
+    cf = framejit.compile(handler_after_a_break)
+    for x in (torch.randn(3), torch.randn(2, 3), torch.randn(4)):
+        got_log, want_log = [], []
+        assert_same(cf(x, got_log), handler_after_a_break(x, want_log))
+        assert got_log == want_log == [1]
+    assert framejit.stats(handler_after_a_break)["fallbacks"] == 0
