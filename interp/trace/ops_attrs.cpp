@@ -259,10 +259,10 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   const Value& obj = c.args[0];
   const Value& name_v = c.args[1];
   if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
+  const std::string name = guards::utf8_lossy(name_v.obj.get());
   if (is_tensor(obj) && graph_.node(obj.node).op != jit::Op::Placeholder) {
     // An op's result: a plain torch.Tensor with nothing in its own __dict__. A name
     // its class lacks (guarded, with no __getattr__) is missing.
-    const std::string name = guards::utf8_lossy(name_v.obj.get());
     PyRef key = interned_name(name);
     PyRef getattr_name = interned_name("__getattr__");
     if (guards::current_tensor_attr(key.get()) != nullptr || guards::current_tensor_attr(getattr_name.get()) != nullptr) {
@@ -275,7 +275,6 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     return ok();
   }
   if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj)) return std::nullopt;
-  const std::string name = guards::utf8_lossy(name_v.obj.get());
   if (Value out; PyModule_Check(obj.obj.get()) && module_attr(obj, name, &out, guards()).ok()) {  // as LOAD_ATTR
     push(has ? Value::constant(PyRef::borrow(Py_True)) : std::move(out));
     return ok();

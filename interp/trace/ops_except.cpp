@@ -36,6 +36,19 @@ bool builtin_made_exception(PyObject* cls) {
   return Py_TYPE(cls) == &PyType_Type;
 }
 
+// cls(*args) of a class builtin_made_exception accepts: the exception object, made
+// now, that never leaves the trace (fresh). nullopt: building it raised.
+std::optional<Value> make_exception(PyObject* cls, PyObject* args) {
+  PyRef made = PyRef::steal(PyObject_Call(cls, args, nullptr));
+  if (!made) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  Value exc = Value::constant(std::move(made));
+  exc.fresh = true;
+  return exc;
+}
+
 }  // namespace
 
 // Whether a traced frame would take an exception raised now. A generator expression
@@ -97,15 +110,10 @@ Expected<Value> Tracer::exception_to_raise(const Value& v) {
   if (v.kind != ValueKind::Const || is_opaque(v) || v.reg >= 0) return Error{"raise of " + describe(v)};
   PyObject* o = v.obj.get();
   if (PyExceptionInstance_Check(o)) return v;
-  if (!builtin_made_exception(o)) return Error{"raise of " + describe(v)};
-  PyRef made = PyRef::steal(PyObject_CallNoArgs(o));
-  if (!made) {
-    guards::clear_error();
-    return Error{"raise of " + describe(v)};
-  }
-  Value exc = Value::constant(std::move(made));
-  exc.fresh = true;
-  return exc;
+  PyRef no_args = PyRef::steal(PyTuple_New(0));
+  std::optional<Value> exc = builtin_made_exception(o) && no_args ? make_exception(o, no_args.get()) : std::nullopt;
+  if (!exc) return Error{"raise of " + describe(v)};
+  return std::move(*exc);
 }
 
 // (args[n] -- ): `raise`, `raise e`, `raise e from cause`. Caught in the trace, the
@@ -113,14 +121,17 @@ Expected<Value> Tracer::exception_to_raise(const Value& v) {
 // step), so the exception, its traceback and context are eager's own.
 Status Tracer::op_raise_varargs(const Instruction& ins) {
   std::optional<Value> exc;
-  if (ins.arg == 0 && !cur_.fs->handling.empty()) {
+  if (!handler_on_stack()) {
+    // no traced handler: CPython raises it (below)
+  } else if (ins.arg == 0 && !cur_.fs->handling.empty()) {
     exc = cur_.fs->handling.back();
   } else if (ins.arg == 1 || ins.arg == 2) {
     if (Expected<Value> e = exception_to_raise(top(static_cast<size_t>(ins.arg)))) exc = std::move(*e);
   }
-  if (exc && handler_on_stack()) {
+  if (exc) {
     cur_.fs->stack.resize(cur_.fs->stack.size() - static_cast<size_t>(ins.arg));
-    return raise_exception(std::move(*exc), "raise");
+    raising_ = std::move(*exc);  // step() unwinds to the handler
+    return unsupported("raise");
   }
   if (cur_.depth == 0 && can_resume().ok()) {
     deopt_here_ = true;
@@ -206,14 +217,9 @@ std::optional<Status> Tracer::call_exception_class(const CallSite& c) {
     if (a.kind != ValueKind::Const || is_opaque(a) || a.reg >= 0 || !is_foldable(a.obj.get())) return std::nullopt;
     PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), Py_NewRef(a.obj.get()));
   }
-  PyRef made = PyRef::steal(PyObject_Call(c.callable.obj.get(), args.get(), nullptr));
-  if (!made) {
-    guards::clear_error();
-    return std::nullopt;
-  }
-  Value exc = Value::constant(std::move(made));
-  exc.fresh = true;
-  push(std::move(exc));
+  std::optional<Value> exc = make_exception(c.callable.obj.get(), args.get());
+  if (!exc) return std::nullopt;
+  push(std::move(*exc));
   return ok();
 }
 

@@ -1,0 +1,70 @@
+// What the tracer's handlers share outside the Tracer class: its limits, the Status
+// a handler ends a trace with, and free functions over Values and Python objects
+// (each defined in the file its comment names).
+#pragma once
+
+#include "interp/compat.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guards/guards.h"
+#include "interp/trace/bytecode.h"
+#include "interp/trace/value.h"
+
+namespace fj::interp {
+
+constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
+constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
+constexpr int kMaxInlineDepth = 32;    // deeper calls end the trace
+constexpr Py_ssize_t kMaxPathListItems = 64;  // a longer list attribute is guarded by identity
+constexpr Py_ssize_t kMaxPathListTotal = 1024;  // ... and so are lists past this many items in one trace
+constexpr int kMaxPathListDepth = 3;            // ... or nested deeper
+
+constexpr int op(Opcode o) { return static_cast<int>(o); }
+
+// Handlers return fj::Status (jit/common.h): ok() to go on, or an Error whose message
+// is the reason to stop tracing; the frame then runs in CPython (a Fallback, with the
+// location added where the trace ends).
+inline Error unsupported(std::string why) { return Error{std::move(why)}; }
+
+bool is_plain_scalar(PyObject* o);
+// Constants whose operations run no user code: numbers, None, strings, tuples of these.
+bool is_foldable(PyObject* o);
+// The object's class compares (==) as object, str or int do, in C (ops_values.cpp).
+bool compares_in_c(PyObject* o);
+// A method of a constant tuple or str that only computes a constant (ops_attrs.cpp).
+bool is_pure_constant_method(PyObject* self, const std::string& name);
+inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+// A class whose call is its Python __new__ (ops_except.cpp), and whether what that
+// returned still needs an __init__ of the class's own.
+PyRef class_new_function(PyObject* cls);
+bool needs_own_init(PyObject* cls, const Value& made);
+bool is_shape_method(const std::string& name);
+// A torch.dtype, device, layout, finfo or iinfo (exactly): immutable, compared in C.
+bool is_torch_metadata_object(PyObject* o);
+// None, "cpu" or torch.device("cpu") (interp/torch/creation.cpp).
+bool is_cpu_device(PyObject* o);
+// A module attribute that module code reads but the module's dict does not hold
+// (torch._VF.dropout, torch.backends.cudnn.enabled), or nullptr (tensor_meta.cpp).
+// *opaque: the value may only be passed on, never looked into.
+PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
+// Calls fn on each value of `roots` and on every item inside them (breaks.cpp).
+void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& fn);
+// The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1 (ops_star.cpp).
+long dict_find(const Value& dict, PyObject* key);
+// The locals and stack of a frame state, as roots for walk_values.
+std::vector<Value*> state_roots(FrameState& fs);
+// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+std::optional<jit::SymExpr> as_sym(const Value& v);
+// name of a module read from a global (or imported, see ops_import.cpp), guarded by
+// its attribute path (ops_load_store.cpp).
+Status module_attr(const Value& base, const std::string& name, Value* out, guards::GuardSet& guards);
+// "L['self'].fc.weight": how a person finds a value again.
+std::string source_text(const Source& s);
+// The decoded bytecode of a code object, decoded once and kept in its CodeState.
+Expected<const DecodedCode*> decoded_code(PyCodeObject* co);
+
+}  // namespace fj::interp
