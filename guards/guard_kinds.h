@@ -374,12 +374,26 @@ struct TensorAttrIs {
   std::string text() const;
 };
 
+// The class `cls` (held) and every class of its MRO are unchanged since the trace:
+// its version tag, which CPython clears whenever the class or a base is modified, is
+// still `tag`. One guard stands for every lookup on the class the trace made (its
+// __init__, methods, properties, class attributes) for an object made in the frame.
+struct ClassUnchanged {
+  std::string name;  // the class's qualname
+  PyRef cls;
+  unsigned int tag = 0;
+  bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
+  std::string failure(const CallInputs& in) const;
+  std::string text() const;
+};
+
 // ---- the guard ---------------------------------------------------------------
 
 struct Guard {
   std::variant<ArgTensor, PathTensor, NoOverlap, SequenceIs,             // tensors
                ScalarEquals, SymbolArg, ExprTrue, ClosureIs, CellIs,     // values
                GlobalIs, ModuleAttrIs, PathIs, PathsSame, PathDictHas, PathMethodIs, FunctionUnchanged, DictsEmpty,
+               ClassUnchanged,
                DictKeysAre, PathModule, PathHooksEmpty,                  // objects
                GradModeIs, NoFunctionMode, DefaultDTypeIs, TorchFlagIs, TensorAttrIs,  // torch state
                ContextVarIs>

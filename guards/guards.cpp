@@ -174,6 +174,19 @@ void GuardSet::add_path_missing(std::string name, const PathRoot& root, const st
                                   past_getattribute}});
 }
 
+bool GuardSet::add_class_unchanged(PyObject* cls) {
+  if (has<ClassUnchanged>([&](const ClassUnchanged& g) { return g.cls.get() == cls; })) return true;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  static PyObject* probe = PyUnicode_InternFromString("__init__");
+  (void)_PyType_Lookup(type, probe);  // a lookup gives the class a version tag where it has none
+  if (type->tp_version_tag == 0) return false;
+  std::string name = (type->tp_flags & Py_TPFLAGS_HEAPTYPE)
+                         ? utf8_lossy(reinterpret_cast<PyHeapTypeObject*>(type)->ht_qualname)
+                         : std::string(type->tp_name);
+  guards_.push_back({ClassUnchanged{std::move(name), PyRef::borrow(cls), type->tp_version_tag}});
+  return true;
+}
+
 void GuardSet::add_function(PyObject* fn) {
   if (has<FunctionUnchanged>([&](const FunctionUnchanged& g) { return g.fn.get() == fn; })) return;
   auto* f = reinterpret_cast<PyFunctionObject*>(fn);

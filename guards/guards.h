@@ -234,6 +234,9 @@ class GuardSet {
   // CallInputs::path_tensors.
   int add_path_tensor(std::string name, const PathRoot& root, const std::vector<std::string>& attrs,
                       const TensorMeta& meta, const std::array<int, kMaxRank>& dim_symbols, bool strides);
+  // The class `cls` is not modified (ClassUnchanged). False: it has no version tag
+  // (CPython ran out of them), so nothing read from it can be guarded.
+  bool add_class_unchanged(PyObject* cls);
   // An inlined function still has the code and defaults the trace used.
   void add_function(PyObject* fn);
   // A cell of an inlined function's closure still holds this object.

@@ -185,6 +185,16 @@ std::string FunctionUnchanged::text() const {
   return "inlined function " + name + " keeps its __code__, __defaults__, __kwdefaults__ and names";
 }
 
+// ---- ClassUnchanged ------------------------------------------------------------
+
+bool ClassUnchanged::check(const CallInputs&, jit::Bindings&) const noexcept {
+  return reinterpret_cast<PyTypeObject*>(cls.get())->tp_version_tag == tag;
+}
+
+std::string ClassUnchanged::failure(const CallInputs&) const { return "class " + name + " (or a base) was modified"; }
+
+std::string ClassUnchanged::text() const { return "class " + name + " and its bases are unchanged"; }
+
 // ---- DictsEmpty ----------------------------------------------------------------
 
 bool DictsEmpty::check(const CallInputs&, jit::Bindings&) const noexcept {

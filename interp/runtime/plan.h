@@ -37,7 +37,7 @@ namespace fj::interp {
 struct CodeState;
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View } kind = Kind::Const;
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object } kind = Kind::Const;
   // View: a view of an input, made from it at run time so that it aliases it as eager's
   // does: items[0] the input, then one Tuple per step: ("permute", dims),
   // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).
@@ -46,13 +46,14 @@ struct PlanValue {
                                 // Repeat: the memo of a tuple or list built earlier in the same value;
                                 // Reg: the register; Iter: when >= 0, the iterator is of the
                                 // list items[0], advanced this many items
-  int memo = -1;                // Tuple, List, Dict: where the built object is remembered for Repeat
-  int reg = -1;                 // List or Dict passed to an opaque call: the built object is also kept here;
+  int memo = -1;                // Tuple, List, Dict, Object: where the built object is remembered for Repeat
+  int reg = -1;                 // List, Dict or Object passed to an opaque call: the built object is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)
   PyRef obj;                    // Const; Tuple: when set, the type built from the tuple
                                 // (torch.return_types.max)
   std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size), Iter (the items still to come),
-                                // Dict (key, value, key, value, ...)
+                                // Dict (key, value, key, value, ...), Object (name, value, ...;
+                                // obj is its class: object.__new__(obj), then each attribute set)
   jit::SymExpr expr;            // Sym: a Python int, float or bool computed from symbols
 };
 

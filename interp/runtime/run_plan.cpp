@@ -227,6 +227,24 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(d));
       return d;
     }
+    case PlanValue::Kind::Object: {  // an object of a plain class made in the frame
+      static PyObject* no_args = PyTuple_New(0);
+      auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
+      PyObject* o = PyBaseObject_Type.tp_new(type, no_args, nullptr);
+      if (o == nullptr) return nullptr;
+      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = o;
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        PyObject* x = build_value(v.items[i + 1], run, outs, memo);
+        const int rc = x ? PyObject_GenericSetAttr(o, v.items[i].obj.get(), x) : -1;
+        Py_XDECREF(x);
+        if (rc < 0) {
+          Py_DECREF(o);
+          return nullptr;
+        }
+      }
+      if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(o));
+      return o;
+    }
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List: {
       const auto n = static_cast<Py_ssize_t>(v.items.size());

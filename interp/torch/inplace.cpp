@@ -437,6 +437,7 @@ Status Tracer::op_store_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   Value value = pop();
+  if (owner.kind == ValueKind::Object) return object_store_attr(owner, name, std::move(value));
   if (owner.kind == ValueKind::Const && owner.ctx >= 0 && owner.method.empty()) {
     return store_ctx_attr(name, owner, std::move(value));
   }

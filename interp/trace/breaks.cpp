@@ -89,6 +89,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Tuple:
     case ValueKind::List:
     case ValueKind::Dict:
+    case ValueKind::Object:
       return convert_container(v, out, ctx);
     case ValueKind::Null:
       if (!ctx.frame_state) break;
@@ -194,8 +195,8 @@ Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& c
   return ok();
 }
 
-// A tuple, list or dict the frame built (built again by the plan, each object once),
-// or an argument's own.
+// A tuple, list, dict or object the frame built (built again by the plan, each object
+// once), or an argument's own.
 Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx) {
   if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {
     out->kind = PlanValue::Kind::Arg;  // an argument list or tuple: the object itself
@@ -216,18 +217,20 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
     }
     out->memo = ctx.num_memos++;
   }
-  out->obj = v.obj;  // a torch.return_types type, or null
-  out->kind = v.kind == ValueKind::List   ? PlanValue::Kind::List
-              : v.kind == ValueKind::Dict ? PlanValue::Kind::Dict
-              : v.torch_size              ? PlanValue::Kind::Size
-                                          : PlanValue::Kind::Tuple;
-  if ((v.kind == ValueKind::List || v.kind == ValueKind::Dict) && ctx.next_reg != nullptr) {  // the callee may change it
+  out->obj = v.obj;  // a torch.return_types type, an object's class, or null
+  out->kind = v.kind == ValueKind::List     ? PlanValue::Kind::List
+              : v.kind == ValueKind::Dict   ? PlanValue::Kind::Dict
+              : v.kind == ValueKind::Object ? PlanValue::Kind::Object
+              : v.torch_size                ? PlanValue::Kind::Size
+                                            : PlanValue::Kind::Tuple;
+  if (v.kind != ValueKind::Tuple && ctx.next_reg != nullptr) {  // the callee may change it
     out->reg = (*ctx.next_reg)++;
     if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
   }
-  out->items.resize(v.items.size());
-  for (size_t i = 0; i < v.items.size(); ++i) {
-    FJ_TRY(convert(v.items[i], &out->items[i], ctx));
+  const size_t first = v.kind == ValueKind::Object ? 1 : 0;  // an object's items start with its class
+  out->items.resize(v.items.size() - first);
+  for (size_t i = first; i < v.items.size(); ++i) {
+    FJ_TRY(convert(v.items[i], &out->items[i - first], ctx));
   }
   return ok();
 }
@@ -555,8 +558,8 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   const size_t num_inputs = placeholder_slot_.size();
   Value result;
   call_result(step.result_reg, &step.check, &result);
-  // Lists and dicts the callee received (or could reach: the arguments) may have
-  // changed: from now on they are those objects.
+  // Lists, dicts and objects the callee received (or could reach: the arguments) may
+  // have changed: from now on they are those objects.
   {
     std::vector<Value*> roots = state_roots(root_fs_);
     walk_values(roots, [&](Value& v) {
@@ -571,7 +574,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
         v = pin_path_list(v);
         return;
       }
-      if ((v.kind != ValueKind::List && v.kind != ValueKind::Dict) || v.identity < 0) return;
+      if ((v.kind != ValueKind::List && v.kind != ValueKind::Dict && v.kind != ValueKind::Object) || v.identity < 0) return;
       auto it = ctx.list_regs.find(v.identity);
       if (it == ctx.list_regs.end()) return;
       Value o = Value::constant(run_->regs[static_cast<size_t>(it->second)]);

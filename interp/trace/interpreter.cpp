@@ -373,6 +373,7 @@ std::string Tracer::describe(const Value& v) const {
       }
       return s + "}";
     }
+    case ValueKind::Object: return "a " + object_class_name(v) + " object made in the frame";
     case ValueKind::TensorMethod: return "Tensor." + v.method;
     case ValueKind::GradModeExit: return "<grad mode __exit__>";
     case ValueKind::Slice: return "<slice>";

@@ -260,6 +260,7 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   const Value& name_v = c.args[1];
   if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
   const std::string name = guards::utf8_lossy(name_v.obj.get());
+  if (obj.kind == ValueKind::Object) return object_getattr(c, has);
   if (is_tensor(obj) && graph_.node(obj.node).op != jit::Op::Placeholder) {
     // An op's result: a plain torch.Tensor with nothing in its own __dict__. A name
     // its class lacks (guarded, with no __getattr__) is missing.

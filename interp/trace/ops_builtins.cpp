@@ -17,6 +17,7 @@ struct BuiltinCalls {
 
   static std::optional<Status> len(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> isinstance(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> type_of(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> sum(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> range(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> zip_or_enumerate(Tracer& t, const Tracer::CallSite& c);
@@ -48,7 +49,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"super", super},     {"hasattr", hasattr},       {"getattr", getattr},
         {"list", list_or_tuple}, {"tuple", list_or_tuple},
         {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
-        {"all", all_or_any},  {"any", all_or_any},
+        {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -167,6 +168,7 @@ PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value, bool comp
     return v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
   }
   if (v.kind == ValueKind::List) return reinterpret_cast<PyObject*>(&PyList_Type);
+  if (v.kind == ValueKind::Object) return v.obj.get();  // its class (guarded unchanged)
   if (v.kind == ValueKind::Sym) {
     return reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int     ? &PyLong_Type
                                        : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
@@ -194,6 +196,21 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite
     return unsupported("isinstance() with " + t.describe(c.args[1]) + " (CPython raises)");
   }
   t.push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+  return ok();
+}
+
+// type(v) where v's class is known while tracing: an object made in the frame, a
+// container, a number, a constant, a tensor argument or an op's result (a tensor found
+// by path may be a Parameter: not answered).
+std::optional<Status> BuiltinCalls::type_of(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1) return std::nullopt;
+  const Value& v = c.args[0];
+  const bool tensor = t.is_tensor(v);
+  const bool computed = tensor && t.graph_.node(v.node).op != jit::Op::Placeholder;
+  if (tensor && !computed && (v.source.kind != Source::Kind::Arg || !v.source.attrs.empty())) return std::nullopt;
+  PyObject* type = known_type(v, guards::torch_refs().tensor_type, tensor, computed);
+  if (type == nullptr) return std::nullopt;
+  t.push(Value::constant(PyRef::borrow(type)));
   return ok();
 }
 

@@ -152,6 +152,14 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
     if (c.callable.fresh && c.callable.items.size() == 1) self = c.callable.items[0];
     c.args.insert(c.args.begin(), std::move(self));
     target = PyMethod_GET_FUNCTION(target);
+  } else if (PyFunction_Check(target) && c.callable.fresh && c.callable.items.size() == 1 &&
+             c.callable.items[0].kind == ValueKind::Object) {
+    c.args.insert(c.args.begin(), c.callable.items[0]);  // a method of an object made in the frame
+  }
+  const int writes_before = writes_;
+  if (std::optional<Status> s = construct_object(c)) {
+    if (s->failed() && (raising_ || writes_ != writes_before)) return s;  // its writes were traced
+    return s->failed() && !call_raised_ ? opaque_call(c, s->take_error(), c.orig_args) : std::move(*s);
   }
   PyRef new_fn;  // a class called: its Python __new__
   if (!PyFunction_Check(target)) {

@@ -176,7 +176,7 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
       bool is_none;
       if (v.kind == ValueKind::Const && !is_opaque(v)) is_none = v.obj.get() == Py_None;
       else if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Sym || v.kind == ValueKind::Tuple ||
-               v.kind == ValueKind::List || v.kind == ValueKind::Dict) is_none = false;
+               v.kind == ValueKind::List || v.kind == ValueKind::Dict || v.kind == ValueKind::Object) is_none = false;
       else if (std::optional<bool> s = singleton_test(v, Value::constant(PyRef::borrow(Py_None)))) is_none = *s;
       else return unsupported("'is None' test of " + describe(v));
       const bool want_none = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_NONE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_NONE);

@@ -36,6 +36,8 @@ bool builtin_made_exception(PyObject* cls) {
   return Py_TYPE(cls) == &PyType_Type;
 }
 
+}  // namespace
+
 // cls(*args) of a class builtin_made_exception accepts: the exception object, made
 // now, that never leaves the trace (fresh). nullopt: building it raised.
 std::optional<Value> make_exception(PyObject* cls, PyObject* args) {
@@ -48,8 +50,6 @@ std::optional<Value> make_exception(PyObject* cls, PyObject* args) {
   exc.fresh = true;
   return exc;
 }
-
-}  // namespace
 
 // Whether a traced frame would take an exception raised now. A generator expression
 // is run ahead of its consumer (inline_call): an exception of a later item may never

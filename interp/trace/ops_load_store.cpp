@@ -360,6 +360,7 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/false);
   if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/false)) return std::move(*s);
@@ -461,6 +462,7 @@ std::optional<Status> Tracer::list_method(const Value& owner, const std::string&
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
+  if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/true);
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);

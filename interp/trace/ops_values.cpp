@@ -273,6 +273,16 @@ Status Tracer::truth(const Value& v, bool* out) {
     *out = !v.items.empty();
     return ok();
   }
+  if (v.kind == ValueKind::Object) {  // an object without __bool__ or __len__ is true
+    auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
+    static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
+    static PyObject* len_name = PyUnicode_InternFromString("__len__");
+    if (_PyType_Lookup(type, bool_name) != nullptr || _PyType_Lookup(type, len_name) != nullptr) {
+      return unsupported("truth value of " + describe(v) + " with __bool__ or __len__ (not supported yet)");
+    }
+    *out = true;
+    return ok();
+  }
   if (is_path_dict(v)) {  // `d or {}`: the dict keeps its keys (guarded), so its truth
     *out = !path_dict_keys(v).empty();
     return ok();
@@ -519,6 +529,9 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = rhs.kind == ValueKind::List && lhs.identity == rhs.identity;  // a list made here is a new object
   } else if (is_traced_list(rhs) && known(lhs)) {
     same = false;
+  } else if (lhs.kind == ValueKind::Object || rhs.kind == ValueKind::Object) {
+    // An object made in the frame (not yet given to any call) is no other object.
+    same = lhs.kind == rhs.kind && lhs.identity == rhs.identity;
   } else if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && lhs.identity >= 0 && rhs.identity >= 0 &&
              lhs.source.kind == Source::Kind::None && rhs.source.kind == Source::Kind::None) {
     same = lhs.identity == rhs.identity;  // dicts the frame made: one object per identity

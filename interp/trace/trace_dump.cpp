@@ -116,6 +116,13 @@ std::string describe_value(const PlanValue& v) {
       return s + (v.kind == PlanValue::Kind::Dict ? "}" : ")");
     }
     case PlanValue::Kind::Const: return "constant " + guards::describe_object(v.obj.get());
+    case PlanValue::Kind::Object: {
+      std::string s = std::string(reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name) + "(";
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        s += (i ? ", " : "") + guards::utf8_lossy(v.items[i].obj.get()) + "=" + describe_value(v.items[i + 1]);
+      }
+      return s + ")";
+    }
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List:
     case PlanValue::Kind::Size: {

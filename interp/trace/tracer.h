@@ -15,6 +15,7 @@
 #include <array>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -404,6 +405,13 @@ class Tracer {
   Status list_setitem(const Value& list, const Value& index, const Value& value);
   std::unordered_set<int> iterated_lists_;  // identities of lists a loop (or zip, ...) iterated
   void replace_everywhere(const Value& now);
+  // Objects of plain classes made in the frame (ops_objects.cpp).
+  static std::string object_class_name(const Value& obj);
+  std::optional<Status> construct_object(const CallSite& c);
+  Status object_attr(const Value& obj, const std::string& name, bool method);
+  Status object_store_attr(const Value& obj, const std::string& name, Value value);
+  std::optional<Status> object_getattr(const CallSite& c, bool has);
+  int construct_floor_ = std::numeric_limits<int>::max();  // objects from this identity on are being constructed
   Status dict_store(const Value& d, const Value& key, Value value);
   Status may_change_dict(const Value& d) const;
   Status dict_subscript(const Value& d, const Value& key);

@@ -4,8 +4,8 @@
 // recorded), a constant Python object (strong reference), a symbolic Python int,
 // float or bool (a SymExpr over the frame's symbols), a tuple or list of values, an
 // iterator over such a sequence (a for loop is unrolled), the __exit__ of a
-// `with torch.no_grad()` block, a tuple or list of
-// values, the NULL that CPython pushes before a call, or a tensor (or dict) method waiting
+// `with torch.no_grad()` block, an object of a plain Python class made in the frame
+// (interp/trace/ops_objects.cpp), the NULL that CPython pushes before a call, or a tensor (or dict) method waiting
 // for its CALL. Each value carries its source when it came from the frame (an
 // argument slot, a global, a module attribute path) so that guards can be written
 // against it. FrameState is a plain value (locals, stack, pc): branching and
@@ -43,7 +43,7 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict };
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict, Object };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {
@@ -76,7 +76,8 @@ struct Value {
   // slices are Const slice objects)
   jit::SymExpr expr;           // Sym
   std::vector<Value> items;    // Tuple, List, Iterator (the items still to come, from `next`),
-                               // Dict (key, value, key, value, ...; keys are constants)
+                               // Dict (key, value, key, value, ...; keys are constants),
+                               // Object (its class, then name, value, name, value, ...)
   size_t next = 0;             // Iterator: position of the next item
   int writes = -1;             // Iterator of a generator expression run ahead: the tracer's in-place
                                // write count then (a later write would make its items stale)
