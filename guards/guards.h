@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -268,6 +269,10 @@ class GuardSet {
   // One line per guard, for explain() and FRAMEJIT_LOG=guards.
   std::vector<std::string> describe() const;
   size_t size() const;
+  // Path slots: this set's come after `first` (those of sets checked before it in one
+  // plan), so that what each found stays in its own slot of CallInputs.
+  void continue_path_slots(int first) { num_path_tensors_ = std::max(num_path_tensors_, first); }
+  int num_path_slots() const { return num_path_tensors_; }
 
  private:
   // Sizes the call's binding and path-tensor slots for this set.

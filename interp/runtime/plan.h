@@ -37,7 +37,7 @@ namespace fj::interp {
 struct CodeState;
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object } kind = Kind::Const;
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object, Method } kind = Kind::Const;
   // View: a view of an input, made from it at run time so that it aliases it as eager's
   // does: items[0] the input, then one Tuple per step: ("permute", dims),
   // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).
@@ -49,7 +49,8 @@ struct PlanValue {
   int memo = -1;                // Tuple, List, Dict, Object: where the built object is remembered for Repeat
   int reg = -1;                 // List, Dict or Object passed to an opaque call: the built object is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)
-  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple
+  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple; Method:
+                                // the name of items[0]'s method, read as a value
                                 // (torch.return_types.max)
   std::vector<PlanValue> items; // Tuple, List, Size (a torch.Size), Iter (the items still to come),
                                 // Dict (key, value, key, value, ...), Object (name, value, ...;

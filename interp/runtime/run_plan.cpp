@@ -134,6 +134,34 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
   return true;
 }
 
+// An object of a plain class made in the frame (object.__new__, then its attributes
+// in order), or tensor.name read as a value (a bound method).
+static PyObject* build_object(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
+                              std::vector<PyObject*>& memo) {
+  if (v.kind == PlanValue::Kind::Method) {
+    PyObject* self = build_value(v.items[0], run, outs, memo);
+    PyObject* m = self ? PyObject_GetAttr(self, v.obj.get()) : nullptr;
+    Py_XDECREF(self);
+    return m;
+  }
+  static PyObject* no_args = PyTuple_New(0);
+  auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
+  PyObject* o = PyBaseObject_Type.tp_new(type, no_args, nullptr);
+  if (o == nullptr) return nullptr;
+  if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = o;
+  for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+    PyObject* x = build_value(v.items[i + 1], run, outs, memo);
+    const int rc = x ? PyObject_GenericSetAttr(o, v.items[i].obj.get(), x) : -1;
+    Py_XDECREF(x);
+    if (rc < 0) {
+      Py_DECREF(o);
+      return nullptr;
+    }
+  }
+  if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(o));
+  return o;
+}
+
 PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                       std::vector<PyObject*>& memo) {
   const guards::CallInputs& in = run.in;
@@ -227,24 +255,9 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(d));
       return d;
     }
-    case PlanValue::Kind::Object: {  // an object of a plain class made in the frame
-      static PyObject* no_args = PyTuple_New(0);
-      auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
-      PyObject* o = PyBaseObject_Type.tp_new(type, no_args, nullptr);
-      if (o == nullptr) return nullptr;
-      if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = o;
-      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
-        PyObject* x = build_value(v.items[i + 1], run, outs, memo);
-        const int rc = x ? PyObject_GenericSetAttr(o, v.items[i].obj.get(), x) : -1;
-        Py_XDECREF(x);
-        if (rc < 0) {
-          Py_DECREF(o);
-          return nullptr;
-        }
-      }
-      if (v.reg >= 0) set_reg(run, v.reg, PyRef::borrow(o));
-      return o;
-    }
+    case PlanValue::Kind::Method:
+    case PlanValue::Kind::Object:
+      return build_object(v, run, outs, memo);
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List: {
       const auto n = static_cast<Py_ssize_t>(v.items.size());
@@ -259,8 +272,17 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
         }
         if (tuple) PyTuple_SET_ITEM(seq, i, item); else PyList_SET_ITEM(seq, i, item);
       }
-      if (tuple && v.obj) {  // a torch.return_types structseq, built from the tuple
-        PyObject* typed = PyObject_CallOneArg(v.obj.get(), seq);
+      if (tuple && v.obj) {  // a torch.return_types structseq or a named tuple, built from the tuple
+        static PyObject* fields = PyUnicode_InternFromString("_fields");
+        auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
+        PyObject* typed = nullptr;
+        if (_PyType_Lookup(type, fields) != nullptr) {  // tuple.__new__(cls, seq), as its _make does
+          PyObject* args = PyTuple_Pack(1, seq);
+          typed = args != nullptr ? PyTuple_Type.tp_new(type, args, nullptr) : nullptr;
+          Py_XDECREF(args);
+        } else {
+          typed = PyObject_CallOneArg(v.obj.get(), seq);
+        }
         Py_DECREF(seq);
         seq = typed;
         if (seq == nullptr) return nullptr;

@@ -116,6 +116,12 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::TensorMethod: {
       // CPython's LOAD_METHOD leaves (function, self): the function is torch's (guarded).
       // A dict's method carries dict's own descriptor in obj.
+      if (v.items.size() == 1) {  // read as a value (x.sub): the method of that tensor
+        out->kind = PlanValue::Kind::Method;
+        out->obj = PyRef::steal(PyUnicode_FromString(v.method.c_str()));
+        out->items.resize(1);
+        return convert(v.items[0], &out->items[0], ctx);
+      }
       PyObject* fn = !ctx.frame_state ? nullptr : v.obj ? v.obj.get() : guards::original_tensor_attr(v.method);
       if (fn == nullptr) break;
       out->kind = PlanValue::Kind::Const;
@@ -416,11 +422,23 @@ Status Tracer::view_steps(std::vector<std::pair<jit::NodeId, PlanValue>> views, 
   return ok();
 }
 
+// A guard set for what the trace reads after a break: its path slots follow every
+// slot the plan's guard sets used before it (the entry's, earlier blocks'), so that
+// the tensors those found stay where the plan's segments read them.
+std::shared_ptr<guards::GuardSet> Tracer::new_block_guards() {
+  path_slots_ = std::max(path_slots_, entry_->guards.num_path_slots());
+  if (block_guards_) path_slots_ = std::max(path_slots_, block_guards_->num_path_slots());
+  auto set = std::make_shared<guards::GuardSet>();
+  set->continue_path_slots(path_slots_);
+  return set;
+}
+
 // What the trace read since the last opaque call, checked at this point of the plan.
 Status Tracer::flush_block_guards() {
   if (!committed_ || !block_guards_ || block_guards_->size() == 0) return ok();
   PlanStep step;
   step.kind = PlanStep::Kind::CheckGuards;
+  path_slots_ = std::max(path_slots_, block_guards_->num_path_slots());
   step.guards = std::move(block_guards_);
   step.deopt = after_call_;
   // Reads right after a call (nothing but views between): when they change, that call's
@@ -434,7 +452,7 @@ Status Tracer::flush_block_guards() {
     step.retrace = resumed_outcomes_;
     step.result_reg = resumed_reg_;
   }
-  block_guards_ = std::make_shared<guards::GuardSet>();
+  block_guards_ = new_block_guards();
   const DeoptState* deopt = nullptr;
   if (!run_step(step, *run_, &deopt)) return unsupported("internal error: guards just read do not hold");
   plan_->steps.push_back(std::move(step));
@@ -558,13 +576,20 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   const size_t num_inputs = placeholder_slot_.size();
   Value result;
   call_result(step.result_reg, &step.check, &result);
-  // Lists, dicts and objects the callee received (or could reach: the arguments) may
-  // have changed: from now on they are those objects.
+  // Lists, dicts and objects the callee received (or could reach: the arguments, but
+  // not the frame's own **kwargs dict unless it was given) may have changed: from now
+  // on they are those objects.
   {
+    std::unordered_set<int> given;  // argument slots of the lists and dicts the call received
+    std::vector<Value*> arg_roots;
+    for (Value& a : args) arg_roots.push_back(&a);
+    walk_values(arg_roots, [&](Value& v) {
+      if (v.source.kind == Source::Kind::Arg && v.source.attrs.empty()) given.insert(v.source.arg);
+    });
     std::vector<Value*> roots = state_roots(root_fs_);
     walk_values(roots, [&](Value& v) {
       if ((v.kind == ValueKind::List || v.kind == ValueKind::Dict) && v.source.kind == Source::Kind::Arg && v.source.arg >= 0 &&
-          v.source.attrs.empty()) {
+          v.source.attrs.empty() && (v.source.arg < named_params_ || given.count(v.source.arg) != 0)) {
         Value o = Value::constant(PyRef::borrow(in_.args[v.source.arg]), v.source);
         o.opaque = true;
         v = std::move(o);
@@ -589,7 +614,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   step.outcomes->resume = resume_point(num_inputs, root_fs_.pc + 1);
   push(std::move(result));
   if (!pure) committed_ = true;
-  if (committed_) block_guards_ = std::make_shared<guards::GuardSet>();
+  if (committed_) block_guards_ = new_block_guards();
   FJ_TRY(save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt));
   after_call_ = step.deopt;
   segment_since_call_ = false;

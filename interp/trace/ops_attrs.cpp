@@ -198,7 +198,10 @@ Status Tracer::make_super(const Value& cls, const Value& self) {
   }
   guards::PathRoot root;
   PyRef holder;
-  if (self.kind != ValueKind::Const || PyType_Check(self.obj.get()) || !path_root(self, &root, &holder)) {
+  // An object made in the frame: super(cls, its class) stands for it (its attributes
+  // are found by object_super_attr).
+  if (self.kind != ValueKind::Object &&
+      (self.kind != ValueKind::Const || PyType_Check(self.obj.get()) || !path_root(self, &root, &holder))) {
     return unsupported("super() of " + describe(self) + " (not supported yet)");
   }
   PyObject* sup = PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), cls.obj.get(), self.obj.get(), nullptr);
@@ -218,6 +221,7 @@ Status Tracer::make_super(const Value& cls, const Value& self) {
 Status Tracer::super_attr(const Value& sup, const std::string& name, bool method) {
   const Value& self = sup.items[0];
   PyObject* cls = sup.items[1].obj.get();
+  if (self.kind == ValueKind::Object) return object_super_attr(self, cls, name, method);
   PyRef key = interned_name(name);
   PyObject* found = guards::super_lookup(Py_TYPE(self.obj.get()), cls, key.get());
   guards::PathRoot root;
@@ -261,17 +265,27 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
   if (name_v.kind != ValueKind::Const || is_opaque(name_v) || !PyUnicode_CheckExact(name_v.obj.get())) return std::nullopt;
   const std::string name = guards::utf8_lossy(name_v.obj.get());
   if (obj.kind == ValueKind::Object) return object_getattr(c, has);
-  if (is_tensor(obj) && graph_.node(obj.node).op != jit::Op::Placeholder) {
+  const bool computed = is_tensor(obj) && graph_.node(obj.node).op != jit::Op::Placeholder;
+  const bool argument = is_tensor(obj) && !computed && obj.source.kind == Source::Kind::Arg && obj.source.arg >= 0 &&
+                        obj.source.arg < in_.num_args && obj.source.attrs.empty();
+  if (computed || argument) {
     // An op's result: a plain torch.Tensor with nothing in its own __dict__. A name
-    // its class lacks (guarded, with no __getattr__) is missing.
+    // its class lacks (guarded, with no __getattr__) is missing. An argument may have
+    // attributes of its own: that it lacks this one is guarded too.
     PyRef key = interned_name(name);
     PyRef getattr_name = interned_name("__getattr__");
     if (guards::current_tensor_attr(key.get()) != nullptr || guards::current_tensor_attr(getattr_name.get()) != nullptr) {
       return std::nullopt;
     }
+    if (argument && !guards::attr_missing(in_.args[obj.source.arg], key.get())) return std::nullopt;
     if (!has && c.args.size() != 3) return unsupported("getattr() of a missing tensor attribute (CPython raises AttributeError)");
     guards().add_tensor_attr(name, nullptr);
     guards().add_tensor_attr("__getattr__", nullptr);
+    if (argument) {
+      guards::PathRoot root;
+      root.arg = obj.source.arg;
+      guards().add_path_missing(source_text(obj.source), root, {}, name);
+    }
     push(has ? Value::constant(PyRef::borrow(Py_False)) : c.args[2]);
     return ok();
   }
@@ -324,13 +338,14 @@ namespace fj::interp {
 
 // d[key] (get_default null) or d.get(key[, default]) of a dict read by path, with an
 // exact str key: the item found again by the step "[key" at each call, or, where the key
-// is absent (guarded so), the default (d[key] then ends the trace: CPython raises).
+// is absent (guarded so), the default (d[key] raises KeyError, which a handler of the
+// trace may take).
 std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, const Value* get_default,
                                              bool subclass) {
   std::optional<bool> has = path_dict_contains(d, key, subclass);
   if (!has) return std::nullopt;
   if (!*has) {
-    if (get_default == nullptr) return unsupported("a missing dict key (CPython raises KeyError)");
+    if (get_default == nullptr) return raise_key_error(key);
     push(*get_default);
     return ok();
   }

@@ -393,6 +393,8 @@ std::optional<Status> BuiltinCalls::callable(Tracer& t, const Tracer::CallSite& 
     answer = PyCallable_Check(a.obj.get()) != 0;
   } else if (a.kind == ValueKind::TensorMethod) {
     answer = true;
+  } else if (a.kind == ValueKind::Object) {  // its class decides (guarded unchanged)
+    answer = reinterpret_cast<PyTypeObject*>(a.obj.get())->tp_call != nullptr;
   } else if (a.kind == ValueKind::Null || a.kind == ValueKind::GradModeExit) {
     return std::nullopt;
   }

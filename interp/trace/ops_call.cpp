@@ -60,6 +60,8 @@ Status Tracer::op_call(const Instruction& ins) {
   }
   if (std::optional<Status> s = call_context_var(c)) return std::move(*s);
   if (std::optional<Status> s = call_exception_class(c)) return std::move(*s);
+  if (std::optional<Status> s = call_tuple_new(c)) return std::move(*s);
+  if (std::optional<Status> s = call_object_init(c)) return std::move(*s);
   if (std::optional<Status> s = call_constant_method(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
@@ -89,7 +91,11 @@ Tracer::CallSite Tracer::pop_call(const Instruction& ins) {
   cur_.fs->stack.resize(cur_.fs->stack.size() - argc);
   Value second = pop();
   Value first = pop();
-  if (first.kind == ValueKind::Null) {
+  if (first.kind == ValueKind::Null && second.kind == ValueKind::TensorMethod && second.items.size() == 1) {
+    c.args.insert(c.args.begin(), std::move(second.items[0]));  // a tensor method read as a value: its tensor
+    second.items.clear();
+    c.callable = std::move(second);
+  } else if (first.kind == ValueKind::Null) {
     c.callable = std::move(second);
   } else {
     c.callable = std::move(first);
@@ -142,6 +148,13 @@ Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> c
 // nn.Module without hooks (its forward): the body is traced into the same graph.
 // nullopt: the callable is none of these.
 std::optional<Status> Tracer::call_python_function(CallSite& c) {
+  if (c.callable.kind == ValueKind::Object) {  // an object made in the frame, called: its class's __call__
+    static PyObject* call_name = PyUnicode_InternFromString("__call__");
+    PyObject* call = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(c.callable.obj.get()), call_name);
+    if (call == nullptr || !PyFunction_Check(call)) return unsupported("call of " + describe(c.callable) + " (not supported yet)");
+    c.args.insert(c.args.begin(), c.callable);
+    return inline_call(call, std::move(c.args), c.kw_names.get());
+  }
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
   PyObject* target = c.callable.obj.get();
   if (PyObject* fn = compiled_function_target(target)) target = fn;
@@ -152,9 +165,8 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
     if (c.callable.fresh && c.callable.items.size() == 1) self = c.callable.items[0];
     c.args.insert(c.args.begin(), std::move(self));
     target = PyMethod_GET_FUNCTION(target);
-  } else if (PyFunction_Check(target) && c.callable.fresh && c.callable.items.size() == 1 &&
-             c.callable.items[0].kind == ValueKind::Object) {
-    c.args.insert(c.args.begin(), c.callable.items[0]);  // a method of an object made in the frame
+  } else if (PyFunction_Check(target) && c.callable.fresh && c.callable.items.size() == 1) {
+    c.args.insert(c.args.begin(), c.callable.items[0]);  // a method of an object made in the frame (object_attr)
   }
   const int writes_before = writes_;
   if (std::optional<Status> s = construct_object(c)) {
@@ -257,6 +269,9 @@ std::optional<Status> Tracer::call_math(const Value& callable, const std::vector
       const auto v = a.expr.eval(hints_);
       if (!v) {
         return unsupported("math function of a value that does not exist");
+      }
+      if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0) {
+        return unsupported("math function of a float that is zero (its sign is not guarded)");
       }
       item = sym_value_to_python(*v);
       entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +

@@ -84,23 +84,32 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     return ok();
   }
   if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
-  if (std::optional<Status> s = python_getitem(seq, index)) return std::move(*s);
+  if (std::optional<Status> s = python_dunder(seq, "__getitem__", {index})) return std::move(*s);
   return unsupported("subscript of " + describe(seq) + " (not supported yet)");
 }
 
-// obj[index] where obj's class defines __getitem__ in Python (a registry such as
-// transformers' AttentionMaskInterface): the method is traced as a call, guarded as a
-// method read at obj's path. nullopt: not such an object.
-std::optional<Status> Tracer::python_getitem(const Value& obj, const Value& index) {
-  if (obj.kind != ValueKind::Const || is_opaque(obj) || obj.fresh) return std::nullopt;
-  static PyObject* s_getitem = PyUnicode_InternFromString("__getitem__");
-  PyObject* fn = _PyType_Lookup(Py_TYPE(obj.obj.get()), s_getitem);
-  guards::PathRoot root;
-  PyRef holder;
-  if (fn == nullptr || !PyFunction_Check(fn) || !path_root(obj, &root, &holder)) return std::nullopt;
-  guards().add_path_method(source_text(obj.source), root, obj.source.attrs, "__getitem__", fn);
+// obj.<dunder>(args...) for an operator (obj[index], `key in obj`) where obj's class
+// defines the method in Python (a registry such as transformers' AttentionInterface, a
+// collections.abc.Mapping): the method is traced as a call, guarded as a method read at
+// obj's path (an object made in the frame: by its class's guard). nullopt: not such an
+// object.
+std::optional<Status> Tracer::python_dunder(const Value& obj, const char* dunder, std::vector<Value> args) {
+  PyRef name = PyRef::steal(PyUnicode_InternFromString(dunder));
+  PyObject* fn = nullptr;
+  if (obj.kind == ValueKind::Object) {
+    fn = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj.obj.get()), name.get());
+    if (fn == nullptr || !PyFunction_Check(fn)) return std::nullopt;
+  } else {
+    if (obj.kind != ValueKind::Const || is_opaque(obj) || obj.fresh) return std::nullopt;
+    fn = _PyType_Lookup(Py_TYPE(obj.obj.get()), name.get());
+    guards::PathRoot root;
+    PyRef holder;
+    if (fn == nullptr || !PyFunction_Check(fn) || !path_root(obj, &root, &holder)) return std::nullopt;
+    guards().add_path_method(source_text(obj.source), root, obj.source.attrs, dunder, fn);
+  }
   const PyRef keep = PyRef::borrow(fn);
-  return inline_call(fn, {obj, index}, nullptr);
+  args.insert(args.begin(), obj);
+  return inline_call(fn, std::move(args), nullptr);
 }
 
 // c[i] where both are known and the subscript runs no user code: a builtin type's

@@ -72,6 +72,16 @@ Status Tracer::raise_exception(Value exc, const std::string& why) {
   return unsupported(why);
 }
 
+// KeyError(key) of a constant key missing from a dict the trace knows (by its items, or
+// guarded absent), raised by the current instruction.
+Status Tracer::raise_key_error(const Value& key) {
+  const std::string why = "a missing dict key (CPython raises KeyError)";
+  PyRef args = key.kind == ValueKind::Const && key.obj ? PyRef::steal(PyTuple_Pack(1, key.obj.get())) : PyRef();
+  std::optional<Value> exc = args ? make_exception(PyExc_KeyError, args.get()) : std::nullopt;
+  guards::clear_error();
+  return exc ? raise_exception(std::move(*exc), why) : unsupported(why);
+}
+
 // Jumps to the handler of the current instruction, as CPython's exception_unwind
 // does: the stack cut to the handler's depth, the raising offset (lasti) and the
 // exception pushed. false: this frame has no handler there.

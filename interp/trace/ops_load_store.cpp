@@ -331,8 +331,13 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
     guards::TensorMeta meta;
     std::string why;
     if (!guards::read_tensor_meta(v, &meta, &why)) return unsupported("tensor " + text + ": " + why);
-    // After an opaque call the plan's checks bind no new symbols and find no tensors.
-    if (committed_) return unsupported("tensor " + text + " read after a graph break (not supported yet)");
+    const bool parameter = Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type);
+    // After an opaque call the plan's checks bind no new symbols: only a tensor of
+    // constant sizes (a parameter, a module's buffer) is read there, found by its own
+    // slot at that point of the plan.
+    if (committed_ && !parameter && !module_attr) {
+      return unsupported("tensor " + text + " read after a graph break (not supported yet)");
+    }
     if (auto seen = path_inputs_.find(text); seen != path_inputs_.end()) {
       // Read before (the guards of that read hold): the same tensor, as it is now.
       auto now = storage_now_.find(seen->second);
@@ -341,7 +346,6 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
     }
     std::array<int, guards::kMaxRank> dims;
     jit::NodeId n;
-    const bool parameter = Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(refs.parameter_type);
     if (Status s = tensor_input(meta, text, &n, &dims, parameter || module_attr); s.failed()) return s;
     const int k = guards().add_path_tensor(text, root, child.attrs, meta, dims, !st_.dynamic);
     found_in_path(k, v, meta);
@@ -356,20 +360,39 @@ std::optional<Status> Tracer::path_tensor(PyObject* v, const guards::PathRoot& r
   return std::nullopt;
 }
 
+// A tensor method that CALL traces (call_tensor_method).
+bool Tracer::is_traced_tensor_method(const std::string& name) {
+  return tensor_method_op(name) || is_shape_method(name) || is_inplace_method(name) || is_meta_method(name) ||
+         extern_method(name);
+}
+
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
   if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/false);
+  if (name == "__class__" && ((owner.kind == ValueKind::Const && !is_opaque(owner) && owner.reg < 0 &&
+                               owner.source.kind == Source::Kind::None && owner.path_slot < 0) ||
+                              owner.kind == ValueKind::Sym)) {
+    // The class of a constant (fixed by its guard) or of a Python number; below a path,
+    // the plain read keeps the path for what is read from the class.
+    PyObject* type = owner.kind == ValueKind::Const ? reinterpret_cast<PyObject*>(Py_TYPE(owner.obj.get()))
+                     : owner.expr.type() == jit::SymType::Int   ? reinterpret_cast<PyObject*>(&PyLong_Type)
+                     : owner.expr.type() == jit::SymType::Float ? reinterpret_cast<PyObject*>(&PyFloat_Type)
+                                                                : reinterpret_cast<PyObject*>(&PyBool_Type);
+    push(Value::constant(PyRef::borrow(type)));
+    return ok();
+  }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
-  if (owner.kind == ValueKind::Tuple && owner.obj) {  // torch.return_types.max & co: a field by name
+  if (owner.kind == ValueKind::Tuple && owner.obj) {  // torch.return_types.max, named tuples: a field by name
     if (std::optional<size_t> k = structseq_field(owner.obj.get(), name); k && *k < owner.items.size()) {
       push(owner.items[*k]);
       return ok();
     }
+    if (is_namedtuple_class(owner.obj.get())) return object_attr(owner, name, /*method=*/false);
   }
   if (owner.kind == ValueKind::Tensor) {
     if (name == "T" || name == "mT") {
@@ -400,10 +423,17 @@ Status Tracer::op_load_attr(const Instruction& ins) {
       return ok();
     }
     if (std::optional<Status> s = tensor_meta_attr(owner, name)) return std::move(*s);
+    if (is_traced_tensor_method(name)) {  // `f = x.sub`, x.reshape(*sizes): bound to x until called
+      Value bound = Value::tensor_method(name);
+      bound.items.push_back(std::move(owner));
+      push(std::move(bound));
+      return ok();
+    }
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
   if (std::optional<Status> s = function_attr(owner, name)) return std::move(*s);
+  if (std::optional<Status> s = class_attr(owner, name, /*method=*/false)) return std::move(*s);
   Value out;
   if (is_global_module(owner)) {
     FJ_TRY(module_attr(owner, name, &out, guards()));
@@ -462,16 +492,15 @@ std::optional<Status> Tracer::list_method(const Value& owner, const std::string&
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value owner = pop();
-  if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/true);
+  if (owner.kind == ValueKind::Object || (owner.kind == ValueKind::Tuple && owner.obj && is_namedtuple_class(owner.obj.get()))) {
+    return object_attr(owner, name, /*method=*/true);
+  }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
-    if (!tensor_method_op(name) && !is_shape_method(name) && !is_inplace_method(name) && !is_meta_method(name) &&
-        !extern_method(name)) {
-      return unsupported("tensor method '." + name + "()' (not supported yet)");
-    }
+    if (!is_traced_tensor_method(name)) return unsupported("tensor method '." + name + "()' (not supported yet)");
     push(Value::tensor_method(name));
     push(std::move(owner));
     return ok();
@@ -502,6 +531,7 @@ Status Tracer::op_load_method(const Instruction& ins) {
     push(std::move(owner));
     return ok();
   }
+  if (std::optional<Status> s = class_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (owner.kind == ValueKind::Const && !is_opaque(owner) && is_pure_constant_method(owner.obj.get(), name)) {
     PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), name.c_str()));
     if (bound) {

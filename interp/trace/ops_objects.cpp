@@ -31,11 +31,28 @@ bool same_as_object(PyTypeObject* type, PyObject* name) {
   return _PyType_Lookup(type, name) == _PyType_Lookup(&PyBaseObject_Type, name);
 }
 
-// A class whose instances are plain: see the file comment.
+PyObject* abc_meta() {
+  static PyObject* meta = [] {
+    PyObject* abc = PyImport_ImportModule("abc");
+    PyObject* m = abc ? PyObject_GetAttrString(abc, "ABCMeta") : nullptr;  // kept for the process
+    Py_XDECREF(abc);
+    guards::clear_error();
+    return m;
+  }();
+  return meta;
+}
+
+// A class whose instances are plain: see the file comment. An abstract base class
+// (abc.ABCMeta, which only adds isinstance hooks) qualifies once nothing is abstract.
 bool plain_instance_class(PyObject* cls) {
-  if (!PyType_Check(cls) || Py_TYPE(cls) != &PyType_Type) return false;
+  if (!PyType_Check(cls)) return false;
+  PyObject* meta = reinterpret_cast<PyObject*>(Py_TYPE(cls));
+  if (meta != reinterpret_cast<PyObject*>(&PyType_Type) && (meta != abc_meta() || meta == nullptr)) return false;
   auto* type = reinterpret_cast<PyTypeObject*>(cls);
-  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_new != PyBaseObject_Type.tp_new) return false;
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || (type->tp_flags & Py_TPFLAGS_IS_ABSTRACT) ||
+      type->tp_new != PyBaseObject_Type.tp_new) {
+    return false;
+  }
   static PyObject* getattribute = interned("__getattribute__");
   static PyObject* setattr = interned("__setattr__");
   static PyObject* delattr = interned("__delattr__");
@@ -51,7 +68,10 @@ bool plain_instance_class(PyObject* cls) {
   for (Py_ssize_t i = 0; i + 1 < n; ++i) {
     auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE) || base->tp_dict == nullptr) return false;
-    if (PyDict_GetItemWithError(base->tp_dict, slots) != nullptr) return false;
+    // The class itself has no __slots__ (its instances have a __dict__); a base may
+    // declare an empty one (abc.ABC does), which adds no storage.
+    PyObject* s = PyDict_GetItemWithError(base->tp_dict, slots);
+    if (s != nullptr && (i == 0 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 0)) return false;
     if (PyErr_Occurred()) {
       guards::clear_error();
       return false;
@@ -59,6 +79,32 @@ bool plain_instance_class(PyObject* cls) {
   }
   return true;
 }
+
+}  // namespace
+
+// A named tuple class (collections.namedtuple, typing.NamedTuple): a tuple subclass
+// with _fields whose classes below tuple add no instance storage (__slots__ = ()).
+bool is_namedtuple_class(PyObject* cls) {
+  if (!PyType_Check(cls) || Py_TYPE(cls) != &PyType_Type || cls == reinterpret_cast<PyObject*>(&PyTuple_Type)) return false;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  static PyObject* fields = interned("_fields");
+  static PyObject* slots = interned("__slots__");
+  PyObject* f = _PyType_Lookup(type, fields);
+  if (f == nullptr || !PyTuple_Check(f) || !PyType_IsSubtype(type, &PyTuple_Type)) return false;
+  PyObject* mro = type->tp_mro;
+  for (Py_ssize_t i = 0; mro != nullptr && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (base == &PyTuple_Type) return true;
+    PyObject* s = base->tp_dict ? PyDict_GetItemWithError(base->tp_dict, slots) : nullptr;
+    if (s == nullptr || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 0) {
+      guards::clear_error();
+      return false;
+    }
+  }
+  return false;
+}
+
+namespace {
 
 // Where attribute `name` is among the object's (key, value) pairs: the key's index, or -1.
 long attr_index(const Value& obj, PyObject* name) {
@@ -82,6 +128,23 @@ void replace_object(Value& v, const Value& now) {
 }
 
 }  // namespace
+
+// tuple.__new__(cls, items) of a named tuple class, which its generated __new__ calls:
+// the tuple value, built as cls where it leaves the trace.
+std::optional<Status> Tracer::call_tuple_new(const CallSite& c) {
+  static PyObject* tuple_new = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__");
+  if (c.callable.kind != ValueKind::Const || c.callable.obj.get() != tuple_new || c.kw_names || c.args.size() != 2) {
+    return std::nullopt;
+  }
+  const Value& cls = c.args[0];
+  if (cls.kind != ValueKind::Const || is_opaque(cls) || !is_namedtuple_class(cls.obj.get())) return std::nullopt;
+  std::vector<Value> items;
+  if (star_items(c.args[1], &items).failed() || !guards().add_class_unchanged(cls.obj.get())) return std::nullopt;
+  Value t = Value::sequence(ValueKind::Tuple, std::move(items));
+  t.obj = cls.obj;
+  push(std::move(t));
+  return ok();
+}
 
 std::string Tracer::object_class_name(const Value& obj) {
   return reinterpret_cast<PyTypeObject*>(obj.obj.get())->tp_name;
@@ -131,7 +194,8 @@ std::optional<Status> Tracer::construct_object(const CallSite& c) {
   return ok();
 }
 
-// obj.name of an object made in the frame, as object.__getattribute__ finds it: a data
+// obj.name of an object made in the frame (or of a named tuple, past its fields), as
+// object.__getattribute__ finds it: a data
 // descriptor of the class (a property, its getter traced), the object's own
 // attribute, a function of the class (a bound method; LOAD_METHOD pushes it with
 // self), a static or class method, a plain class attribute (found by the class's path),
@@ -145,6 +209,8 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
     push(std::move(v));
     return ok();
   };
+  static PyObject* class_name = interned("__class__");
+  if (obj.kind == ValueKind::Object && _PyUnicode_EQ(key.get(), class_name)) return value(obj.items[0]);
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
     if (!Py_IS_TYPE(descr, &PyProperty_Type)) return unsupported("attribute '" + name + "' of a " + object_class_name(obj) + " made in the frame (not supported yet)");
     PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
@@ -155,7 +221,9 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
     if (method) push(Value::null());
     return inline_call(fget.get(), {obj}, nullptr);
   }
-  if (const long at = attr_index(obj, key.get()); at >= 0) return value(obj.items[static_cast<size_t>(at) + 1]);
+  if (const long at = obj.kind == ValueKind::Object ? attr_index(obj, key.get()) : -1; at >= 0) {
+    return value(obj.items[static_cast<size_t>(at) + 1]);
+  }
   if (descr == nullptr) {
     static PyObject* getattr_name = interned("__getattr__");
     if (PyObject* ga = _PyType_Lookup(type, getattr_name); ga != nullptr) {
@@ -225,6 +293,138 @@ std::optional<Status> Tracer::object_getattr(const CallSite& c, bool has) {
   }
   if (has) return std::nullopt;
   return object_attr(obj, guards::utf8_lossy(name_v.obj.get()), /*method=*/false);
+}
+
+// cls.name of a class, as type.__getattribute__ finds it in the class's MRO (not the
+// metaclass's own data descriptors, such as __name__): functions, static methods,
+// class methods (bound to cls), classes and immutable constants, read now and covered
+// by the class's guard. nullopt: not such an attribute (the plain read is tried).
+std::optional<Status> Tracer::class_attr(const Value& owner, const std::string& name, bool method) {
+  if (owner.kind != ValueKind::Const || is_opaque(owner) || !PyType_Check(owner.obj.get())) return std::nullopt;
+  PyObject* cls = owner.obj.get();
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* meta_descr = _PyType_Lookup(Py_TYPE(cls), key.get());
+  if (meta_descr != nullptr && Py_TYPE(meta_descr)->tp_descr_set != nullptr) return std::nullopt;
+  PyObject* found = _PyType_Lookup(type, key.get());
+  if (found == nullptr) return std::nullopt;
+  PyRef value;
+  if (PyFunction_Check(found) || PyType_Check(found) || is_foldable(found)) {
+    value = PyRef::borrow(found);
+  } else if (Py_IS_TYPE(found, &PyStaticMethod_Type) || Py_IS_TYPE(found, &PyClassMethod_Type)) {
+    value = PyRef::steal(Py_TYPE(found)->tp_descr_get(found, nullptr, cls));
+    if (!value) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (!guards().add_class_unchanged(cls)) return std::nullopt;
+  Value v = Value::constant(std::move(value));
+  if (PyMethod_Check(v.obj.get())) {  // a class method: bound to the class, which the trace knows
+    v.fresh = true;
+    v.items.push_back(owner);
+  }
+  if (method) push(Value::null());
+  push(std::move(v));
+  return ok();
+}
+
+// a == b (or a != b, `ne`) where a or b is an object made in the frame: its class's
+// __eq__ (or __ne__) traced when it is Python; with object's own on both sides (the
+// other side an object of the frame, None, a number, a str or a tensor), identity.
+Status Tracer::object_equal(bool ne, const Value& lhs, const Value& rhs) {
+  static PyObject* eq_name = interned("__eq__");
+  static PyObject* ne_name = interned("__ne__");
+  const auto own = [&](const Value& v, PyObject* name) -> PyObject* {
+    if (v.kind != ValueKind::Object) return nullptr;
+    auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
+    return same_as_object(type, name) ? nullptr : _PyType_Lookup(type, name);
+  };
+  const Value& first = lhs.kind == ValueKind::Object ? lhs : rhs;  // CPython asks the left operand first
+  const Value& second = lhs.kind == ValueKind::Object ? rhs : lhs;
+  PyObject* fn = ne ? own(first, ne_name) : nullptr;
+  const bool invert = ne && fn == nullptr;  // object.__ne__ inverts __eq__
+  if (fn == nullptr) fn = own(first, eq_name);
+  if (fn != nullptr) {
+    // A number, str or None on the left gives NotImplemented: CPython then asks the
+    // object (reflected). A subclass on the right would be asked first: not followed.
+    const bool plain_left = lhs.kind == ValueKind::Sym || (lhs.kind == ValueKind::Const && !is_opaque(lhs) && is_foldable(lhs.obj.get()));
+    const bool subclass_right = lhs.kind == ValueKind::Object && rhs.kind == ValueKind::Object && lhs.obj.get() != rhs.obj.get() &&
+                                PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(rhs.obj.get()), reinterpret_cast<PyTypeObject*>(lhs.obj.get()));
+    if (!PyFunction_Check(fn) || (lhs.kind != ValueKind::Object && !plain_left) || subclass_right) {
+      return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs) + " (not supported yet)");
+    }
+    FJ_TRY(inline_call(fn, {first, second}, nullptr));
+    Value r = pop();
+    const bool plain_second = second.kind == ValueKind::Sym ||
+                              (second.kind == ValueKind::Const && !is_opaque(second) && is_foldable(second.obj.get()));
+    if (r.kind == ValueKind::Const && r.obj.get() == Py_NotImplemented) {
+      // Neither side knows the other: identity decides (a number, str or None never
+      // answers an object of the frame).
+      if (!plain_second) return unsupported("__eq__ of " + describe(first) + " returned NotImplemented (not supported yet)");
+      push(Value::constant(PyRef::borrow(ne ? Py_True : Py_False)));
+      return ok();
+    }
+    if (!invert) {
+      push(std::move(r));
+      return ok();
+    }
+    bool t = false;
+    FJ_TRY(truth(r, &t));
+    push(Value::constant(PyRef::borrow(t ? Py_False : Py_True)));
+    return ok();
+  }
+  const bool plain_other = second.kind == ValueKind::Object
+                               ? own(second, eq_name) == nullptr && own(second, ne_name) == nullptr
+                               : is_tensor(second) || second.kind == ValueKind::Sym ||
+                                     (second.kind == ValueKind::Const && !is_opaque(second) && is_foldable(second.obj.get()));
+  if (!plain_other || is_tensor(second)) {  // a tensor's == would be an elementwise op
+    return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs) + " (not supported yet)");
+  }
+  const bool same = second.kind == ValueKind::Object && second.identity == first.identity;
+  push(Value::constant(PyRef::borrow(same != ne ? Py_True : Py_False)));
+  return ok();
+}
+
+// super().name for an object made in the frame: what the MRO of its class finds after
+// `after` (covered by the class's guard): a method, a property's getter, or object's
+// own __init__ (called by call_object_init).
+Status Tracer::object_super_attr(const Value& obj, PyObject* after, const std::string& name, bool method) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* found = guards::super_lookup(reinterpret_cast<PyTypeObject*>(obj.obj.get()), after, key.get());
+  static PyObject* init_name = interned("__init__");
+  PyObject* object_init = _PyType_Lookup(&PyBaseObject_Type, init_name);
+  if (found != nullptr && (PyFunction_Check(found) || found == object_init) && method) {
+    push(Value::constant(PyRef::borrow(found)));
+    push(obj);
+    return ok();
+  }
+  if (found != nullptr && Py_IS_TYPE(found, &PyProperty_Type) && !method) {
+    PyRef fget = PyRef::steal(PyObject_GetAttrString(found, "fget"));
+    if (!fget || !PyFunction_Check(fget.get())) {
+      guards::clear_error();
+      return unsupported("super()." + name + ": a property without a Python getter");
+    }
+    return inline_call(fget.get(), {obj}, nullptr);
+  }
+  return unsupported("super()." + name + " of " + describe(obj) + " (not supported yet)");
+}
+
+// object.__init__(obj) of an object made in the frame (super().__init__() reaching
+// object): nothing to do.
+std::optional<Status> Tracer::call_object_init(const CallSite& c) {
+  static PyObject* init_name = interned("__init__");
+  PyObject* object_init = _PyType_Lookup(&PyBaseObject_Type, init_name);
+  if (c.callable.kind != ValueKind::Const || c.callable.obj.get() != object_init || c.args.empty() ||
+      c.args[0].kind != ValueKind::Object) {
+    return std::nullopt;
+  }
+  if (c.args.size() != 1 || c.kw_names) return unsupported("object.__init__() with arguments (CPython raises TypeError)");
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
 }
 
 // obj.name = value on an object made in the frame: a property's setter traced, else the

@@ -135,6 +135,13 @@ Status Tracer::op_contains_op(const Instruction& ins) {
     push(Value::constant(PyRef::borrow(*found != (ins.arg == 1) ? Py_True : Py_False)));
     return ok();
   }
+  if (std::optional<Status> s = python_dunder(container, "__contains__", {key})) {  // its result's truth
+    FJ_TRY(std::move(*s));
+    bool found = false;
+    FJ_TRY(truth(pop(), &found));
+    push(Value::constant(PyRef::borrow(found != (ins.arg == 1) ? Py_True : Py_False)));
+    return ok();
+  }
   if (!plain_key(key)) return unsupported("'in' with " + describe(key) + " (not supported yet)");
   bool found = false;
   if (container.kind == ValueKind::Dict) {
@@ -301,7 +308,7 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
 Status Tracer::dict_subscript(const Value& d, const Value& key) {
   if (!plain_key(key)) return unsupported("dict subscript with " + describe(key));
   const long at = dict_find(d, key.obj.get());
-  if (at < 0) return unsupported("a missing dict key (CPython raises KeyError)");
+  if (at < 0) return raise_key_error(key);
   push(d.items[static_cast<size_t>(at) + 1]);
   return ok();
 }

@@ -431,6 +431,27 @@ bool compares_in_c(PyObject* o) {
   return f == PyBaseObject_Type.tp_richcompare || f == PyUnicode_Type.tp_richcompare || f == PyLong_Type.tp_richcompare;
 }
 
+// a == b (or !=) of two tuples or two lists the trace holds, as CPython compares them:
+// lengths, then item by item (the same object is equal; else the items' own ==, whose
+// truth decides) until one differs.
+Status Tracer::sequence_equal(const Instruction& ins, const Value& lhs, const Value& rhs) {
+  bool same = lhs.items.size() == rhs.items.size();
+  for (size_t i = 0; same && i < lhs.items.size(); ++i) {
+    const Value& a = lhs.items[i];
+    const Value& b = rhs.items[i];
+    if (a.kind == ValueKind::Tensor && b.kind == ValueKind::Tensor && a.node == b.node) continue;
+    if (a.kind == ValueKind::Object && b.kind == ValueKind::Object && a.identity == b.identity) continue;
+    Instruction eq = ins;
+    eq.arg = Py_EQ;
+    push(a);
+    push(b);
+    FJ_TRY(op_compare_op(eq));
+    FJ_TRY(truth(pop(), &same));
+  }
+  push(Value::constant(PyRef::borrow(same != (ins.arg == Py_NE) ? Py_True : Py_False)));
+  return ok();
+}
+
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
@@ -446,6 +467,13 @@ Status Tracer::op_compare_op(const Instruction& ins) {
     const auto a = as_sym(lhs), b = as_sym(rhs);
     if (!a || !b) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
     return push_sym(compare_sym(ins.arg, *a, *b), "a comparison");
+  }
+  if (lhs.kind == rhs.kind && (lhs.kind == ValueKind::Tuple || lhs.kind == ValueKind::List) && lhs.obj.get() == rhs.obj.get() &&
+      (ins.arg == Py_EQ || ins.arg == Py_NE)) {
+    return sequence_equal(ins, lhs, rhs);
+  }
+  if ((lhs.kind == ValueKind::Object || rhs.kind == ValueKind::Object) && (ins.arg == Py_EQ || ins.arg == Py_NE)) {
+    return object_equal(ins.arg == Py_NE, lhs, rhs);
   }
   const bool consts = lhs.kind == ValueKind::Const && rhs.kind == ValueKind::Const && !is_opaque(lhs) && !is_opaque(rhs);
   if (consts && (ins.arg == Py_EQ || ins.arg == Py_NE) && compares_in_c(lhs.obj.get()) &&

@@ -25,6 +25,7 @@ std::shared_ptr<ResumePoint> Tracer::resume_point(size_t num_inputs, size_t pc, 
   rp->next_identity = next_identity_;
   rp->iterated_lists = iterated_lists_;
   rp->num_regs = num_regs_;
+  rp->path_slots = std::max(path_slots_, entry_->guards.num_path_slots());
   rp->pc[0] = pc;
   rp->pc[1] = pc_true.value_or(pc);
   return rp;
@@ -134,6 +135,7 @@ PyObject* Tracer::trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, con
   next_identity_ = rp.next_identity;
   iterated_lists_ = rp.iterated_lists;
   num_regs_ = rp.num_regs;
+  path_slots_ = rp.path_slots;
   root_fs_ = rp.state;
   root_fs_.pc = pc;
   // The saved state holds the objects of the call that traced it; this call's
@@ -164,7 +166,7 @@ PyObject* Tracer::trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, con
   enter();
   auto plan = std::make_shared<Plan>();
   plan_ = plan.get();
-  block_guards_ = std::make_shared<guards::GuardSet>();
+  block_guards_ = new_block_guards();
   continuation_plan_ = plan_;
   Status s = save_state(root_fs_, root_fs_.pc, "a new continuation", &after_call_);
   const std::shared_ptr<DeoptState> start = after_call_;

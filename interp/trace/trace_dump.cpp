@@ -116,6 +116,7 @@ std::string describe_value(const PlanValue& v) {
       return s + (v.kind == PlanValue::Kind::Dict ? "}" : ")");
     }
     case PlanValue::Kind::Const: return "constant " + guards::describe_object(v.obj.get());
+    case PlanValue::Kind::Method: return describe_value(v.items[0]) + "." + guards::utf8_lossy(v.obj.get());
     case PlanValue::Kind::Object: {
       std::string s = std::string(reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name) + "(";
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {

@@ -42,6 +42,8 @@ inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.o
 // returned still needs an __init__ of the class's own.
 PyRef class_new_function(PyObject* cls);
 bool needs_own_init(PyObject* cls, const Value& made);
+// collections.namedtuple and typing.NamedTuple classes (ops_objects.cpp).
+bool is_namedtuple_class(PyObject* cls);
 // cls(*args) of an exception class whose construction runs no user code, made now;
 // it never leaves the trace (fresh). nullopt: building it raised.
 std::optional<Value> make_exception(PyObject* cls, PyObject* args);

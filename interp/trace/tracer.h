@@ -55,6 +55,7 @@ struct ResumePoint {
   int next_identity = 0;
   std::unordered_set<int> iterated_lists;  // Tracer::iterated_lists_ then
   int num_regs = 0;
+  int path_slots = 0;  // Tracer::path_slots_ then
   size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues;
                           // after a call, both the next instruction
 };
@@ -154,6 +155,8 @@ class Tracer {
   // The guards of what is read now: the entry's, or after an opaque call the set that
   // the plan checks at that point.
   guards::GuardSet& guards() { return committed_ ? *block_guards_ : entry_->guards; }
+  std::shared_ptr<guards::GuardSet> new_block_guards();
+  int path_slots_ = 0;  // path slots used by the plan's guard sets so far (new_block_guards)
   // Whether the root state could be handed to CPython here; the Error says why not.
   Status can_resume() const;
   Status can_cut(const Instruction& ins) const;  // ... and a plan step could start here
@@ -171,7 +174,8 @@ class Tracer {
   PyObject* opaque_type(const Value& v);
   std::optional<bool> singleton_test(const Value& a, const Value& b);
   std::optional<bool> paths_same(const Value& a, const Value& b);
-  std::optional<Status> python_getitem(const Value& obj, const Value& index);
+  static bool is_traced_tensor_method(const std::string& name);
+  std::optional<Status> python_dunder(const Value& obj, const char* dunder, std::vector<Value> args);
   std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
   std::shared_ptr<ResumePoint> resume_point(size_t num_inputs, size_t pc,
@@ -383,6 +387,7 @@ class Tracer {
   bool unwind();
   Expected<Value> exception_to_raise(const Value& v);
   bool raising_attribute_error() const;
+  Status raise_key_error(const Value& key);
   Status hook_catches(PyTypeObject* tp, Status s);
   Status op_build_map(const Instruction&);
   Status op_list_extend(const Instruction&);
@@ -408,9 +413,15 @@ class Tracer {
   // Objects of plain classes made in the frame (ops_objects.cpp).
   static std::string object_class_name(const Value& obj);
   std::optional<Status> construct_object(const CallSite& c);
+  std::optional<Status> call_tuple_new(const CallSite& c);
   Status object_attr(const Value& obj, const std::string& name, bool method);
   Status object_store_attr(const Value& obj, const std::string& name, Value value);
   std::optional<Status> object_getattr(const CallSite& c, bool has);
+  Status object_equal(bool ne, const Value& lhs, const Value& rhs);
+  Status sequence_equal(const Instruction& ins, const Value& lhs, const Value& rhs);
+  std::optional<Status> class_attr(const Value& owner, const std::string& name, bool method);
+  Status object_super_attr(const Value& obj, PyObject* after, const std::string& name, bool method);
+  std::optional<Status> call_object_init(const CallSite& c);
   int construct_floor_ = std::numeric_limits<int>::max();  // objects from this identity on are being constructed
   Status dict_store(const Value& d, const Value& key, Value value);
   Status may_change_dict(const Value& d) const;

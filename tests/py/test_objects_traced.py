@@ -3,7 +3,11 @@ class's __init__, methods and properties are traced on the object, which is buil
 real only where it leaves the trace. Each case is compared against eager: values,
 the object's class and attributes in order, identity between outputs, exceptions
 and side effects."""
+import abc
+import collections
+import collections.abc
 import dataclasses
+import typing
 
 import pytest
 import torch
@@ -266,3 +270,164 @@ def test_classes_outside_the_model_still_give_eager_results_and_side_effects(cap
     for x in (torch.randn(3), torch.randn(3)):
         assert_same(cf(x), other_classes(x))
     assert capsys.readouterr().out == "made " * 4
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+class Span(typing.NamedTuple):
+    start: torch.Tensor
+    width: int = 1
+
+    def end(self):
+        return self.start + self.width
+
+    @property
+    def mid(self):
+        return self.start + self.width / 2
+
+
+def named_tuples(a, n):
+    p = Pair(a * 2, second=n)
+    s = Span(a, n)
+    t = Span(a)
+    first, second = p
+    x = p.first + p[1] + s.end() + s.mid + t.width + first * second
+    return x, p, s, isinstance(s, tuple)
+
+
+def test_named_tuples_are_traced_and_returned_as_their_class():
+    for got, want in whole(named_tuples, [(torch.randn(3), 2), (torch.randn(3), 4), (torch.randn(5), 3)]):
+        assert_same(got[0], want[0])
+        assert type(got[1]) is Pair and type(got[2]) is Span and got[3] is True
+        for g, w in zip(got[1:3], want[1:3]):
+            assert g._fields == w._fields
+            for a, b in zip(g, w):
+                assert_same(a, b)
+
+
+class Base:
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+    def value(self):
+        return self.x * 2
+
+
+class Derived(Base):
+    def __init__(self, x, k):
+        super().__init__(x + k)
+        self.k = k
+
+    def value(self):
+        return super().value() + self.k
+
+
+class Layer(abc.ABC):
+    @abc.abstractmethod
+    def update(self, t):
+        ...
+
+
+class ConcreteLayer(Layer):
+    def __init__(self):
+        self.seen = None
+
+    def update(self, t):
+        self.seen = t if self.seen is None else torch.cat([self.seen, t])
+        return self.seen
+
+
+def inheritance_and_abc(a, k):
+    d = Derived(a, k)
+    layer = ConcreteLayer()
+    layer.update(a)
+    return d.value() + layer.update(a * 2).sum(), isinstance(layer, Layer), isinstance(d, Base)
+
+
+def test_super_init_and_abstract_base_classes_are_traced():
+    for got, want in whole(inheritance_and_abc, [(torch.randn(3), 2), (torch.randn(4), 5)]):
+        assert_same(got, want)
+
+
+class Registry(collections.abc.Mapping):
+    """A read-only mapping of names to functions, as transformers' AttentionInterface."""
+    _global = {"double": lambda t: t * 2, "neg": lambda t: -t}
+
+    def __getitem__(self, key):
+        return self._global[key]
+
+    def __iter__(self):
+        return iter(self._global)
+
+    def __len__(self):
+        return len(self._global)
+
+
+REGISTRY = Registry()
+
+
+class Scaled:
+    factor = 3
+    name = "scaled"
+
+    @classmethod
+    def make(cls, t):
+        return t * cls.factor
+
+    @staticmethod
+    def shift(t):
+        return t + 1
+
+
+def class_reads_and_mappings(a):
+    kind = "double" if "double" in REGISTRY and "cube" not in REGISTRY else "neg"
+    f = REGISTRY[kind]
+    cls = type(Scaled())
+    same = cls.make is not None and type(a) is torch.Tensor
+    return f(Scaled.make(a)) + cls.shift(a) * Scaled.factor + (1 if same else 0), Scaled.name
+
+
+def test_class_attributes_and_python_mappings_are_read_in_the_trace():
+    for got, want in whole(class_reads_and_mappings, [(torch.randn(3),), (torch.randn(5),)]):
+        assert_same(got, want)
+
+
+def bound_tensor_methods(a, b):
+    sub = a.sub
+    shape = a.shape
+    return sub(b).reshape(*shape[:-1], -1, 1), a.view(*shape).add(1)
+
+
+def test_tensor_methods_read_as_values_are_called_on_their_tensor():
+    for got, want in whole(bound_tensor_methods, [(torch.randn(2, 4), torch.randn(2, 4)), (torch.randn(3, 4), torch.randn(3, 4))]):
+        assert_same(got, want)
+
+
+class Affine:
+    def __init__(self, w, b):
+        self.w = w
+        self.b = b
+
+    def __call__(self, x):
+        return x * self.w + self.b
+
+
+@dataclasses.dataclass
+class Config:
+    width: int
+    act: str = "relu"
+
+
+def callables_and_equality(x, n):
+    f = Affine(2.0, n)
+    a, b = Config(n), Config(n, "relu")
+    c = Config(n + 1)
+    flags = (a == b, a != c, f == f, f != Affine(2.0, n), a == None, f is not None)  # noqa: E711
+    return f(x), flags
+
+
+def test_objects_called_and_compared_as_eager_does():
+    for got, want in whole(callables_and_equality, [(torch.randn(3), 2), (torch.randn(4), 7)]):
+        assert_same(got, want)

@@ -4,6 +4,7 @@ torch.jit.annotate), zip(strict=) / enumerate(start=), lists the frame builds an
 mutates (append, extend, pop, ..., with their aliases), and a list of ints indexing a
 tensor. Each case is compared against eager (values, exceptions, side effects) and
 checked to trace without a fallback."""
+import math
 import sys
 import types
 
@@ -638,6 +639,22 @@ def test_hasattr_of_a_name_tensors_lack_is_guarded():
     no_fallback(missing_tensor_attr)
 
 
+def argument_tensor_attr(x):
+    return (x + 1 if not hasattr(x, "jax") else x * 0), getattr(x, "jax", None)
+
+
+def test_hasattr_of_an_argument_tensor_guards_its_own_attributes():
+    x = torch.randn(3)
+    traced_whole(argument_tensor_attr, x)
+    cf = framejit.compile(argument_tensor_attr)
+    assert_same(cf(x), argument_tensor_attr(x))
+    y = torch.randn(3)
+    y.jax = "mine"  # an attribute of this tensor only
+    assert cf(y)[1] == "mine"
+    assert_same(cf(y)[0], argument_tensor_attr(y)[0])
+    assert_same(cf(x), argument_tensor_attr(x))
+
+
 def callable_of_arguments(x, fn, obj):
     # an argument the trace does not look into: its class decides, guarded
     if not callable(fn) or callable(obj):
@@ -654,3 +671,15 @@ def test_callable_of_an_opaque_argument_is_decided_by_its_guarded_class():
         with pytest.raises(RuntimeError, match="want a function"):
             cf(x, fn, obj)
     no_fallback(callable_of_arguments)
+
+
+def copysign_of_an_argument(x, z):
+    return x * math.copysign(1.0, z)
+
+
+def test_math_of_a_float_zero_keeps_its_sign():
+    # A guard z == 0.0 holds for -0.0 as well: the trace must not reuse the other sign.
+    cf = framejit.compile(copysign_of_an_argument)
+    x = torch.ones(2)
+    for z in (-0.0, 0.0, -0.0, 1.5, -2.5, 0.0):
+        assert_same(cf(x, z), copysign_of_an_argument(x, z))
