@@ -134,6 +134,7 @@ struct ScalarEquals {
   int arg;
   std::string name;
   PyRef value;
+  int item = -1;  // >= 0: item `item` of the argument (an exact list or tuple, SequenceIs before)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
@@ -145,6 +146,7 @@ struct SymbolArg {
   std::string name;
   int symbol;
   jit::SymType type;
+  int item = -1;  // >= 0: item `item` of the argument (an exact list or tuple, SequenceIs before)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -101,13 +101,13 @@ void GuardSet::add_sequence(int arg, std::string name, PyObject* seq) {
   guards_.push_back({SequenceIs{arg, std::move(name), PyRef::borrow(type), Py_SIZE(seq)}});
 }
 
-void GuardSet::add_scalar(int arg, std::string name, PyObject* value) {
-  guards_.push_back({ScalarEquals{arg, std::move(name), PyRef::borrow(value)}});
+void GuardSet::add_scalar(int arg, std::string name, PyObject* value, int item) {
+  guards_.push_back({ScalarEquals{arg, std::move(name), PyRef::borrow(value), item}});
 }
 
-void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type) {
+void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item) {
   num_symbols_ = std::max(num_symbols_, symbol + 1);
-  guards_.push_back({SymbolArg{arg, std::move(name), symbol, type}});
+  guards_.push_back({SymbolArg{arg, std::move(name), symbol, type, item}});
 }
 
 void GuardSet::add_expr(jit::SymExpr expr, std::string text) {

@@ -174,7 +174,7 @@ class GuardSet {
   // The tensor guard of argument `ref` (ref >= 0), or of path tensor slot -ref - 1,
   // also requires the standard contiguous strides of its sizes.
   void require_contiguous(int ref);
-  void add_scalar(int arg, std::string name, PyObject* value);
+  void add_scalar(int arg, std::string name, PyObject* value, int item = -1);
   // `globals` / `builtins`: the dicts of an inlined callee; nullptr for the call's own.
   void add_global(std::string name, PyObject* object, bool from_builtins, PyObject* globals = nullptr,
                   PyObject* builtins = nullptr);
@@ -243,7 +243,7 @@ class GuardSet {
   // A cell of an inlined function's closure still holds this object.
   void add_cell(PyObject* cell, std::string name, PyObject* object);
   void add_closure(int cell, std::string name, PyObject* object);
-  void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type);
+  void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item = -1);
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);

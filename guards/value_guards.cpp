@@ -37,15 +37,35 @@ bool path_value_equal(PyObject* a, PyObject* b) noexcept {
 
 // ---- ScalarEquals --------------------------------------------------------------
 
+namespace {
+
+// Argument `arg`, or its item `item` (the argument an exact list or tuple long enough,
+// as its SequenceIs guard, checked before, requires); null when it has no such item.
+PyObject* arg_or_item(const CallInputs& in, int arg, int item) {
+  PyObject* v = in.args[arg];
+  if (item < 0) return v;
+  if (!(PyList_CheckExact(v) || PyTuple_CheckExact(v)) || item >= Py_SIZE(v)) return nullptr;
+  return PySequence_Fast_GET_ITEM(v, item);
+}
+
+std::string arg_text(const std::string& name, int item) {
+  return "L['" + name + "']" + (item < 0 ? "" : "[" + std::to_string(item) + "]");
+}
+
+}  // namespace
+
 bool ScalarEquals::check(const CallInputs& in, jit::Bindings&) const noexcept {
-  return scalar_equal(in.args[arg], value.get());
+  PyObject* v = arg_or_item(in, arg, item);
+  return v != nullptr && scalar_equal(v, value.get());
 }
 
 std::string ScalarEquals::failure(const CallInputs& in) const {
-  return "L['" + name + "'] == " + describe_object(value.get()) + " failed: actual " + describe_object(in.args[arg]);
+  PyObject* v = arg_or_item(in, arg, item);
+  return arg_text(name, item) + " == " + describe_object(value.get()) + " failed: actual " +
+         (v ? describe_object(v) : std::string("no such item"));
 }
 
-std::string ScalarEquals::text() const { return "L['" + name + "'] == " + describe_object(value.get()); }
+std::string ScalarEquals::text() const { return arg_text(name, item) + " == " + describe_object(value.get()); }
 
 // ---- SymbolArg -----------------------------------------------------------------
 
@@ -63,7 +83,8 @@ const char* symbol_kind(jit::SymType t) {
 }  // namespace
 
 bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
-  PyObject* v = in.args[arg];
+  PyObject* v = arg_or_item(in, arg, item);
+  if (v == nullptr) return false;
   auto& slot = b.values[static_cast<size_t>(symbol)];
   switch (type) {
     case jit::SymType::Int: {
@@ -87,11 +108,12 @@ bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
 }
 
 std::string SymbolArg::failure(const CallInputs& in) const {
-  return "L['" + name + "'] is not " + symbol_kind(type) + ": actual " + describe_object(in.args[arg]);
+  PyObject* v = arg_or_item(in, arg, item);
+  return arg_text(name, item) + " is not " + symbol_kind(type) + ": actual " + (v ? describe_object(v) : std::string("no such item"));
 }
 
 std::string SymbolArg::text() const {
-  return "L['" + name + "'] is " + symbol_kind(type) + " (" + jit::SymExpr::symbol(symbol, type).str() + ")";
+  return arg_text(name, item) + " is " + symbol_kind(type) + " (" + jit::SymExpr::symbol(symbol, type).str() + ")";
 }
 
 // ---- ExprTrue ------------------------------------------------------------------

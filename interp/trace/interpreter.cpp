@@ -188,6 +188,7 @@ Status Tracer::bind_arguments() {
         placeholder_slot_.push_back(InputRef{InputRef::Kind::Path, slot});
         items.push_back(Value::tensor(n, item));
       }
+      if (items.empty()) bind_number_sequence(a, src, &items);
       Value v = items.empty() ? Value::constant(PyRef::borrow(a), src)
                               : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
       v.source = src;
@@ -215,6 +216,44 @@ Status Tracer::bind_arguments() {
     }
   }
   return ok();
+}
+
+// A list or tuple argument of Python numbers, None and str (`ws=[0.5, 1.5]`,
+// `ks=(1, 2, 3)`): guarded by its type and length, each number a symbol read from its
+// item as number arguments are (0, 1, None and str by value). Leaves *items empty when
+// an item is anything else.
+void Tracer::bind_number_sequence(PyObject* seq, const Source& src, std::vector<Value>* items) {
+  const int arg = src.arg;
+  for (Py_ssize_t k = 0; k < Py_SIZE(seq); ++k) {
+    PyObject* x = PySequence_Fast_GET_ITEM(seq, k);
+    const bool number = PyBool_Check(x) || PyFloat_CheckExact(x) || PyLong_CheckExact(x);
+    if (!number && x != Py_None && !PyUnicode_CheckExact(x)) {
+      items->clear();
+      return;
+    }
+    items->push_back(Value{});
+  }
+  guards().add_sequence(arg, "L['" + src.name + "']", seq);
+  for (Py_ssize_t k = 0; k < Py_SIZE(seq); ++k) {
+    PyObject* x = PySequence_Fast_GET_ITEM(seq, k);
+    Source item = src;
+    item.attrs.push_back("#" + std::to_string(k));
+    int overflow = 0;
+    const long long iv = PyLong_CheckExact(x) ? PyLong_AsLongLongAndOverflow(x, &overflow) : 2;
+    Value& v = (*items)[static_cast<size_t>(k)];
+    if (x == Py_None || PyUnicode_CheckExact(x) || overflow != 0 || iv == 0 || iv == 1) {
+      guards().add_scalar(arg, src.name, x, static_cast<int>(k));
+      v = Value::constant(PyRef::borrow(x), item);
+      continue;
+    }
+    const jit::SymType type = PyBool_Check(x) ? jit::SymType::Bool : PyFloat_CheckExact(x) ? jit::SymType::Float : jit::SymType::Int;
+    const jit::SymValue hint = type == jit::SymType::Bool    ? jit::SymValue{x == Py_True}
+                               : type == jit::SymType::Float ? jit::SymValue{PyFloat_AS_DOUBLE(x)}
+                                                             : jit::SymValue{static_cast<int64_t>(iv)};
+    const int id = new_symbol(type, hint, "L['" + src.name + "'][" + std::to_string(k) + "]");
+    guards().add_symbol_arg(arg, src.name, id, type, static_cast<int>(k));
+    v = Value::sym(jit::SymExpr::symbol(id, type), item);
+  }
 }
 
 // Why a trace stops when a KeyboardInterrupt (SystemExit, MemoryError) was set aside

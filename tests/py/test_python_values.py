@@ -683,3 +683,22 @@ def test_math_of_a_float_zero_keeps_its_sign():
     x = torch.ones(2)
     for z in (-0.0, 0.0, -0.0, 1.5, -2.5, 0.0):
         assert_same(cf(x, z), copysign_of_an_argument(x, z))
+
+
+def number_sequences(x, ws, ks):
+    for k in ks:
+        x = x * k
+    return x * sum(ws), len(ws), ws[0], ks[-1] > 2
+
+
+def test_list_and_tuple_arguments_of_numbers_are_symbols_by_item():
+    framejit.reset()
+    cf = framejit.compile(number_sequences)
+    for ws, ks in (([0.5, 1.5], (2, 3)), ([2.0, 3.0], (4, 5)), ([-1.0, 0.25], (6, 2))):
+        x = torch.randn(3)
+        assert_same(cf(x, ws, ks), number_sequences(x, ws, ks))
+    assert framejit.stats(number_sequences)["compiles"] == 1  # new values: no recompile
+    for ws, ks in (([2.0, 3.0, 1.0], (4, 0)), ([1, 2.5], (True, 7)), ([0.5, None and 1.0 or 2.0], ("a" and 3, 1))):
+        x = torch.randn(3)
+        assert_same(cf(x, ws, ks), number_sequences(x, ws, ks))  # new length, 0 and 1, new types
+    no_fallback(number_sequences)
