@@ -31,6 +31,8 @@ struct BuiltinCalls {
   static std::optional<Status> dict_get(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> callable(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> all_or_any(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> min_or_max(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> reversed(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -50,6 +52,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"list", list_or_tuple}, {"tuple", list_or_tuple},
         {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
         {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
+        {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -196,6 +199,77 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite
     return unsupported("isinstance() with " + t.describe(c.args[1]) + " (CPython raises)");
   }
   t.push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+  return ok();
+}
+
+// min(a, b, ...) / max(...) or of one iterable, of Python numbers (no key=): ints as a
+// symbolic min/max; otherwise item by item as CPython compares them (`item < best`
+// replaces best, so ties keep the first and the chosen item keeps its type), each
+// comparison guarded.
+std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const Tracer::CallSite& c) {
+  if (c.kw_names || c.args.empty()) return std::nullopt;
+  const bool is_max = c.callable.obj.get() == PyDict_GetItemString(PyEval_GetBuiltins(), "max");
+  std::vector<Value> items;
+  if (c.args.size() > 1) {
+    items = c.args;
+  } else {
+    t.push(c.args[0]);
+    if (t.op_get_iter(*c.ins).failed()) return std::nullopt;
+    Value it = t.pop();
+    items.assign(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+  }
+  if (items.empty()) return std::nullopt;  // ValueError: CPython raises it
+  bool ints = true;
+  for (const Value& v : items) {
+    const std::optional<jit::SymExpr> e = t.is_tensor(v) ? std::nullopt : as_sym(v);
+    if (!e || e->type() == jit::SymType::Bool) return std::nullopt;
+    ints &= e->type() == jit::SymType::Int;
+  }
+  if (ints) {
+    jit::SymExpr r = *as_sym(items[0]);
+    for (size_t k = 1; k < items.size(); ++k) r = is_max ? jit::max(r, *as_sym(items[k])) : jit::min(r, *as_sym(items[k]));
+    return t.push_sym(r, is_max ? "max()" : "min()");
+  }
+  size_t best = 0;
+  for (size_t k = 1; k < items.size(); ++k) {
+    const jit::SymExpr a = *as_sym(items[k]), b = *as_sym(items[best]);
+    bool better = false;
+    FJ_TRY(t.guard_truth(is_max ? jit::gt(a, b) : jit::lt(a, b), &better));
+    if (better) best = k;
+  }
+  t.push(items[best]);
+  return ok();
+}
+
+// reversed(seq) of a tuple or list the trace holds (or of a constant one): an iterator
+// over its items, last first. A list a live iterator reads may not change
+// (iterated_lists_), as for zip.
+std::optional<Status> BuiltinCalls::reversed(Tracer& t, const Tracer::CallSite& c) {
+  if (c.kw_names || c.args.size() != 1) return std::nullopt;
+  const Value& seq = c.args[0];
+  std::vector<Value> items;
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && !seq.obj) {
+    items.assign(seq.items.rbegin(), seq.items.rend());
+    if (seq.kind == ValueKind::List && seq.identity >= 0) t.iterated_lists_.insert(seq.identity);
+  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
+             (PyRange_Check(seq.obj.get()) || (PyTuple_CheckExact(seq.obj.get()) && is_foldable(seq.obj.get())))) {
+    PyRef it = PyRef::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyReversed_Type), seq.obj.get()));
+    PyRef list = it ? PyRef::steal(PySequence_List(it.get())) : PyRef();
+    if (!list) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list.get()); ++k) {
+      items.push_back(Value::constant(PyRef::borrow(PyList_GET_ITEM(list.get(), k))));
+    }
+  } else {
+    return std::nullopt;
+  }
+  Value it;
+  it.kind = ValueKind::Iterator;
+  it.items = std::move(items);
+  it.fresh = seq.kind == ValueKind::List;  // CPython's would read the list as it changes: never handed over
+  t.push(std::move(it));
   return ok();
 }
 

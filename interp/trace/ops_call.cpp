@@ -266,16 +266,9 @@ std::optional<Status> Tracer::call_math(const Value& callable, const std::vector
         (PyLong_CheckExact(a.obj.get()) || PyFloat_CheckExact(a.obj.get()) || PyBool_Check(a.obj.get()))) {
       item = Py_NewRef(a.obj.get());
     } else if (a.kind == ValueKind::Sym) {
-      const auto v = a.expr.eval(hints_);
-      if (!v) {
-        return unsupported("math function of a value that does not exist");
-      }
-      if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0) {
-        return unsupported("math function of a float that is zero (its sign is not guarded)");
-      }
-      item = sym_value_to_python(*v);
-      entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " +
-                                                                              jit::SymExpr::constant(*v).str());
+      PyRef number;
+      FJ_TRY(concrete_number(a, "a math function", &number));
+      item = number.release();
     } else {
       return std::nullopt;
     }
@@ -291,6 +284,20 @@ std::optional<Status> Tracer::call_math(const Value& callable, const std::vector
 }
 
 
+
+// A symbolic Python number made concrete (its value in this call, guarded to keep it):
+// what cannot stay symbolic, such as a math function's argument or an f-string's value.
+// A float zero is refused: the guard (==) would not tell -0.0 from 0.0.
+Status Tracer::concrete_number(const Value& a, const std::string& what, PyRef* out) {
+  const auto v = a.expr.eval(hints_);
+  if (!v) return unsupported(what + " of a value that does not exist");
+  if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0) {
+    return unsupported(what + " of a float that is zero (its sign is not guarded)");
+  }
+  *out = PyRef::steal(sym_value_to_python(*v));
+  entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " + jit::SymExpr::constant(*v).str());
+  return ok();
+}
 
 // The forward of an nn.Module called as m(...), when the call would reach it
 // directly (no hooks anywhere, forward and __call__ not overridden), with guards

@@ -15,6 +15,11 @@ Status Tracer::op_format_value(const Instruction& ins) {
   Value spec;
   if (ins.arg & 0x04) spec = pop();
   Value v = pop();
+  if (v.kind == ValueKind::Sym) {  // a symbolic number: its value, guarded (a str cannot stay symbolic)
+    PyRef number;
+    FJ_TRY(concrete_number(v, "an f-string", &number));
+    v = Value::constant(std::move(number));
+  }
   if (v.kind != ValueKind::Const || is_opaque(v) || !formats_in_c(v.obj.get())) {
     return unsupported("an f-string of " + describe(v) + " (not supported yet)");
   }

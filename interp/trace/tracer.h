@@ -175,6 +175,7 @@ class Tracer {
   std::optional<bool> singleton_test(const Value& a, const Value& b);
   std::optional<bool> paths_same(const Value& a, const Value& b);
   static bool is_traced_tensor_method(const std::string& name);
+  Status concrete_number(const Value& a, const std::string& what, PyRef* out);
   void bind_number_sequence(PyObject* seq, const Source& src, std::vector<Value>* items);
   std::optional<Status> python_dunder(const Value& obj, const char* dunder, std::vector<Value> args);
   std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);

@@ -702,3 +702,33 @@ def test_list_and_tuple_arguments_of_numbers_are_symbols_by_item():
         x = torch.randn(3)
         assert_same(cf(x, ws, ks), number_sequences(x, ws, ks))  # new length, 0 and 1, new types
     no_fallback(number_sequences)
+
+
+def min_max_reversed(x, a, b, vals):
+    r = x * min(a, b) + max(a, b, 5) + min(vals) * max(*vals, 0)
+    s = 0
+    for v in reversed(vals):
+        s = s * 10 + v
+    for i in reversed(range(3)):
+        r = r + i
+    return r, s, min(1, 2.0), max(2.0, 2), max([1.5, 1.5]), list(reversed((a, b)))
+
+
+def test_min_max_and_reversed_of_python_values():
+    cf = framejit.compile(min_max_reversed)
+    for args in ((3, 7, [4, 1, 9]), (8, 2, [5, 5, 2]), (3.5, 7, [1.0, 2.0])):
+        x = torch.randn(3)
+        assert_same(cf(x, *args), min_max_reversed(x, *args))
+    no_fallback(min_max_reversed)
+    assert framejit.stats(min_max_reversed)["graph_breaks"] == 0
+
+
+def fstring_of_numbers(x, n, s):
+    return x * n, f"n={n} s={s:.2f} {n!r}"
+
+
+def test_an_fstring_of_a_symbolic_number_is_its_value_guarded():
+    cf = framejit.compile(fstring_of_numbers)
+    for n, s in ((3, 0.5), (3, 0.5), (4, 0.25), (5, 0.0), (5, -0.0)):
+        x = torch.randn(2)
+        assert_same(cf(x, n, s), fstring_of_numbers(x, n, s))
