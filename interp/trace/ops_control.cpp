@@ -74,6 +74,13 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     push(std::move(out));
     return ok();
   }
+  const bool const_tuple = seq.kind == ValueKind::Const && !is_opaque(seq) && PyTuple_CheckExact(seq.obj.get());
+  if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List || const_tuple) && index.kind == ValueKind::Sym &&
+      index.expr.type() == jit::SymType::Int) {  // which item: the index's value, guarded
+    PyRef i;
+    FJ_TRY(concrete_number(index, "an index", &i));
+    index = Value::constant(std::move(i));
+  }
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List) && index.kind == ValueKind::Const &&
       PyLong_CheckExact(index.obj.get())) {
     long i = PyLong_AsLong(index.obj.get());

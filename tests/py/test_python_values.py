@@ -732,3 +732,18 @@ def test_an_fstring_of_a_symbolic_number_is_its_value_guarded():
     for n, s in ((3, 0.5), (3, 0.5), (4, 0.25), (5, 0.0), (5, -0.0)):
         x = torch.randn(2)
         assert_same(cf(x, n, s), fstring_of_numbers(x, n, s))
+
+
+def item_at_a_symbolic_index(x, i):
+    xs = [x, x * 2, x * 3]
+    return xs[i] + xs[-i], (10, 20, 30, 40)[i]
+
+
+def test_an_item_at_a_symbolic_index_is_chosen_by_its_value_guarded():
+    cf = framejit.compile(item_at_a_symbolic_index)
+    for i in (2, 2, -2, 1, 0):
+        x = torch.randn(3)
+        assert_same(cf(x, i), item_at_a_symbolic_index(x, i))
+    no_fallback(item_at_a_symbolic_index)
+    with pytest.raises(IndexError):
+        cf(torch.randn(3), 5)
