@@ -80,6 +80,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Tensor:
       return convert_tensor(v, out, ctx);
     case ValueKind::Const:
+      if (v.fresh && PySet_CheckExact(v.obj.get())) return convert_set(v, out, ctx);
       return convert_const(v, out, ctx);
     case ValueKind::Sym:
       out->kind = PlanValue::Kind::Sym;
@@ -198,6 +199,30 @@ Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& c
     out->kind = PlanValue::Kind::Const;
     out->obj = v.obj;
   }
+  return ok();
+}
+
+// A set the frame made (ops_fold.cpp): built anew from its items, as one object
+// however often it appears. A call the trace does not follow could change it unseen.
+Status Tracer::convert_set(const Value& v, PlanValue* out, ConvertCtx& ctx) {
+  if (ctx.next_reg != nullptr) return unsupported("a set made in the frame, given to a call the trace does not follow (not supported yet)");
+  auto [it, first] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
+  if (!first) {
+    out->kind = PlanValue::Kind::Repeat;
+    out->index = it->second;
+    return ok();
+  }
+  out->memo = ctx.num_memos++;
+  out->kind = PlanValue::Kind::Tuple;
+  out->obj = PyRef::borrow(reinterpret_cast<PyObject*>(&PySet_Type));
+  PyRef iter = PyRef::steal(PyObject_GetIter(v.obj.get()));
+  while (PyObject* item = iter ? PyIter_Next(iter.get()) : nullptr) {
+    PlanValue p;
+    p.kind = PlanValue::Kind::Const;
+    p.obj = PyRef::steal(item);
+    out->items.push_back(std::move(p));
+  }
+  guards::clear_error();
   return ok();
 }
 

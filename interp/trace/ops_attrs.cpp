@@ -397,43 +397,4 @@ std::optional<Status> Tracer::function_attr(const Value& owner, const std::strin
   return std::nullopt;
 }
 
-// Methods of a constant tuple or str that compute a new constant and change nothing.
-bool is_pure_constant_method(PyObject* self, const std::string& name) {
-  static const char* const kTuple[] = {"index", "count"};
-  static const char* const kStr[] = {"startswith", "endswith", "removeprefix", "removesuffix", "lower", "upper",
-                                     "strip", "lstrip", "rstrip", "index", "count", "find", "replace", "isidentifier"};
-  if (!is_foldable(self)) return false;
-  if (PyTuple_CheckExact(self)) return std::find(std::begin(kTuple), std::end(kTuple), name) != std::end(kTuple);
-  if (PyUnicode_CheckExact(self)) return std::find(std::begin(kStr), std::end(kStr), name) != std::end(kStr);
-  return false;
-}
-
-// A call of such a method (bound by op_load_method, fresh) with constant arguments:
-// run now. nullopt: the callable is no such method.
-std::optional<Status> Tracer::call_constant_method(const CallSite& c) {
-  if (c.callable.kind != ValueKind::Const || !c.callable.fresh || !PyCFunction_Check(c.callable.obj.get())) {
-    return std::nullopt;
-  }
-  PyObject* self = PyCFunction_GET_SELF(c.callable.obj.get());
-  const char* mname = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;
-  if (self == nullptr || mname == nullptr || !is_pure_constant_method(self, mname)) return std::nullopt;
-  if (c.kw_names) return unsupported("keyword arguments to a method of a constant (not supported yet)");
-  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(c.args.size())));
-  for (size_t i = 0; i < c.args.size(); ++i) {
-    const Value& a = c.args[i];
-    if (a.kind != ValueKind::Const || is_opaque(a) || !is_foldable(a.obj.get())) {
-      return unsupported(std::string("a method of a constant called with ") + describe(a) + " (not supported yet)");
-    }
-    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), Py_NewRef(a.obj.get()));
-  }
-  PyRef r = PyRef::steal(PyObject_Call(c.callable.obj.get(), tuple.get(), nullptr));
-  if (!r) {
-    guards::clear_error();
-    return unsupported(std::string(mname) + "() of a constant raised (CPython raises)");
-  }
-  if (!is_foldable(r.get())) return unsupported(std::string(mname) + "() of a constant made " + describe(Value::constant(r)));
-  push(Value::constant(std::move(r)));
-  return ok();
-}
-
 }  // namespace fj::interp

@@ -33,6 +33,7 @@ struct BuiltinCalls {
   static std::optional<Status> all_or_any(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> min_or_max(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> reversed(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> abs(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -53,6 +54,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
         {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
         {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
+        {"abs", abs},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -512,6 +514,12 @@ std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallS
   v.identity = t.next_identity_++;
   t.push(std::move(v));
   return ok();
+}
+
+// abs(n) of a symbolic number stays symbolic.
+std::optional<Status> BuiltinCalls::abs(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym) return std::nullopt;
+  return t.push_sym(jit::abs(c.args[0].expr), "abs()");
 }
 
 }  // namespace fj::interp

@@ -23,8 +23,27 @@ bool holds_fresh(const Value& v) {
 // (NULL_or_callable, callable_or_self, args... -- result)
 Status Tracer::op_call(const Instruction& ins) {
   CallSite c = pop_call(ins);
+  return dispatch_call(c);
+}
+
+// The call's steps, in order; the first that takes the call traces it.
+Status Tracer::dispatch_call(CallSite& c) {
+  const Instruction& ins = *c.ins;
   if (std::optional<Status> s = autograd_call(c.callable, c.args, c.kw_names.get())) return std::move(*s);
-  const PyOp* torch_op = c.callable.kind == ValueKind::Const && !is_opaque(c.callable) ? torch_function_op(c.callable.obj.get()) : nullptr;
+  if (std::optional<Status> s = call_folded(c, /*specialize=*/false)) return std::move(*s);
+  if (std::optional<Status> s = call_operator(c)) return std::move(*s);
+  if (std::optional<Status> s = call_sorted_min_max(c)) return std::move(*s);
+  if (std::optional<Status> s = call_function_applying(c)) return std::move(*s);
+  if (c.callable.kind == ValueKind::TensorMethod && c.callable.method == "sort" && !c.args.empty() &&
+      c.args[0].kind == ValueKind::List) {
+    return list_sort(c);
+  }
+  // abs() and round() of a Python number are builtins of numbers, not torch ops.
+  const bool numbers_only = pure_callable(c.callable, c.args) &&
+                            std::none_of(c.args.begin(), c.args.end(), [&](const Value& a) { return a.kind == ValueKind::Tensor; });
+  const PyOp* torch_op = c.callable.kind == ValueKind::Const && !is_opaque(c.callable) && !numbers_only
+                             ? torch_function_op(c.callable.obj.get())
+                             : nullptr;
   // einsum is handled below, where what it does not lower can become a graph break.
   const bool einsum = torch_op != nullptr && torch_op->binding == Binding::Tensor && torch_op->tensor_op == TensorOp::Einsum;
   if (torch_op != nullptr && !einsum) {
@@ -48,7 +67,7 @@ Status Tracer::op_call(const Instruction& ins) {
   if (std::optional<Status> s = call_override_check(c)) return std::move(*s);
   // What cannot be traced at the root frame becomes a graph break: the call runs as
   // it is, between two graph segments (see interp/trace/breaks.cpp).
-  c.can_break = c.callable.kind == ValueKind::Const && can_cut(ins).ok();
+  c.can_break = !c.no_break && c.callable.kind == ValueKind::Const && can_cut(ins).ok();
   c.before = graph_.mark();
   if (c.can_break) c.orig_args = c.args;
   if (einsum) {
@@ -62,20 +81,18 @@ Status Tracer::op_call(const Instruction& ins) {
   if (std::optional<Status> s = call_exception_class(c)) return std::move(*s);
   if (std::optional<Status> s = call_tuple_new(c)) return std::move(*s);
   if (std::optional<Status> s = call_object_init(c)) return std::move(*s);
-  if (std::optional<Status> s = call_constant_method(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
   if (std::optional<Status> s = call_extern(c)) return std::move(*s);
   if (c.kw_names) {
     if (std::optional<Status> s = call_builtin(c)) return std::move(*s);  // zip(strict=), enumerate(start=)
+    if (std::optional<Status> s = call_folded(c, /*specialize=*/true)) return std::move(*s);
     return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
                        std::move(c.args));
   }
   if (std::optional<Status> s = call_grad_mode(c)) return std::move(*s);
   if (std::optional<Status> s = call_builtin(c)) return std::move(*s);
-  if (c.callable.kind == ValueKind::Const && PyCFunction_Check(c.callable.obj.get())) {
-    if (std::optional<Status> s = call_math(c.callable, c.args)) return std::move(*s);
-  }
+  if (std::optional<Status> s = call_folded(c, /*specialize=*/true)) return std::move(*s);
   return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
 }
 
@@ -244,46 +261,6 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
   push(Value::constant(PyRef::steal(mgr)));
   return ok();
 }
-
-// A function of the math module on numbers: computed with the values of this call.
-// A symbolic argument is specialized to its value here and guarded (math.sqrt of a
-// head size: a new head size recompiles, a new sequence length does not reach it).
-std::optional<Status> Tracer::call_math(const Value& callable, const std::vector<Value>& args) {
-  PyObject* fn = callable.obj.get();
-  PyObject* self = PyCFunction_GET_SELF(fn);
-  if (self == nullptr || !PyModule_Check(self)) return std::nullopt;
-  const char* module = PyModule_GetName(self);
-  if (module == nullptr) {
-    guards::clear_error();
-    return std::nullopt;
-  }
-  if (std::string_view(module) != "math") return std::nullopt;
-  PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Value& a = args[i];
-    PyObject* item = nullptr;
-    if (a.kind == ValueKind::Const && !is_opaque(a) &&
-        (PyLong_CheckExact(a.obj.get()) || PyFloat_CheckExact(a.obj.get()) || PyBool_Check(a.obj.get()))) {
-      item = Py_NewRef(a.obj.get());
-    } else if (a.kind == ValueKind::Sym) {
-      PyRef number;
-      FJ_TRY(concrete_number(a, "a math function", &number));
-      item = number.release();
-    } else {
-      return std::nullopt;
-    }
-    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
-  }
-  PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);
-  if (r == nullptr) {
-    guards::clear_error();
-    return unsupported("math function raised (eager raises it)");
-  }
-  push(Value::constant(PyRef::steal(r)));
-  return ok();
-}
-
-
 
 // A symbolic Python number made concrete (its value in this call, guarded to keep it):
 // what cannot stay symbolic, such as a math function's argument or an f-string's value.

@@ -246,18 +246,17 @@ Status Tracer::op_get_iter(const Instruction&) {
       it.source = seq.source;
     }
     it.items = std::move(seq.items);
-  } else if (seq.kind == ValueKind::Const && !is_opaque(seq) &&
-             (PyTuple_CheckExact(seq.obj.get()) || PyRange_Check(seq.obj.get()))) {
+  } else if (seq.kind == ValueKind::Const && knowable(seq, false) && PyObject_Length(seq.obj.get()) >= 0) {
+    // a constant tuple, range, str, frozenset, or a set the frame made: its items now
     PyObject* o = seq.obj.get();
-    const Py_ssize_t n = PyObject_Length(o);
-    if (n < 0 || static_cast<size_t>(n) > kMaxUnroll) {
-      guards::clear_error();
+    if (static_cast<size_t>(PyObject_Length(o)) > kMaxUnroll) {
       return unsupported("a loop of more than " + std::to_string(kMaxUnroll) + " iterations");
     }
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* item = PySequence_GetItem(o, i);
-      if (item == nullptr) return unsupported("cannot read the loop's items");
-      it.items.push_back(Value::constant(PyRef::steal(item)));
+    PyRef iter = PyRef::steal(PyObject_GetIter(o));
+    while (PyObject* item = iter ? PyIter_Next(iter.get()) : nullptr) it.items.push_back(Value::constant(PyRef::steal(item)));
+    if (!iter || PyErr_Occurred()) {
+      guards::clear_error();
+      return unsupported("cannot read the loop's items");
     }
   } else if (seq.kind == ValueKind::Dict) {
     // for key in d: its keys now; a change of d while the loop runs ends the trace

@@ -369,7 +369,11 @@ bool Tracer::is_traced_tensor_method(const std::string& name) {
 // (owner -- value)
 Status Tracer::op_load_attr(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
-  Value owner = pop();
+  return load_attr(pop(), name);
+}
+
+// (owner -- owner.name), for LOAD_ATTR and for handlers (attrgetter).
+Status Tracer::load_attr(Value owner, const std::string& name) {
   if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/false);
   if (name == "__class__" && ((owner.kind == ValueKind::Const && !is_opaque(owner) && owner.reg < 0 &&
                                owner.source.kind == Source::Kind::None && owner.path_slot < 0) ||
@@ -432,6 +436,7 @@ Status Tracer::op_load_attr(const Instruction& ins) {
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
+  if (std::optional<Status> s = known_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (std::optional<Status> s = function_attr(owner, name)) return std::move(*s);
   if (std::optional<Status> s = class_attr(owner, name, /*method=*/false)) return std::move(*s);
   Value out;
@@ -471,7 +476,7 @@ std::optional<Status> Tracer::list_method(const Value& owner, const std::string&
   if (owner.kind != ValueKind::List) return std::nullopt;
   const bool reads = name == "index" || name == "count" || name == "copy";
   const bool changes = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "clear" ||
-                       name == "reverse";
+                       name == "reverse" || name == "sort";
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
   PyObject* descr = key ? _PyType_Lookup(&PyList_Type, key.get()) : nullptr;
   if (owner.path_slot >= 0 && !reads) {
@@ -491,13 +496,18 @@ std::optional<Status> Tracer::list_method(const Value& owner, const std::string&
 // (owner -- method_or_NULL, self_or_value)
 Status Tracer::op_load_method(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
-  Value owner = pop();
+  return load_method(pop(), name);
+}
+
+// (owner -- method_or_NULL, self_or_value), for LOAD_METHOD and for handlers (methodcaller).
+Status Tracer::load_method(Value owner, const std::string& name) {
   if (owner.kind == ValueKind::Object || (owner.kind == ValueKind::Tuple && owner.obj && is_namedtuple_class(owner.obj.get()))) {
     return object_attr(owner, name, /*method=*/true);
   }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);
+  if (std::optional<Status> s = known_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (is_number(owner)) return unsupported("method '." + name + "()' of a Python number");
   if (owner.kind == ValueKind::Tensor) {
     if (!is_traced_tensor_method(name)) return unsupported("tensor method '." + name + "()' (not supported yet)");
@@ -532,17 +542,6 @@ Status Tracer::op_load_method(const Instruction& ins) {
     return ok();
   }
   if (std::optional<Status> s = class_attr(owner, name, /*method=*/true)) return std::move(*s);
-  if (owner.kind == ValueKind::Const && !is_opaque(owner) && is_pure_constant_method(owner.obj.get(), name)) {
-    PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), name.c_str()));
-    if (bound) {
-      Value m = Value::constant(std::move(bound));
-      m.fresh = true;  // made while tracing: called now (call_constant_method), never kept
-      push(Value::null());
-      push(std::move(m));
-      return ok();
-    }
-    guards::clear_error();
-  }
   // A method of the object's class: (function, self), traced by inlining the function.
   if (owner.kind == ValueKind::Const && !owner.fresh) {
     PyObject* obj = owner.obj.get();

@@ -128,6 +128,15 @@ static std::optional<bool> contains_by_c_equality(const Value& key, const Value&
 // (key, container -- bool): `in` (arg 0) and `not in` (arg 1) where the answer is known:
 // a dict's constant keys, a sequence of constants, a constant tuple or str, a str key
 // of a dict read by path (guarded).
+// operator.contains's result as CONTAINS_OP's: negated for `not in`.
+Status Tracer::contains_result(Status s, bool negate) {
+  FJ_TRY(std::move(s));
+  if (!negate) return ok();
+  Value found = pop();
+  push(Value::constant(PyRef::borrow(found.obj.get() == Py_True ? Py_False : Py_True)));
+  return ok();
+}
+
 Status Tracer::op_contains_op(const Instruction& ins) {
   Value container = pop();
   Value key = pop();
@@ -142,7 +151,11 @@ Status Tracer::op_contains_op(const Instruction& ins) {
     push(Value::constant(PyRef::borrow(found != (ins.arg == 1) ? Py_True : Py_False)));
     return ok();
   }
-  if (!plain_key(key)) return unsupported("'in' with " + describe(key) + " (not supported yet)");
+  if (auto s = fold_operator("contains", container, key, /*specialize=*/false)) return contains_result(std::move(*s), ins.arg == 1);
+  if (!plain_key(key)) {
+    if (auto s = fold_operator("contains", container, key, /*specialize=*/true)) return contains_result(std::move(*s), ins.arg == 1);
+    return unsupported("'in' with " + describe(key) + " (not supported yet)");
+  }
   bool found = false;
   if (container.kind == ValueKind::Dict) {
     found = dict_find(container, key.obj.get()) >= 0;
@@ -165,6 +178,8 @@ Status Tracer::op_contains_op(const Instruction& ins) {
       return unsupported("'in' raised (CPython raises)");
     }
     found = r == 1;
+  } else if (auto s = fold_operator("contains", container, key, /*specialize=*/true)) {
+    return contains_result(std::move(*s), ins.arg == 1);
   } else {
     return unsupported("'in' of " + describe(container) + " (not supported yet)");
   }

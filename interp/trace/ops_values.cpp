@@ -380,11 +380,18 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
     const auto a = as_sym(lhs), b = as_sym(rhs);
-    if (!a || !b) return unsupported("binary operator on " + describe(lhs) + " and " + describe(rhs));
+    if (!a || !b) {  // "-" * n: with the number's value now, guarded
+      if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
+      return unsupported("binary operator on " + describe(lhs) + " and " + describe(rhs));
+    }
     const auto e = binary_sym_op(ins.arg, *a, *b);
-    if (!e) return unsupported("binary operator " + std::to_string(ins.arg) + " on symbolic scalars (not supported yet)");
-    return push_sym(*e, "a scalar expression");
+    if (e) return push_sym(*e, "a scalar expression");
+    // n & 3, n << k: with the numbers' values now, guarded
+    if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
+    return unsupported("binary operator " + std::to_string(ins.arg) + " on symbolic scalars (not supported yet)");
   }
+  if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/false)) return std::move(*s);
+  if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
   return fold_binary(ins.arg, lhs, rhs);
 }
 
@@ -465,7 +472,10 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   }
   if (lhs.kind == ValueKind::Sym || rhs.kind == ValueKind::Sym) {
     const auto a = as_sym(lhs), b = as_sym(rhs);
-    if (!a || !b) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+    if (!a || !b) {
+      if (auto s = fold_operator(compare_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
+      return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+    }
     return push_sym(compare_sym(ins.arg, *a, *b), "a comparison");
   }
   if (lhs.kind == rhs.kind && (lhs.kind == ValueKind::Tuple || lhs.kind == ValueKind::List) && lhs.obj.get() == rhs.obj.get() &&
@@ -488,6 +498,8 @@ Status Tracer::op_compare_op(const Instruction& ins) {
     push(Value::constant(PyRef::steal(r)));
     return ok();
   }
+  if (auto s = fold_operator(compare_operator_name(ins.arg), lhs, rhs, /*specialize=*/false)) return std::move(*s);
+  if (auto s = fold_operator(compare_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
   if (!consts || !is_foldable(lhs.obj.get()) || !is_foldable(rhs.obj.get())) {
     return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
   }

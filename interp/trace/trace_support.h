@@ -35,8 +35,11 @@ bool is_plain_scalar(PyObject* o);
 bool is_foldable(PyObject* o);
 // The object's class compares (==) as object, str or int do, in C (ops_values.cpp).
 bool compares_in_c(PyObject* o);
-// A method of a constant tuple or str that only computes a constant (ops_attrs.cpp).
-bool is_pure_constant_method(PyObject* self, const std::string& name);
+// Objects that never change and whose operations run no user code (ops_fold.cpp).
+bool is_immutable_known(PyObject* o);
+// operator's function names for BINARY_OP's and COMPARE_OP's arguments ("" if none).
+const char* binary_operator_name(int nb_op);
+const char* compare_operator_name(int cmp);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 // A class whose call is its Python __new__ (ops_except.cpp), and whether what that
 // returned still needs an __init__ of the class's own.

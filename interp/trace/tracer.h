@@ -91,7 +91,6 @@ class Tracer {
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
   // math.sqrt(n) & co: nullopt when `callable` is not a math function on numbers.
-  std::optional<Status> call_math(const Value& callable, const std::vector<Value>& args);
   Status check_assumptions();
 
  private:
@@ -164,6 +163,7 @@ class Tracer {
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx);
+  Status convert_set(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status cut(std::vector<Value*> extra);
   Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
@@ -247,6 +247,8 @@ class Tracer {
   Status op_load_global(const Instruction&);
   Status op_load_attr(const Instruction&);
   Status op_load_method(const Instruction&);
+  Status load_attr(Value owner, const std::string& name);
+  Status load_method(Value owner, const std::string& name);
   Status op_push_null(const Instruction&);
   Status op_make_function(const Instruction&);
   Status op_kw_names(const Instruction&);
@@ -263,11 +265,43 @@ class Tracer {
     bool can_break = false;   // an untraceable call may become a graph break
     jit::Graph::Mark before;  // the graph before the call, rolled back for a break
     std::vector<Value> orig_args;  // the arguments as called, kept where can_break
+    bool no_break = false;    // a call a handler makes (call_value): never a graph break
   };
+  Status dispatch_call(CallSite& c);
+  // ---- builtins that call functions (ops_higher.cpp) ----
+  Status call_value(const Value& callable, std::vector<Value> args);
+  Status run_operator(Status (Tracer::*handler)(const Instruction&), int arg, const Value& a, const Value& b);
+  std::optional<Status> call_operator(const CallSite& c);
+  Status sort_keys(const Value* key, const std::vector<Value>& items, PyRef* keys);
+  Status sorted_order(PyObject* keys, bool reverse, std::vector<size_t>* order);
+  Status known_bool(const Value* v, bool* out);
+  std::optional<Status> call_sorted_min_max(const CallSite& c);
+  Status list_sort(const CallSite& c);
+  std::optional<Status> call_function_applying(const CallSite& c);
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
-  std::optional<Status> call_constant_method(const CallSite& c);
+  // ---- calls and operators evaluated now on known values (ops_fold.cpp) ----
+  struct KnownObjects {  // what known_object made, and the values they stand for
+    std::unordered_map<PyObject*, Value> values;
+    std::vector<PyRef> keep;
+    PyRef last_key;
+  };
+  bool pure_callable(const Value& callable, const std::vector<Value>& args) const;
+  bool knowable(const Value& v, bool specialize) const;
+  Status known_object(const Value& v, KnownObjects& made, PyRef* out);
+  bool known_result(PyObject* r, KnownObjects& made, Value* out);
+  std::optional<Status> fold_call(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names, bool specialize,
+                                  const std::string& what);
+  Status raise_python_error(const std::string& why);
+  std::optional<Status> call_folded(const CallSite& c, bool specialize);
+  std::optional<Status> fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize);
+  std::optional<Status> known_attr(const Value& owner, const std::string& name, bool method);
+  Status op_build_set(const Instruction&);
+  Status op_set_add(const Instruction&);
+  Status op_set_update(const Instruction&);
+  Status set_add(size_t depth);
+  Status contains_result(Status s, bool negate);
   // ContextVar.get / set / reset (ops_contextvars.cpp); no_context_set: ok when no value
   // set in the frame is still in force (`where`: what would see it).
   std::optional<Status> call_context_var(const CallSite& c);

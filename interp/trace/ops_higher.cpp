@@ -1,0 +1,349 @@
+// Builtins that call a function the frame passes them: sorted / min / max / list.sort
+// with key=, map, filter, functools.reduce, itertools.accumulate, and operator's
+// functions and getters (operator.add, itemgetter, attrgetter, methodcaller). Each
+// call of the function is traced as CALL traces it (call_value), in the order eager
+// makes them; map and filter run ahead of their consumer, as generator expressions do.
+// Structural functions of itertools (chain, product, islice, ...) run on stand-ins for
+// the items they never look at.
+#include "interp/trace/tracer.h"
+
+#include <unordered_map>
+
+namespace fj::interp {
+namespace {
+
+PyObject* builtin(const char* module, const char* name) {
+  PyObject* m = PyImport_ImportModule(module);
+  PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr;  // kept for the process
+  Py_XDECREF(m);
+  if (f == nullptr) guards::clear_error();
+  return f;
+}
+
+bool is(const Value& v, PyObject* o) { return o != nullptr && v.kind == ValueKind::Const && !is_opaque(v) && v.obj.get() == o; }
+
+// The keyword arguments of a call, by name; positional ones stay in `pos`.
+std::unordered_map<std::string, Value> keywords(const std::vector<Value>& args, PyObject* kw_names, std::vector<Value>* pos) {
+  std::unordered_map<std::string, Value> kw;
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  pos->assign(args.begin(), args.end() - static_cast<std::ptrdiff_t>(nkw));
+  for (size_t k = 0; k < nkw; ++k) {
+    kw[guards::utf8_lossy(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k)))] = args[pos->size() + k];
+  }
+  return kw;
+}
+
+// operator.add & co: the BINARY_OP argument of each, or -1.
+int operator_binary(PyObject* fn) {
+  static const char* const kNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow",
+                                       "rshift", "sub", "truediv", "xor"};
+  static PyObject* fns[13] = {};
+  static bool init = [] {
+    for (int i = 0; i < 13; ++i) fns[i] = builtin("operator", kNames[i]);
+    return true;
+  }();
+  (void)init;
+  for (int i = 0; i < 13; ++i) {
+    if (fn != nullptr && fn == fns[i]) return i;
+  }
+  return -1;
+}
+
+int operator_compare(PyObject* fn) {
+  static const char* const kNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  static PyObject* fns[6] = {};
+  static bool init = [] {
+    for (int i = 0; i < 6; ++i) fns[i] = builtin("operator", kNames[i]);
+    return true;
+  }();
+  (void)init;
+  for (int i = 0; i < 6; ++i) {
+    if (fn != nullptr && fn == fns[i]) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+// callable(*args) for a builtin's handler: traced as CALL traces it, never as a graph
+// break (the handler's own call could not resume in CPython); the result is pushed.
+Status Tracer::call_value(const Value& callable, std::vector<Value> args) {
+  CallSite c;
+  c.ins = last_ins_;
+  c.no_break = true;
+  if (callable.kind == ValueKind::TensorMethod && callable.items.size() == 1) {  // x.sub read as a value
+    args.insert(args.begin(), callable.items[0]);
+    c.callable = callable;
+    c.callable.items.clear();
+  } else {
+    c.callable = callable;
+  }
+  c.args = std::move(args);
+  return dispatch_call(c);
+}
+
+// BINARY_OP / COMPARE_OP as an instruction with this argument would run it.
+Status Tracer::run_operator(Status (Tracer::*handler)(const Instruction&), int arg, const Value& a, const Value& b) {
+  Instruction ins = *last_ins_;
+  ins.arg = arg;
+  push(a);
+  push(b);
+  return (this->*handler)(ins);
+}
+
+// operator.add(a, b), operator.lt(a, b), itemgetter(k)(x), attrgetter(n)(x),
+// methodcaller(n, ...)(x): what the operator or the getter does, traced.
+std::optional<Status> Tracer::call_operator(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || c.kw_names) return std::nullopt;
+  PyObject* fn = c.callable.obj.get();
+  if (int nb = operator_binary(fn); nb >= 0 && c.args.size() == 2) return run_operator(&Tracer::op_binary_op, nb, c.args[0], c.args[1]);
+  if (int cmp = operator_compare(fn); cmp >= 0 && c.args.size() == 2) return run_operator(&Tracer::op_compare_op, cmp, c.args[0], c.args[1]);
+  static PyObject* itemgetter = builtin("operator", "itemgetter");
+  static PyObject* attrgetter = builtin("operator", "attrgetter");
+  static PyObject* methodcaller = builtin("operator", "methodcaller");
+  PyObject* tp = reinterpret_cast<PyObject*>(Py_TYPE(fn));
+  if (c.args.size() != 1 || (tp != itemgetter && tp != attrgetter && tp != methodcaller)) return std::nullopt;
+  PyRef reduced = PyRef::steal(PyObject_CallMethod(fn, "__reduce__", nullptr));
+  PyObject* params = reduced && PyTuple_Check(reduced.get()) && PyTuple_GET_SIZE(reduced.get()) >= 2
+                         ? PyTuple_GET_ITEM(reduced.get(), 1)
+                         : nullptr;
+  if (params == nullptr || !PyTuple_Check(params) || PyTuple_GET_SIZE(reduced.get()) != 2) {
+    guards::clear_error();
+    return std::nullopt;  // methodcaller with keywords: a partial
+  }
+  const Value& x = c.args[0];
+  if (tp == methodcaller) {  // x.name(*args), as LOAD_METHOD and CALL run it
+    const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(params, 0)));
+    FJ_TRY(load_method(x, name));
+    Value self = pop();
+    Value method = pop();
+    std::vector<Value> args;
+    if (method.kind != ValueKind::Null) args.push_back(std::move(self));
+    for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(params); ++i) {
+      args.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(params, i))));
+    }
+    return call_value(method.kind != ValueKind::Null ? method : self, std::move(args));
+  }
+  std::vector<Value> got;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(params); ++i) {
+    PyObject* p = PyTuple_GET_ITEM(params, i);
+    if (tp == itemgetter) {
+      push(x);
+      push(Value::constant(PyRef::borrow(p)));
+      FJ_TRY(op_binary_subscr(*last_ins_));
+    } else {  // a dotted name: one LOAD_ATTR per step
+      push(x);
+      const std::string path = FJ_TRY(guards::utf8_of(p));
+      for (size_t start = 0; start <= path.size();) {
+        const size_t dot = std::min(path.find('.', start), path.size());
+        FJ_TRY(load_attr(pop(), path.substr(start, dot - start)));
+        start = dot + 1;
+      }
+    }
+    got.push_back(pop());
+  }
+  if (got.size() == 1) {
+    push(std::move(got[0]));
+  } else {
+    Value t = Value::sequence(ValueKind::Tuple, std::move(got));
+    t.identity = next_identity_++;
+    push(std::move(t));
+  }
+  return ok();
+}
+
+// key(item) of each item, as Python objects compared now (symbolic numbers made
+// concrete, guarded). key None: the items themselves.
+Status Tracer::sort_keys(const Value* key, const std::vector<Value>& items, PyRef* keys) {
+  *keys = PyRef::steal(PyList_New(0));
+  KnownObjects made;
+  for (const Value& item : items) {
+    Value k = item;
+    if (key != nullptr && !is_none(*key)) {
+      FJ_TRY(call_value(*key, {item}));
+      k = pop();
+    }
+    if (!knowable(k, true)) return unsupported("a sort key " + describe(k) + " (not supported yet)");
+    PyRef o;
+    FJ_TRY(known_object(k, made, &o));
+    PyList_Append(keys->get(), o.get());
+  }
+  return ok();
+}
+
+// The positions of the items in the order sorted(keys, reverse=) gives: Python's own
+// sort, stable, with its exceptions (a str compared with an int).
+Status Tracer::sorted_order(PyObject* keys, bool reverse, std::vector<size_t>* order) {
+  static PyObject* sorted = builtin("builtins", "sorted");
+  PyRef range = PyRef::steal(PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyRange_Type), "n", PyList_GET_SIZE(keys)));
+  PyRef getitem = PyRef::steal(PyObject_GetAttrString(keys, "__getitem__"));
+  PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "key", getitem.get(), "reverse", reverse ? Py_True : Py_False));
+  PyRef args = range ? PyRef::steal(PyTuple_Pack(1, range.get())) : PyRef();
+  PyRef r = args && kw ? PyRef::steal(PyObject_Call(sorted, args.get(), kw.get())) : PyRef();
+  if (!r) return raise_python_error("sorted() raised (CPython raises it)");
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r.get()); ++i) order->push_back(PyLong_AsSize_t(PyList_GET_ITEM(r.get(), i)));
+  return ok();
+}
+
+// A bool argument known now.
+Status Tracer::known_bool(const Value* v, bool* out) {
+  *out = false;
+  if (v == nullptr) return ok();
+  KnownObjects made;
+  PyRef o;
+  if (!knowable(*v, true)) return unsupported("a flag " + describe(*v) + " (not supported yet)");
+  FJ_TRY(known_object(*v, made, &o));
+  const int t = PyObject_IsTrue(o.get());
+  if (t < 0) return raise_python_error("truth of a flag raised");
+  *out = t == 1;
+  return ok();
+}
+
+// sorted(it, key=, reverse=), min / max (it or several arguments, key=, default=).
+std::optional<Status> Tracer::call_sorted_min_max(const CallSite& c) {
+  static PyObject* sorted = builtin("builtins", "sorted");
+  static PyObject* min = builtin("builtins", "min");
+  static PyObject* max = builtin("builtins", "max");
+  const bool is_sorted = is(c.callable, sorted);
+  if (!is_sorted && !is(c.callable, min) && !is(c.callable, max)) return std::nullopt;
+  std::vector<Value> pos;
+  auto kw = keywords(c.args, c.kw_names.get(), &pos);
+  const Value* key = kw.count("key") ? &kw["key"] : nullptr;
+  const Value* reverse_arg = kw.count("reverse") ? &kw["reverse"] : nullptr;
+  const Value* dflt = kw.count("default") ? &kw["default"] : nullptr;
+  if (pos.empty() || kw.size() != static_cast<size_t>((key != nullptr) + (reverse_arg != nullptr) + (dflt != nullptr)) ||
+      (is_sorted && (pos.size() != 1 || dflt != nullptr)) || (!is_sorted && reverse_arg != nullptr)) {
+    return std::nullopt;
+  }
+  if (key == nullptr && !is_sorted) return std::nullopt;  // min_or_max and the fold take those
+  std::vector<Value> items;
+  if (pos.size() == 1) {
+    if (star_items(pos[0], &items).failed()) return std::nullopt;
+  } else {
+    items = pos;
+  }
+  bool reverse = false;
+  FJ_TRY(known_bool(reverse_arg, &reverse));
+  PyRef keys;
+  FJ_TRY(sort_keys(key, items, &keys));
+  if (!is_sorted && items.empty()) {
+    if (dflt != nullptr) {
+      push(*dflt);
+      return ok();
+    }
+    PyRef r = PyRef::steal(PyObject_CallOneArg(c.callable.obj.get(), keys.get()));  // eager's ValueError
+    if (r) return unsupported("min() or max() of nothing did not raise");
+    return raise_python_error("min() or max() of nothing (CPython raises)");
+  }
+  std::vector<size_t> order;
+  FJ_TRY(sorted_order(keys.get(), is(c.callable, max) ? true : reverse, &order));
+  if (!is_sorted) {
+    push(items[order[0]]);  // the first smallest (largest): a stable sort's first
+    return ok();
+  }
+  Value out = Value::sequence(ValueKind::List, {});
+  for (size_t i : order) out.items.push_back(items[i]);
+  out.identity = next_identity_++;
+  push(std::move(out));
+  return ok();
+}
+
+// lst.sort(key=, reverse=) of a list the frame built.
+Status Tracer::list_sort(const CallSite& c) {
+  std::vector<Value> pos;
+  auto kw = keywords(c.args, c.kw_names.get(), &pos);
+  if (pos.size() != 1) return unsupported("list.sort() with positional arguments (CPython raises)");
+  const Value* key = kw.count("key") ? &kw["key"] : nullptr;
+  bool reverse = false;
+  FJ_TRY(known_bool(kw.count("reverse") ? &kw["reverse"] : nullptr, &reverse));
+  const std::vector<Value> items = pos[0].items;
+  PyRef keys;
+  FJ_TRY(sort_keys(key, items, &keys));
+  std::vector<size_t> order;
+  FJ_TRY(sorted_order(keys.get(), reverse, &order));
+  std::vector<Value> now;
+  for (size_t i : order) now.push_back(items[i]);
+  FJ_TRY(set_list_items(pos[0], std::move(now), "list.sort()"));
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
+}
+
+// map(f, *its), filter(f, it), functools.reduce(f, it[, initial]),
+// itertools.accumulate(it[, f], initial=).
+std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
+  static PyObject* map = builtin("builtins", "map");
+  static PyObject* filter = builtin("builtins", "filter");
+  static PyObject* reduce = builtin("functools", "reduce");
+  static PyObject* accumulate = builtin("itertools", "accumulate");
+  const bool is_map = is(c.callable, map), is_filter = is(c.callable, filter), is_reduce = is(c.callable, reduce),
+             is_acc = is(c.callable, accumulate);
+  if (!is_map && !is_filter && !is_reduce && !is_acc) return std::nullopt;
+  std::vector<Value> pos;
+  auto kw = keywords(c.args, c.kw_names.get(), &pos);
+  if ((!is_acc && !kw.empty()) || (is_acc && (kw.size() > 1 || (kw.size() == 1 && !kw.count("initial"))))) return std::nullopt;
+  if (pos.size() < (is_acc ? 1u : 2u) || (is_filter && pos.size() != 2) || (is_reduce && pos.size() > 3) ||
+      (is_acc && pos.size() > 2)) {
+    return std::nullopt;
+  }
+  const Value fn = is_acc ? (pos.size() == 2 ? pos[1] : Value::null()) : pos[0];
+  std::vector<std::vector<Value>> its;
+  for (size_t i = is_acc ? 0 : 1; i < (is_acc ? 1 : is_reduce ? 2 : pos.size()); ++i) {
+    its.emplace_back();
+    if (star_items(pos[i], &its.back()).failed()) return std::nullopt;
+  }
+  const int writes_before = writes_;
+  std::vector<Value> out;
+  if (is_map) {
+    size_t n = its[0].size();
+    for (const auto& it : its) n = std::min(n, it.size());
+    for (size_t k = 0; k < n; ++k) {
+      std::vector<Value> args;
+      for (const auto& it : its) args.push_back(it[k]);
+      FJ_TRY(call_value(fn, std::move(args)));
+      out.push_back(pop());
+    }
+  } else if (is_filter) {
+    for (const Value& item : its[0]) {
+      Value keep = item;
+      if (!is_none(fn)) {
+        FJ_TRY(call_value(fn, {item}));
+        keep = pop();
+      }
+      bool t = false;
+      FJ_TRY(truth(keep, &t));
+      if (t) out.push_back(item);
+    }
+  } else {
+    const Value* initial = is_reduce ? (pos.size() == 3 ? &pos[2] : nullptr) : (kw.count("initial") ? &kw["initial"] : nullptr);
+    if (initial != nullptr && is_none(*initial) && is_acc) initial = nullptr;
+    std::vector<Value> items = its[0];
+    if (initial != nullptr) items.insert(items.begin(), *initial);
+    if (items.empty() && is_reduce) {
+      return unsupported("reduce() of an empty sequence with no initial value (CPython raises)");
+    }
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (k == 0) {
+        out.push_back(items[0]);
+        continue;
+      }
+      if (fn.kind == ValueKind::Null) FJ_TRY(run_operator(&Tracer::op_binary_op, 0, out.back(), items[k]));
+      else FJ_TRY(call_value(fn, {out.back(), items[k]}));
+      out.push_back(pop());
+    }
+    if (is_reduce) {
+      push(out.back());
+      return ok();
+    }
+  }
+  // map and filter run ahead of their consumer, as generator expressions do: not where
+  // the function writes tensors in place, and not past a write of the consumer (FOR_ITER).
+  if (writes_ != writes_before) return unsupported("map() or filter() of a function that writes tensors in place (not supported yet)");
+  Value it;
+  it.kind = ValueKind::Iterator;
+  it.items = std::move(out);
+  it.writes = writes_;
+  push(std::move(it));
+  return ok();
+}
+
+}  // namespace fj::interp

@@ -1,0 +1,209 @@
+"""Calls evaluated while tracing (interp/trace/ops_fold.cpp) and builtins that call a
+function (interp/trace/ops_higher.cpp): pure builtins, str/int/float methods, operators
+and sets on known values; sorted/min/max with key=, map, filter, functools.reduce,
+itertools.accumulate, operator's functions and getters. Each case runs compiled and
+eager on the same inputs: values, types, exceptions, identity where it shows."""
+import copy
+import functools
+import itertools
+import operator
+
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same
+
+
+def whole(fn, calls, compiles=None):
+    """The compiled fn against eager on each argument tuple, with no graph break and no
+    fallback (and `compiles` compiles where given)."""
+    framejit.reset()
+    cf = framejit.compile(fn)
+    results = []
+    for args in calls:
+        got, want = cf(*copy.deepcopy(args)), fn(*copy.deepcopy(args))
+        assert_same(got, want)
+        results.append((got, want))
+    s = framejit.stats(fn)
+    assert (s["fallbacks"], s["graph_breaks"]) == (0, 0), s
+    assert s["compiles"] >= 1, s
+    if compiles is not None:
+        assert s["compiles"] == compiles, s
+    return results
+
+
+def test_pure_builtins_and_methods_of_known_values():
+    def f(x, s, n):
+        words = s.lower().split()
+        head, sep, tail = "layer.0.weight".partition(".")
+        return (x * len(words), "_".join(words), divmod(17, 5), round(2.567, 1), hex(255), int("ff", 16),
+                head, tail, sep, (7).bit_length(), 2.5.as_integer_ratio(), str(3.0), list.__name__)
+
+    whole(f, [(torch.randn(3), "Hello World", 2), (torch.randn(3), "a b c", 3)])
+
+
+def test_a_symbolic_number_stays_symbolic_where_a_handler_keeps_it():
+    # abs(n) and n * 2 of an int argument: one compile for every value
+    def f(x, n):
+        return x * abs(n) + n * 2
+
+    whole(f, [(torch.randn(3), -3), (torch.randn(3), 5), (torch.randn(3), 7)], compiles=1)
+
+
+def test_a_symbolic_number_a_pure_call_needs_is_guarded_by_value():
+    # round(v, 1) has no symbolic form: v's value is guarded, a new value retraces
+    def f(x, v):
+        return x * round(v, 1), v.is_integer(), f"{v:.2f}"
+
+    whole(f, [(torch.randn(3), 2.567), (torch.randn(3), -1.5), (torch.randn(3), 2.567)], compiles=2)
+
+
+def test_an_exception_of_a_pure_call_is_raised_in_the_trace():
+    def f(x, s):
+        try:
+            k = int(s)
+        except ValueError as e:
+            return x - 1, str(e)
+        try:
+            return x * (k // (k - k)), "no"
+        except ZeroDivisionError as e:
+            return x + k, type(e).__name__
+
+    whole(f, [(torch.randn(3), "x3"), (torch.randn(3), "4")])
+
+
+def test_an_uncaught_exception_of_a_pure_call_is_eagers():
+    def f(x, s):
+        return x * int(s)
+
+    cf = framejit.compile(f)
+    with pytest.raises(ValueError) as want:
+        f(torch.randn(3), "x1")
+    with pytest.raises(ValueError) as got:
+        cf(torch.randn(3), "x1")
+    assert str(got.value) == str(want.value)
+
+
+def test_sets_of_known_items():
+    def f(x, n):
+        s = {1, 2, n}
+        s.add(7)
+        s.discard(2)
+        t = {i % 3 for i in range(n + 3)}
+        u = set("abca") | frozenset("xy")
+        return x * len(s), 7 in s, 2 not in s, sorted(s - t), sorted(u), s, s
+
+    results = whole(f, [(torch.randn(3), 4), (torch.randn(3), 5)])
+    for got, _ in results:
+        assert got[5] is got[6]  # one set, however often it is returned
+    first, second = results[0][0][5], results[1][0][5]
+    assert first is not second  # built anew at each call
+
+
+def test_a_set_given_to_a_call_the_trace_does_not_follow_is_not_kept():
+    # the callee may change it: the frame must not go on with the trace's own copy
+    grow = functools.partial(set.add)  # a call the trace does not follow
+
+    def f(x):
+        s = {1, 2}
+        grow(s, 99)
+        return x * len(s), 99 in s
+
+    cf = framejit.compile(f)
+    for _ in range(2):
+        assert_same(cf(torch.ones(2)), f(torch.ones(2)))
+
+
+def test_list_repetition_keeps_aliasing():
+    def f(x):
+        rows = [[0] * 2] * 2
+        rows[0][1] = 5
+        return x * rows[1][1], rows, rows[0] is rows[1]
+
+    whole(f, [(torch.randn(2),), (torch.randn(3),)])
+
+
+def test_sorted_min_max_with_key_over_tensors():
+    def f(a, b, c):
+        ts = sorted([a, b, c], key=lambda t: t.numel())
+        big = max([a, b, c], key=lambda t: t.shape[0])
+        small = min(a, b, c, key=lambda t: t.numel())
+        order = sorted(range(3), key=lambda i: (3, 1, 2)[i], reverse=True)
+        return ts[0] * 2, big.sum(), small + 1, order
+
+    whole(f, [(torch.randn(4), torch.randn(2), torch.randn(3)), (torch.randn(1), torch.randn(5), torch.randn(3))])
+
+
+def test_sorted_is_stable_and_raises_as_eager():
+    def f(x, vals):
+        a = sorted(vals, key=lambda v: v % 2)
+        b = list(vals)
+        b.sort(key=lambda v: -v, reverse=True)
+        return x * a[0], a, b
+
+    whole(f, [(torch.randn(2), [4, 1, 3, 2]), (torch.randn(2), [5, 7, 6])])
+
+    def g(x):
+        return x, sorted([1, "a"])
+
+    with pytest.raises(TypeError) as want:
+        g(torch.ones(1))
+    with pytest.raises(TypeError) as got:
+        framejit.compile(g)(torch.ones(1))
+    assert str(got.value) == str(want.value)
+
+
+def test_map_filter_reduce_accumulate():
+    def f(x, ys):
+        doubled = list(map(lambda t: t * 2, ys))
+        pairs = list(map(torch.add, ys, doubled))
+        kept = list(filter(lambda t: t.shape[0] > 1, ys))
+        total = functools.reduce(lambda a, b: a + b, pairs, x)
+        runs = list(itertools.accumulate([1, 2, 3], operator.mul))
+        sums = list(itertools.accumulate(ys))
+        return total, len(kept), runs, sums[-1], list(filter(None, [0, 1, 2]))
+
+    whole(f, [(torch.randn(2), [torch.randn(2), torch.randn(2)]), (torch.randn(2), [torch.randn(2)] * 3)])
+
+
+def test_a_map_whose_function_writes_in_place_is_not_run_ahead():
+    # eager interleaves the function's writes with the consumer's reads
+    def f(x):
+        out = []
+        for v in map(lambda i: x.add_(i), [1, 2]):
+            out.append(x.sum().item())
+        return out
+
+    x1, x2 = torch.zeros(2), torch.zeros(2)
+    got, want = framejit.compile(f)(x1), f(x2)
+    assert got == want
+    assert_same(x1, x2)
+
+
+def test_operator_functions_and_getters():
+    def f(x, y, n):
+        pairs = [(1, "a"), (n, "b")]
+        first = list(map(operator.itemgetter(0), pairs))
+        shapes = list(map(operator.attrgetter("shape"), [x, y]))
+        sums = list(map(operator.methodcaller("sum"), [x, y]))
+        return operator.add(x, y), operator.mul(x, 2), operator.lt(x, y), first, shapes, sums[1]
+
+    whole(f, [(torch.randn(3), torch.randn(3), 2), (torch.randn(4), torch.randn(4), 5)])
+
+
+def test_tracing_a_fold_runs_no_user_code():
+    # an object with a __repr__ is not folded (not a known value): its repr is not run
+    class Loud:
+        calls = 0
+
+        def __repr__(self):
+            Loud.calls += 1
+            return "loud"
+
+    def f(x, o):
+        return x * 2, o
+
+    o = Loud()
+    framejit.compile(f)(torch.ones(2), o)
+    assert Loud.calls == 0
