@@ -70,6 +70,10 @@ HANDLERS = {
     "RERAISE": "reraise", "LOAD_ASSERTION_ERROR": "load_assertion_error", "DELETE_FAST": "delete_fast",
     # sets of known items and calls evaluated now (ops_fold.cpp)
     "BUILD_SET": "build_set", "SET_ADD": "set_add", "SET_UPDATE": "set_update",
+    # unpacking, deletion, pattern matching (ops_patterns.cpp)
+    "UNPACK_EX": "unpack_ex", "DELETE_SUBSCR": "delete_subscr", "GET_LEN": "get_len",
+    "MATCH_SEQUENCE": "match_kind", "MATCH_MAPPING": "match_kind", "MATCH_KEYS": "match_keys",
+    "MATCH_CLASS": "match_class", "UNARY_POSITIVE": "unary_positive",
 }
 
 

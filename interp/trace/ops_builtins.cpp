@@ -34,6 +34,7 @@ struct BuiltinCalls {
   static std::optional<Status> min_or_max(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> reversed(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> abs(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> dict(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -54,7 +55,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
         {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
         {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
-        {"abs", abs},
+        {"abs", abs},         {"dict", dict},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -96,7 +97,10 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
   // Keyword arguments: zip's strict= and enumerate's start= only.
   PyObject* zip = reinterpret_cast<PyObject*>(&PyZip_Type);
   PyObject* enumerate = reinterpret_cast<PyObject*>(&PyEnum_Type);
-  if (c.kw_names && c.callable.obj.get() != zip && c.callable.obj.get() != enumerate) return std::nullopt;
+  PyObject* dict = reinterpret_cast<PyObject*>(&PyDict_Type);
+  if (c.kw_names && c.callable.obj.get() != zip && c.callable.obj.get() != enumerate && c.callable.obj.get() != dict) {
+    return std::nullopt;
+  }
   return it->second(*this, c);
 }
 
@@ -520,6 +524,23 @@ std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallS
 std::optional<Status> BuiltinCalls::abs(Tracer& t, const Tracer::CallSite& c) {
   if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym) return std::nullopt;
   return t.push_sym(jit::abs(c.args[0].expr), "abs()");
+}
+
+// dict(), dict(mapping), dict(pairs), dict(..., k=v): a new dict the frame owns, filled
+// as dict.update fills it.
+std::optional<Status> BuiltinCalls::dict(Tracer& t, const Tracer::CallSite& c) {
+  Value d = Value::sequence(ValueKind::Dict, {});
+  d.identity = t.next_identity_++;
+  t.push(d);
+  std::vector<Value> args = c.args;
+  args.insert(args.begin(), t.top());
+  std::optional<Status> s = t.dict_change_method("update", args, c.kw_names.get());
+  if (!s || s->failed()) {  // not such arguments: the call's other steps decide
+    t.pop();
+    return std::nullopt;
+  }
+  t.pop();  // update's None; the dict stays
+  return ok();
 }
 
 }  // namespace fj::interp

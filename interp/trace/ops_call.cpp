@@ -38,6 +38,9 @@ Status Tracer::dispatch_call(CallSite& c) {
       c.args[0].kind == ValueKind::List) {
     return list_sort(c);
   }
+  if (c.callable.kind == ValueKind::TensorMethod && !c.args.empty() && c.args[0].kind == ValueKind::Dict) {
+    if (std::optional<Status> s = dict_change_method(c.callable.method, c.args, c.kw_names.get())) return std::move(*s);
+  }
   // abs() and round() of a Python number are builtins of numbers, not torch ops.
   const bool numbers_only = pure_callable(c.callable, c.args) &&
                             std::none_of(c.args.begin(), c.args.end(), [&](const Value& a) { return a.kind == ValueKind::Tensor; });

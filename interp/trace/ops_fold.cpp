@@ -17,6 +17,15 @@
 #include <unordered_set>
 
 namespace fj::interp {
+
+// operator.<name>, looked up once (nullptr if missing).
+PyObject* operator_function(const char* name) {
+  static PyObject* module = PyImport_ImportModule("operator");  // kept for the process
+  PyObject* f = module ? PyObject_GetAttrString(module, name) : nullptr;  // kept by the caller's static
+  if (f == nullptr) guards::clear_error();
+  return f;
+}
+
 namespace {
 
 bool immutable_type(PyTypeObject* tp) {
@@ -55,7 +64,21 @@ bool operator_changes(const std::string& name) {
 
 bool fresh_set(const Value& v) { return v.kind == ValueKind::Const && v.fresh && v.obj && PySet_CheckExact(v.obj.get()); }
 
+// An exception the trace made (fresh) of a builtin exception class: its args, str() and
+// repr() are CPython's C code on known values.
+bool builtin_exception(const Value& v) {
+  return v.kind == ValueKind::Const && v.fresh && v.obj && PyExceptionInstance_Check(v.obj.get()) &&
+         !PyType_HasFeature(Py_TYPE(v.obj.get()), Py_TPFLAGS_HEAPTYPE) && is_immutable_known(reinterpret_cast<PyBaseExceptionObject*>(v.obj.get())->args);
+}
+
 }  // namespace
+
+// operator.itemgetter, attrgetter and methodcaller: classes of immutable callables.
+bool is_operator_getter_class(PyObject* cls) {
+  static PyObject* const kClasses[3] = {operator_function("itemgetter"), operator_function("attrgetter"),
+                                        operator_function("methodcaller")};
+  return cls != nullptr && (cls == kClasses[0] || cls == kClasses[1] || cls == kClasses[2]);
+}
 
 // Objects that never change and whose operations run no user code: numbers, strings,
 // bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of them.
@@ -85,13 +108,7 @@ bool is_immutable_known(PyObject* o) {
 bool Tracer::pure_callable(const Value& callable, const std::vector<Value>& args) const {
   if (callable.kind != ValueKind::Const || is_opaque(callable) || callable.reg >= 0) return false;
   PyObject* fn = callable.obj.get();
-  if (pure_builtins().count(fn) || fn == guards::torch_refs().size_type) return true;
-  static PyObject* operator_module = PyImport_ImportModule("operator");
-  for (const char* getter : {"itemgetter", "attrgetter", "methodcaller"}) {  // made now, called by call_operator
-    PyRef t = PyRef::steal(operator_module ? PyObject_GetAttrString(operator_module, getter) : nullptr);
-    if (t && fn == t.get()) return true;
-  }
-  guards::clear_error();
+  if (pure_builtins().count(fn) || fn == guards::torch_refs().size_type || is_operator_getter_class(fn)) return true;
   if (PyCFunction_Check(fn)) {
     PyObject* self = PyCFunction_GET_SELF(fn);
     const char* name = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
@@ -123,7 +140,8 @@ bool Tracer::pure_callable(const Value& callable, const std::vector<Value>& args
 bool Tracer::knowable(const Value& v, bool specialize) const {
   switch (v.kind) {
     case ValueKind::Const:
-      return !is_opaque(v) && v.reg < 0 && v.obj && (fresh_set(v) || (!v.fresh && is_immutable_known(v.obj.get())));
+      return !is_opaque(v) && v.reg < 0 && v.obj &&
+             (fresh_set(v) || builtin_exception(v) || (!v.fresh && is_immutable_known(v.obj.get())));
     case ValueKind::Sym:
       return specialize;
     case ValueKind::Tuple:
@@ -207,15 +225,10 @@ bool Tracer::known_result(PyObject* r, KnownObjects& made, Value* out) {
     made.values.emplace(r, *out);
     return true;
   }
-  static PyObject* operator_module = PyImport_ImportModule("operator");
-  for (const char* getter : {"itemgetter", "attrgetter", "methodcaller"}) {  // immutable, called by call_operator
-    PyRef t = PyRef::steal(operator_module ? PyObject_GetAttrString(operator_module, getter) : nullptr);
-    if (t && reinterpret_cast<PyObject*>(Py_TYPE(r)) == t.get()) {
-      *out = Value::constant(PyRef::borrow(r));
-      return true;
-    }
+  if (is_operator_getter_class(reinterpret_cast<PyObject*>(Py_TYPE(r)))) {  // immutable, called by call_operator
+    *out = Value::constant(PyRef::borrow(r));
+    return true;
   }
-  guards::clear_error();
   ValueKind kind;
   const bool size = reinterpret_cast<PyObject*>(Py_TYPE(r)) == guards::torch_refs().size_type;
   if (PyList_CheckExact(r)) kind = ValueKind::List;
@@ -320,19 +333,13 @@ std::optional<Status> Tracer::call_folded(const CallSite& c, bool specialize) {
 // A BINARY_OP, COMPARE_OP or CONTAINS_OP on known values, as operator's function
 // `name` computes it. An in-place operator changes only a set the frame made.
 std::optional<Status> Tracer::fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize) {
-  static PyObject* module = PyImport_ImportModule("operator");
-  if (module == nullptr) {
-    guards::clear_error();
-    return std::nullopt;
-  }
   // (a list or dict value is handed over as a new object: a change to it would be lost)
   if (operator_changes(name) && (lhs.kind == ValueKind::List || lhs.kind == ValueKind::Dict)) return std::nullopt;
-  PyRef fn = PyRef::steal(PyObject_GetAttrString(module, name));
-  if (!fn) {
-    guards::clear_error();
-    return std::nullopt;
-  }
-  return fold_call(fn.get(), {lhs, rhs}, nullptr, specialize, std::string("operator.") + name);
+  static std::unordered_map<std::string, PyObject*> fns;  // operator's functions, kept for the process
+  auto it = fns.find(name);
+  if (it == fns.end()) it = fns.emplace(name, operator_function(name)).first;
+  if (it->second == nullptr) return std::nullopt;
+  return fold_call(it->second, {lhs, rhs}, nullptr, specialize, std::string("operator.") + name);
 }
 
 // operator's function for BINARY_OP's argument and COMPARE_OP's.

@@ -33,32 +33,14 @@ std::unordered_map<std::string, Value> keywords(const std::vector<Value>& args, 
   return kw;
 }
 
-// operator.add & co: the BINARY_OP argument of each, or -1.
-int operator_binary(PyObject* fn) {
-  static const char* const kNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow",
-                                       "rshift", "sub", "truediv", "xor"};
-  static PyObject* fns[13] = {};
-  static bool init = [] {
-    for (int i = 0; i < 13; ++i) fns[i] = builtin("operator", kNames[i]);
-    return true;
-  }();
-  (void)init;
-  for (int i = 0; i < 13; ++i) {
-    if (fn != nullptr && fn == fns[i]) return i;
-  }
-  return -1;
-}
-
-int operator_compare(PyObject* fn) {
-  static const char* const kNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
-  static PyObject* fns[6] = {};
-  static bool init = [] {
-    for (int i = 0; i < 6; ++i) fns[i] = builtin("operator", kNames[i]);
-    return true;
-  }();
-  (void)init;
-  for (int i = 0; i < 6; ++i) {
-    if (fn != nullptr && fn == fns[i]) return i;
+// operator.add & co: the BINARY_OP argument of each (name_of: binary_operator_name),
+// or COMPARE_OP's (compare_operator_name); -1: none.
+int operator_index(PyObject* fn, const char* (*name_of)(int), int count) {
+  static PyObject* module = PyImport_ImportModule("_operator");  // operator's functions are _operator's
+  if (fn == nullptr || !PyCFunction_Check(fn) || PyCFunction_GET_SELF(fn) != module) return -1;
+  const char* name = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
+  for (int i = 0; i < count; ++i) {
+    if (std::string_view(name) == name_of(i)) return i;
   }
   return -1;
 }
@@ -96,13 +78,16 @@ Status Tracer::run_operator(Status (Tracer::*handler)(const Instruction&), int a
 std::optional<Status> Tracer::call_operator(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || c.kw_names) return std::nullopt;
   PyObject* fn = c.callable.obj.get();
-  if (int nb = operator_binary(fn); nb >= 0 && c.args.size() == 2) return run_operator(&Tracer::op_binary_op, nb, c.args[0], c.args[1]);
-  if (int cmp = operator_compare(fn); cmp >= 0 && c.args.size() == 2) return run_operator(&Tracer::op_compare_op, cmp, c.args[0], c.args[1]);
-  static PyObject* itemgetter = builtin("operator", "itemgetter");
-  static PyObject* attrgetter = builtin("operator", "attrgetter");
-  static PyObject* methodcaller = builtin("operator", "methodcaller");
+  if (int nb = operator_index(fn, binary_operator_name, 13); nb >= 0 && c.args.size() == 2) {
+    return run_operator(&Tracer::op_binary_op, nb, c.args[0], c.args[1]);
+  }
+  if (int cmp = operator_index(fn, compare_operator_name, 6); cmp >= 0 && c.args.size() == 2) {
+    return run_operator(&Tracer::op_compare_op, cmp, c.args[0], c.args[1]);
+  }
+  static PyObject* itemgetter = operator_function("itemgetter");
+  static PyObject* methodcaller = operator_function("methodcaller");
   PyObject* tp = reinterpret_cast<PyObject*>(Py_TYPE(fn));
-  if (c.args.size() != 1 || (tp != itemgetter && tp != attrgetter && tp != methodcaller)) return std::nullopt;
+  if (c.args.size() != 1 || !is_operator_getter_class(tp)) return std::nullopt;
   PyRef reduced = PyRef::steal(PyObject_CallMethod(fn, "__reduce__", nullptr));
   PyObject* params = reduced && PyTuple_Check(reduced.get()) && PyTuple_GET_SIZE(reduced.get()) >= 2
                          ? PyTuple_GET_ITEM(reduced.get(), 1)

@@ -165,7 +165,9 @@ Status Tracer::list_inplace_add(const Value& list, const Value& rhs) {
 // lst[i] = value, an int index.
 Status Tracer::list_setitem(const Value& list, const Value& index, const Value& value) {
   if (index.kind == ValueKind::Const && !is_opaque(index) && PySlice_Check(index.obj.get())) {
-    return unsupported("slice assignment to a list (not supported yet)");
+    std::vector<Value> items;  // CPython's slice assignment, run on the items' positions
+    FJ_TRY(list_items_after(list, index, &value, &items));
+    return set_list_items(list, std::move(items), "slice assignment to a list");
   }
   int64_t at;
   FJ_TRY(int_arg(index, "a list index", &at));

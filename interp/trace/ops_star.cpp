@@ -414,4 +414,97 @@ void Tracer::replace_everywhere(const Value& now) {
   }
 }
 
+// d.copy(), d.update(other, **kw), d.setdefault(k[, v]), d.popitem(), d.clear() and
+// d | e, d |= e of dicts the frame built. nullopt: not one of these.
+std::optional<Status> Tracer::dict_change_method(const std::string& name, const std::vector<Value>& args,
+                                                 PyObject* kw_names) {
+  const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
+  const size_t npos = args.size() - nkw;
+  if (args.empty() || args[0].kind != ValueKind::Dict || args[0].identity < 0) return std::nullopt;
+  Value d = args[0];
+  if (name == "copy" && args.size() == 1) {
+    Value copy = Value::sequence(ValueKind::Dict, d.items);
+    copy.identity = next_identity_++;
+    push(std::move(copy));
+    return ok();
+  }
+  if (name == "update" && npos <= 2) {
+    std::vector<Value> pairs;  // key, value, key, value, ...
+    if (npos == 2 && args[1].kind == ValueKind::Dict) {
+      pairs = args[1].items;
+    } else if (npos == 2) {
+      std::vector<Value> items;
+      FJ_TRY(star_items(args[1], &items));
+      for (const Value& kv : items) {
+        std::vector<Value> two;  // a (key, value) pair
+        if (kv.kind == ValueKind::Const && !is_opaque(kv) && PyTuple_CheckExact(kv.obj.get()) && PyTuple_GET_SIZE(kv.obj.get()) == 2) {
+          two = {Value::constant(PyRef::borrow(PyTuple_GET_ITEM(kv.obj.get(), 0))),
+                 Value::constant(PyRef::borrow(PyTuple_GET_ITEM(kv.obj.get(), 1)))};
+        } else if ((kv.kind == ValueKind::Tuple || kv.kind == ValueKind::List) && kv.items.size() == 2) {
+          two = kv.items;
+        } else {
+          return unsupported("dict.update() with " + describe(kv) + " (not supported yet)");
+        }
+        pairs.insert(pairs.end(), two.begin(), two.end());
+      }
+    }
+    for (size_t k = 0; k < nkw; ++k) {
+      pairs.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(k)))));
+      pairs.push_back(args[npos + k]);
+    }
+    for (size_t j = 0; j + 1 < pairs.size(); j += 2) {
+      FJ_TRY(dict_store(d, pairs[j], pairs[j + 1]));
+      d = dict_now(d);
+    }
+    push(Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  if (nkw != 0) return std::nullopt;
+  if (name == "setdefault" && (args.size() == 2 || args.size() == 3)) {
+    if (!plain_key(args[1])) return unsupported("dict.setdefault() with " + describe(args[1]));
+    const long at = dict_find(d, args[1].obj.get());
+    if (at >= 0) {
+      push(d.items[static_cast<size_t>(at) + 1]);
+      return ok();
+    }
+    const Value v = args.size() == 3 ? args[2] : Value::constant(PyRef::borrow(Py_None));
+    FJ_TRY(dict_store(d, args[1], v));
+    push(v);
+    return ok();
+  }
+  if (name == "popitem" && args.size() == 1) {
+    if (d.items.empty()) return unsupported("popitem() of an empty dict (CPython raises KeyError)");
+    Value key = d.items[d.items.size() - 2];
+    FJ_TRY(call_dict_method("pop", {d, key}));
+    Value pair = Value::sequence(ValueKind::Tuple, {key, pop()});
+    pair.identity = next_identity_++;
+    push(std::move(pair));
+    return ok();
+  }
+  if (name == "clear" && args.size() == 1) {
+    FJ_TRY(may_change_dict(d));
+    Value after = d;
+    after.source = Source{};
+    after.items.clear();
+    replace_everywhere(after);
+    push(Value::constant(PyRef::borrow(Py_None)));
+    return ok();
+  }
+  return std::nullopt;
+}
+
+// The dict value with d's identity as the frame holds it now (after a change).
+Value Tracer::dict_now(const Value& d) {
+  Value found = d;
+  std::vector<Value*> roots = state_roots(root_fs_);
+  for (FrameState* fs : inlined_frames_) {
+    std::vector<Value*> more = state_roots(*fs);
+    roots.insert(roots.end(), more.begin(), more.end());
+  }
+  walk_values(roots, [&](Value& v) {
+    if (v.kind == ValueKind::Dict && v.identity == d.identity) found = v;
+  });
+  return found;
+}
+
 }  // namespace fj::interp

@@ -360,6 +360,20 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (std::optional<Status> s = concat_sequences(ins.arg, lhs, rhs)) return std::move(*s);
+  if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && (ins.arg == NB_OR || ins.arg == NB_INPLACE_OR)) {
+    // d | e: a copy of d updated with e; d |= e: d itself, updated (on the stack meanwhile)
+    Value target = lhs;
+    if (ins.arg == NB_OR) {
+      target.identity = next_identity_++;
+      target.source = Source{};
+    }
+    push(std::move(target));
+    std::optional<Status> s = dict_change_method("update", {top(), rhs}, nullptr);
+    if (!s) return unsupported("| of dicts of unknown identity (not supported yet)");
+    FJ_TRY(std::move(*s));
+    pop();  // update's None
+    return ok();
+  }
   if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_binary(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     int nb = ins.arg;
@@ -427,6 +441,10 @@ Status Tracer::op_unary_invert(const Instruction&) {
   if (v.kind == ValueKind::Tensor) {
     FJ_TRY(require_tensor_attr("__invert__"));
     return call_op(jit::Op::BitwiseNot, {v});
+  }
+  if (v.kind == ValueKind::Sym && v.expr.type() != jit::SymType::Float) {  // ~n == -n - 1 (a bool as its int)
+    const jit::SymExpr n = v.expr.type() == jit::SymType::Bool ? jit::to_int(v.expr) : v.expr;
+    return push_sym(jit::sub(jit::neg(n), jit::SymExpr::integer(1)), "~");
   }
   return unsupported("~ of " + describe(v) + " (not supported yet)");
 }

@@ -40,6 +40,9 @@ bool is_immutable_known(PyObject* o);
 // operator's function names for BINARY_OP's and COMPARE_OP's arguments ("" if none).
 const char* binary_operator_name(int nb_op);
 const char* compare_operator_name(int cmp);
+// operator.<name>, a new reference (nullptr if missing), and operator's getter classes.
+PyObject* operator_function(const char* name);
+bool is_operator_getter_class(PyObject* cls);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
 // A class whose call is its Python __new__ (ops_except.cpp), and whether what that
 // returned still needs an __init__ of the class's own.

@@ -302,6 +302,16 @@ class Tracer {
   Status op_set_update(const Instruction&);
   Status set_add(size_t depth);
   Status contains_result(Status s, bool negate);
+  // ---- unpacking, deletion, pattern matching (ops_patterns.cpp) ----
+  Status op_unpack_ex(const Instruction&);
+  Status list_items_after(const Value& list, const Value& key, const Value* value, std::vector<Value>* out);
+  Status op_delete_subscr(const Instruction&);
+  Status op_get_len(const Instruction&);
+  std::optional<bool> match_flag(const Value& v, unsigned long flag);
+  Status op_match_kind(const Instruction&);
+  Status op_match_keys(const Instruction&);
+  Status op_match_class(const Instruction&);
+  Status op_unary_positive(const Instruction&);
   // ContextVar.get / set / reset (ops_contextvars.cpp); no_context_set: ok when no value
   // set in the frame is still in force (`where`: what would see it).
   std::optional<Status> call_context_var(const CallSite& c);
@@ -434,6 +444,8 @@ class Tracer {
   // The items `*v` unpacks (ops_star.cpp); a dict the frame holds: its methods, d[key].
   Status star_items(const Value& v, std::vector<Value>* out);
   Status call_dict_method(const std::string& name, const std::vector<Value>& args);
+  std::optional<Status> dict_change_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  Value dict_now(const Value& d);
   // Lists the trace built, mutated on their symbolic value (ops_lists.cpp).
   static bool is_traced_list(const Value& v);
   std::vector<Value*> list_roots();

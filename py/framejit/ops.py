@@ -176,7 +176,7 @@ def tensor_attr_names():
     """torch.Tensor methods and operator dunders that traces record by meaning."""
     dunders = [f"__{n}__" for n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv",
                                      "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "and", "rand",
-                                     "or", "ror", "xor", "rxor", "neg", "invert", "abs",
+                                     "or", "ror", "xor", "rxor", "neg", "pos", "invert", "abs",
                                      "lt", "le", "eq", "ne", "gt", "ge", "matmul", "rmatmul",
                                      "getitem", "setitem", "iter", "int", "float", "bool",
                                      "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",

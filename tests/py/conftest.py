@@ -38,6 +38,11 @@ def assert_same(actual, expected):
         assert len(actual) == len(expected)
         for a, e in zip(actual, expected):
             assert_same(a, e)
+    elif isinstance(expected, dict):
+        assert type(actual) is type(expected)
+        assert list(actual) == list(expected)  # the same keys, in eager's order
+        for k in expected:
+            assert_same(actual[k], expected[k])
     else:
         assert type(actual) is type(expected) and actual == expected
 
