@@ -34,6 +34,7 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_operator(c)) return std::move(*s);
   if (std::optional<Status> s = call_sorted_min_max(c)) return std::move(*s);
   if (std::optional<Status> s = call_function_applying(c)) return std::move(*s);
+  if (std::optional<Status> s = call_structural(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod && c.callable.method == "sort" && !c.args.empty() &&
       c.args[0].kind == ValueKind::List) {
     return list_sort(c);

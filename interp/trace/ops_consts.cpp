@@ -20,7 +20,12 @@ Status Tracer::op_format_value(const Instruction& ins) {
     FJ_TRY(concrete_number(v, "an f-string", &number));
     v = Value::constant(std::move(number));
   }
-  if (v.kind != ValueKind::Const || is_opaque(v) || !formats_in_c(v.obj.get())) {
+  if ((v.kind == ValueKind::Tuple || v.kind == ValueKind::List) && knowable(v, true)) {  // f"{x.shape}"
+    KnownObjects made;
+    PyRef o;
+    FJ_TRY(known_object(v, made, &o));
+    v = Value::constant(std::move(o));
+  } else if (v.kind != ValueKind::Const || is_opaque(v) || !formats_in_c(v.obj.get())) {
     return unsupported("an f-string of " + describe(v) + " (not supported yet)");
   }
   if ((ins.arg & 0x04) && (spec.kind != ValueKind::Const || is_opaque(spec) || !PyUnicode_CheckExact(spec.obj.get()))) {

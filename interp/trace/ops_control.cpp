@@ -86,12 +86,19 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     long i = PyLong_AsLong(index.obj.get());
     const long n = static_cast<long>(seq.items.size());
     if (i < 0) i += n;
-    if (PyErr_Occurred() || i < 0 || i >= n) return unsupported("index out of range (CPython raises)");
+    if (PyErr_Occurred() || i < 0 || i >= n) {
+      guards::clear_error();
+      PyErr_SetString(PyExc_IndexError, seq.kind == ValueKind::Tuple ? "tuple index out of range" : "list index out of range");
+      return raise_python_error("index out of range (CPython raises)");
+    }
     push(seq.items[static_cast<size_t>(i)]);
     return ok();
   }
   if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
   if (std::optional<Status> s = python_dunder(seq, "__getitem__", {index})) return std::move(*s);
+  // a range, bytes or str constant: its item as CPython computes it
+  if (std::optional<Status> s = fold_operator("getitem", seq, index, /*specialize=*/false)) return std::move(*s);
+  if (std::optional<Status> s = fold_operator("getitem", seq, index, /*specialize=*/true)) return std::move(*s);
   return unsupported("subscript of " + describe(seq) + " (not supported yet)");
 }
 
@@ -222,7 +229,6 @@ Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
 
 // ---- loops: unrolled over sequences known while tracing ----
 
-constexpr size_t kMaxUnroll = 1024;  // longer loops end the trace
 
 // (iterable -- iterator)
 Status Tracer::op_get_iter(const Instruction&) {

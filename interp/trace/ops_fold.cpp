@@ -64,11 +64,14 @@ bool operator_changes(const std::string& name) {
 
 bool fresh_set(const Value& v) { return v.kind == ValueKind::Const && v.fresh && v.obj && PySet_CheckExact(v.obj.get()); }
 
-// An exception the trace made (fresh) of a builtin exception class: its args, str() and
-// repr() are CPython's C code on known values.
-bool builtin_exception(const Value& v) {
-  return v.kind == ValueKind::Const && v.fresh && v.obj && PyExceptionInstance_Check(v.obj.get()) &&
-         !PyType_HasFeature(Py_TYPE(v.obj.get()), Py_TPFLAGS_HEAPTYPE) && is_immutable_known(reinterpret_cast<PyBaseExceptionObject*>(v.obj.get())->args);
+// An exception the trace made (fresh) whose str() and repr() are BaseException's own
+// (a builtin class, or a class that keeps them): CPython's C code on its known args.
+bool plain_exception(const Value& v) {
+  if (v.kind != ValueKind::Const || !v.fresh || !v.obj || !PyExceptionInstance_Check(v.obj.get())) return false;
+  PyTypeObject* tp = Py_TYPE(v.obj.get());
+  auto* base = reinterpret_cast<PyTypeObject*>(PyExc_BaseException);
+  const bool own_text = !PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE) || (tp->tp_str == base->tp_str && tp->tp_repr == base->tp_repr);
+  return own_text && is_immutable_known(reinterpret_cast<PyBaseExceptionObject*>(v.obj.get())->args);
 }
 
 }  // namespace
@@ -141,12 +144,13 @@ bool Tracer::knowable(const Value& v, bool specialize) const {
   switch (v.kind) {
     case ValueKind::Const:
       return !is_opaque(v) && v.reg < 0 && v.obj &&
-             (fresh_set(v) || builtin_exception(v) || (!v.fresh && is_immutable_known(v.obj.get())));
+             (fresh_set(v) || plain_exception(v) || (!v.fresh && is_immutable_known(v.obj.get())));
     case ValueKind::Sym:
       return specialize;
     case ValueKind::Tuple:
       if (v.obj && !v.torch_size) return false;  // a named tuple
       [[fallthrough]];
+    case ValueKind::Slice:
     case ValueKind::List:
     case ValueKind::Dict:
       if (v.kind != ValueKind::Tuple && v.obj) return false;  // a list attribute, read by path
@@ -169,6 +173,12 @@ Status Tracer::known_object(const Value& v, KnownObjects& made, PyRef* out) {
       return ok();
     case ValueKind::Sym:
       return concrete_number(v, "a value a call needs now", out);
+    case ValueKind::Slice: {  // start, stop, step
+      PyRef part[3];
+      for (size_t i = 0; i < 3; ++i) FJ_TRY(known_object(v.items[i], made, &part[i]));
+      *out = PyRef::steal(PySlice_New(part[0].get(), part[1].get(), part[2].get()));
+      return ok();
+    }
     default:
       break;
   }
@@ -375,6 +385,7 @@ std::optional<Status> Tracer::known_attr(const Value& owner, const std::string& 
   if (name.size() > 4 && name.compare(0, 2, "__") == 0 && !(names_class && PyType_Check(owner.obj.get()))) {
     return std::nullopt;  // dunders: the usual steps
   }
+  if (plain_exception(owner) && name != "args") return std::nullopt;  // a class's own attributes may run code
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = key ? _PyType_Lookup(tp, key.get()) : nullptr;
   if (method && descr != nullptr && Py_IS_TYPE(descr, &PyMethodDescr_Type)) {

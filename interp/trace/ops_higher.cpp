@@ -7,6 +7,7 @@
 // the items they never look at.
 #include "interp/trace/tracer.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace fj::interp {
@@ -43,6 +44,25 @@ int operator_index(PyObject* fn, const char* (*name_of)(int), int count) {
     if (std::string_view(name) == name_of(i)) return i;
   }
   return -1;
+}
+
+// itertools' functions that only move their arguments' items around.
+bool is_structural(PyObject* fn) {
+  static const std::vector<PyObject*> fns = [] {
+    std::vector<PyObject*> v;
+    PyObject* m = PyImport_ImportModule("itertools");
+    for (const char* name : {"chain", "islice", "pairwise", "combinations", "combinations_with_replacement",
+                             "permutations", "product", "zip_longest", "repeat"}) {
+      if (PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr) v.push_back(f);  // kept for the process
+    }
+    PyObject* chain = m ? PyObject_GetAttrString(m, "chain") : nullptr;
+    if (PyObject* f = chain ? PyObject_GetAttrString(chain, "from_iterable") : nullptr) v.push_back(f);
+    Py_XDECREF(chain);
+    Py_XDECREF(m);
+    guards::clear_error();
+    return v;
+  }();
+  return std::find(fns.begin(), fns.end(), fn) != fns.end();
 }
 
 }  // namespace
@@ -328,6 +348,65 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
   it.items = std::move(out);
   it.writes = writes_;
   push(std::move(it));
+  return ok();
+}
+
+// An argument of a structural call: a known scalar as itself (a symbolic number made
+// concrete, guarded), a container as a list of its items, and anything else as a stand-in
+// (a new object the function never looks into) that maps back to the value.
+Status Tracer::structural_object(const Value& v, bool top, KnownObjects& made, PyRef* out) {
+  if (v.kind == ValueKind::Const && knowable(v, false)) return known_object(v, made, out);
+  if (top && v.kind == ValueKind::Sym) return known_object(v, made, out);
+  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Iterator ||
+      (v.kind == ValueKind::Const && !is_opaque(v) && PyTuple_CheckExact(v.obj.get()))) {
+    std::vector<Value> items;
+    if (star_items(v, &items).failed()) return unsupported("the items of " + describe(v));
+    PyRef list = PyRef::steal(PyList_New(0));
+    for (const Value& item : items) {
+      PyRef o;
+      FJ_TRY(structural_object(item, false, made, &o));
+      PyList_Append(list.get(), o.get());
+    }
+    if (v.kind == ValueKind::List) made.values.emplace(list.get(), v);
+    made.keep.push_back(list);
+    *out = std::move(list);
+    return ok();
+  }
+  PyRef stand_in = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+  made.values.emplace(stand_in.get(), v);
+  made.keep.push_back(stand_in);
+  *out = std::move(stand_in);
+  return ok();
+}
+
+// CALL of a structural itertools function: its iterator's items, now.
+std::optional<Status> Tracer::call_structural(const CallSite& c) {
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !is_structural(c.callable.obj.get())) return std::nullopt;
+  KnownObjects made;
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  PyRef pos = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
+  PyRef kw = PyRef::steal(nkw ? PyDict_New() : nullptr);
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    PyRef o;
+    FJ_TRY(structural_object(c.args[i], true, made, &o));
+    if (i < npos) PyTuple_SET_ITEM(pos.get(), static_cast<Py_ssize_t>(i), o.release());
+    else PyDict_SetItem(kw.get(), PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(i - npos)), o.get());
+  }
+  PyRef it = PyRef::steal(PyObject_Call(c.callable.obj.get(), pos.get(), kw.get()));
+  if (!it) return raise_python_error(describe(c.callable) + " raised (CPython raises it)");
+  Value out;
+  out.kind = ValueKind::Iterator;
+  while (PyObject* item = PyIter_Next(it.get())) {
+    Value v;
+    const bool known = known_result(item, made, &v);
+    Py_DECREF(item);
+    if (!known) return unsupported("an item of " + describe(c.callable) + " the trace cannot hold");
+    if (out.items.size() >= kMaxUnroll) return unsupported("an iterator of more than " + std::to_string(kMaxUnroll) + " items");
+    out.items.push_back(std::move(v));
+  }
+  if (PyErr_Occurred()) return raise_python_error(describe(c.callable) + " raised (CPython raises it)");
+  push(std::move(out));
   return ok();
 }
 

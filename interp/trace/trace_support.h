@@ -19,6 +19,7 @@ namespace fj::interp {
 constexpr int kMaxSteps = 100000;      // a trace longer than this gives up
 constexpr int kNbInplaceAdd = 13;      // BINARY_OP arguments from here on are in-place
 constexpr int kMaxInlineDepth = 32;    // deeper calls end the trace
+constexpr size_t kMaxUnroll = 1024;    // longer loops (and iterators made now) end the trace
 constexpr Py_ssize_t kMaxPathListItems = 64;  // a longer list attribute is guarded by identity
 constexpr Py_ssize_t kMaxPathListTotal = 1024;  // ... and so are lists past this many items in one trace
 constexpr int kMaxPathListDepth = 3;            // ... or nested deeper

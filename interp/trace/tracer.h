@@ -278,6 +278,7 @@ class Tracer {
   std::optional<Status> call_sorted_min_max(const CallSite& c);
   Status list_sort(const CallSite& c);
   std::optional<Status> call_function_applying(const CallSite& c);
+
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
@@ -295,6 +296,8 @@ class Tracer {
                                   const std::string& what);
   Status raise_python_error(const std::string& why);
   std::optional<Status> call_folded(const CallSite& c, bool specialize);
+  Status structural_object(const Value& v, bool top, KnownObjects& made, PyRef* out);  // ops_higher.cpp
+  std::optional<Status> call_structural(const CallSite& c);
   std::optional<Status> fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize);
   std::optional<Status> known_attr(const Value& owner, const std::string& name, bool method);
   Status op_build_set(const Instruction&);

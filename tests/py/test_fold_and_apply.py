@@ -207,3 +207,30 @@ def test_tracing_a_fold_runs_no_user_code():
     o = Loud()
     framejit.compile(f)(torch.ones(2), o)
     assert Loud.calls == 0
+
+
+def test_structural_itertools_keep_the_values_they_move():
+    # chain, product, islice, pairwise, combinations, repeat never look into the items:
+    # tensors pass through them as themselves, numbers stay symbolic
+    def f(x, y, n):
+        a = list(itertools.chain([x, y], (n, 2)))
+        b = [p * q for p, q in itertools.product([x, y], [1.0, n])]
+        c = list(itertools.islice([x, y, x + y], 1, None))
+        d = [q - p for p, q in itertools.pairwise([x, y, x * 2])]
+        e = len(list(itertools.combinations(range(4), 2)))
+        g = list(itertools.repeat(y, 2))
+        return a, b, c, d, e, g, g[0] is g[1]
+
+    whole(f, [(torch.randn(2), torch.randn(2), 3), (torch.randn(3), torch.randn(3), 5)], compiles=1)
+
+
+def test_items_of_constants_and_exceptions_of_items():
+    def f(x, i, xs_len):
+        r = range(10)[i] + len(range(10)[1:i]) + b"abc"[1]
+        try:
+            bad = [1, 2][i]
+        except IndexError as e:
+            bad = str(e)
+        return x * r, bad, f"{x.shape}", f"{(i, 2.5)!r}"
+
+    whole(f, [(torch.randn(2), 3, 0), (torch.randn(3), 5, 0)])
