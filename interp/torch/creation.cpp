@@ -14,6 +14,13 @@ using jit::SymExpr;
 
 namespace {
 
+// A constant tuple as a tuple of constants.
+Value constant_tuple_value(PyObject* t) {
+  Value v = Value::sequence(ValueKind::Tuple, {});
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) v.items.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(t, i))));
+  return v;
+}
+
 constexpr size_t kFactoryOptions = 5;  // dtype, layout, device, pin_memory, requires_grad (FACTORY_OPTIONS)
 
 }  // namespace
@@ -292,6 +299,85 @@ Status Tracer::lower_eye(const OpCall& c) {
   auto e = graph_.pointwise(jit::Op::Eq, {r, col});
   if (!e) return unsupported(c.what + ": " + e.error());
   return push_built(graph_.cast(*e, dtype.value_or(DType::Float32)), c.what);
+}
+
+// torch.tensor(data, dtype=, device=, requires_grad=False) of Python numbers, or nested
+// lists and tuples of them: each number a 0-d tensor, stacked; the dtype as eager infers
+// it (bool, then int64, then the default float) unless given. nullopt: not torch.tensor.
+std::optional<Status> Tracer::call_torch_tensor(const CallSite& c) {
+  static PyObject* fn = [] {
+    PyObject* torch = PyImport_ImportModule("torch");
+    PyObject* f = torch ? PyObject_GetAttrString(torch, "tensor") : nullptr;  // kept for the process
+    Py_XDECREF(torch);
+    guards::clear_error();
+    return f;
+  }();
+  if (fn == nullptr || c.callable.kind != ValueKind::Const || c.callable.obj.get() != fn) return std::nullopt;
+  // What it does not build here runs as an opaque call (eager's own result or error).
+  const std::string what = "torch.tensor()";
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  if (c.args.size() - nkw != 1) return std::nullopt;
+  std::optional<DType> dtype;
+  for (size_t k = 0; k < nkw; ++k) {
+    const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k)));
+    const Value& v = c.args[1 + k];
+    const bool cpu = is_none(v) || (v.kind == ValueKind::Const && !is_opaque(v) && is_cpu_device(v.obj.get()));
+    const bool ok_kw = name == "dtype"           ? dtype_arg(v, what, &dtype).ok()
+                       : name == "device"        ? cpu
+                       : name == "requires_grad" ? v.kind == ValueKind::Const && v.obj.get() == Py_False
+                                                 : false;
+    if (!ok_kw) return std::nullopt;
+  }
+  std::optional<DType> inferred;
+  if (tensor_data_dtype(c.args[0], &inferred).failed() || !inferred) return std::nullopt;
+  Expected<jit::NodeId> t = tensor_data(c.args[0], dtype ? *dtype : *inferred, what);
+  if (!t) return std::nullopt;
+  return push_built(std::move(t), what);
+}
+
+// The dtype eager gives torch.tensor(data): the widest of its numbers' (bool < int64 < float).
+Status Tracer::tensor_data_dtype(const Value& v, std::optional<DType>* out) {
+  if (v.kind == ValueKind::Const && !is_opaque(v) && PyTuple_CheckExact(v.obj.get())) {
+    return tensor_data_dtype(constant_tuple_value(v.obj.get()), out);
+  }
+  if (v.kind == ValueKind::List || (v.kind == ValueKind::Tuple && !v.obj)) {
+    for (const Value& item : v.items) FJ_TRY(tensor_data_dtype(item, out));
+    return ok();
+  }
+  const std::optional<DType> d = is_tensor(v) ? std::nullopt : fill_dtype(v);
+  if (!d) return unsupported("torch.tensor() of " + describe(v) + " (not supported yet)");
+  auto rank = [](DType t) { return t == DType::Bool ? 0 : t == DType::Int64 ? 1 : 2; };
+  if (!*out || rank(*d) > rank(**out)) *out = d;
+  return ok();
+}
+
+// The tensor of `data` (numbers, lists, tuples) in dtype d.
+Expected<jit::NodeId> Tracer::tensor_data(const Value& v, DType d, const std::string& what) {
+  if (v.kind == ValueKind::Const && !is_opaque(v) && PyTuple_CheckExact(v.obj.get())) {
+    return tensor_data(constant_tuple_value(v.obj.get()), d, what);
+  }
+  if (v.kind != ValueKind::List && v.kind != ValueKind::Tuple) {
+    if (Status s = check_fill_value(v, d, what); s.failed()) return Error{s.error()};
+    Expected<jit::NodeId> n = operand(v);
+    if (!n) return n;
+    return graph_.full({}, *n, d);
+  }
+  if (v.items.empty()) return Error{what + " with an empty list inside (not supported yet)"};
+  std::vector<jit::NodeId> rows;
+  jit::SymShape first;
+  for (const Value& item : v.items) {
+    Expected<jit::NodeId> row = tensor_data(item, d, what);
+    if (!row) return row;
+    const jit::SymShape now = graph_.node(*row).sym;
+    if (rows.empty()) first = now;
+    bool same = first.size() == now.size();
+    for (size_t k = 0; same && k < now.size(); ++k) same = first[k].same(now[k]);
+    if (!same) return Error{what + " of lists of different lengths (eager raises ValueError)"};
+    Expected<jit::NodeId> u = graph_.unsqueeze(*row, 0);
+    if (!u) return u;
+    rows.push_back(*u);
+  }
+  return graph_.cat(rows, 0);
 }
 
 }  // namespace fj::interp

@@ -87,6 +87,7 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_object_init(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
+  if (std::optional<Status> s = call_torch_tensor(c)) return std::move(*s);
   if (std::optional<Status> s = call_extern(c)) return std::move(*s);
   if (c.kw_names) {
     if (std::optional<Status> s = call_builtin(c)) return std::move(*s);  // zip(strict=), enumerate(start=)

@@ -392,6 +392,9 @@ class Tracer {
   // torch.finfo(...) of constants; nullopt: none of these.
   std::optional<Status> call_override_check(const CallSite& c);
   Status call_torch_constructor(const CallSite& c);
+  std::optional<Status> call_torch_tensor(const CallSite& c);  // creation.cpp
+  Status tensor_data_dtype(const Value& v, std::optional<jit::DType>* out);
+  Expected<jit::NodeId> tensor_data(const Value& v, jit::DType d, const std::string& what);
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);

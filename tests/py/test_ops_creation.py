@@ -161,3 +161,32 @@ def test_branch_on_item_is_a_plan_branch():
         torch.testing.assert_close(cf(x), f(x))
     s = framejit.stats(f)
     assert s["fallbacks"] == 0 and s["compiles"] == 1
+
+
+def test_torch_tensor_of_python_numbers_is_built_in_the_graph():
+    # numbers stay symbolic: a new n or v does not recompile; the dtype is eager's
+    # (bool < int64 < float, or dtype=), nested lists are stacked
+    def f(x, n, v):
+        return (x * torch.tensor([1, 2, n]), torch.tensor([[v, 1.0], [2.0, n]]), torch.tensor(n),
+                torch.tensor([True, False]), torch.tensor((1, 2), dtype=torch.float64), torch.tensor([1, 2.5]))
+
+    cf = framejit.compile(f)
+    for n, v in [(3, 0.5), (7, 2.5), (11, -1.25)]:
+        x = torch.randn(3)
+        got, want = cf(x, n, v), f(x, n, v)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            torch.testing.assert_close(g, w)
+    s = framejit.stats(f)
+    assert (s["compiles"], s["graph_breaks"], s["fallbacks"]) == (1, 0, 0), s
+
+
+def test_torch_tensor_of_a_ragged_list_raises_as_eager():
+    def f(n):
+        return torch.tensor([[1, 2], [n]])
+
+    with pytest.raises(ValueError) as want:
+        f(3)
+    with pytest.raises(ValueError) as got:
+        framejit.compile(f)(3)
+    assert str(got.value) == str(want.value)
