@@ -274,8 +274,10 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     // attributes of its own: that it lacks this one is guarded too.
     PyRef key = interned_name(name);
     PyRef getattr_name = interned_name("__getattr__");
-    if (guards::current_tensor_attr(key.get()) != nullptr || guards::current_tensor_attr(getattr_name.get()) != nullptr) {
-      return std::nullopt;
+    if (guards::current_tensor_attr(getattr_name.get()) != nullptr) return std::nullopt;
+    if (guards::current_tensor_attr(key.get()) != nullptr) {  // getattr(x, "double"): as LOAD_ATTR reads it
+      if (has) return std::nullopt;
+      return load_attr(obj, name);
     }
     if (argument && !guards::attr_missing(in_.args[obj.source.arg], key.get())) return std::nullopt;
     if (!has && c.args.size() != 3) return unsupported("getattr() of a missing tensor attribute (CPython raises AttributeError)");

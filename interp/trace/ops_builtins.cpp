@@ -35,6 +35,7 @@ struct BuiltinCalls {
   static std::optional<Status> reversed(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> abs(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> dict(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> setattr(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -55,7 +56,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"str", str_or_repr}, {"repr", str_or_repr},     {"callable", callable},
         {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
         {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
-        {"abs", abs},         {"dict", dict},
+        {"abs", abs},         {"dict", dict},        {"setattr", setattr},
     };
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
@@ -285,6 +286,17 @@ std::optional<Status> BuiltinCalls::reversed(Tracer& t, const Tracer::CallSite& 
 std::optional<Status> BuiltinCalls::type_of(Tracer& t, const Tracer::CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& v = c.args[0];
+  if (t.is_number(v)) {  // x.sum().item(): its Python type
+    const jit::ScalarKind k = t.graph_.node(v.node).scalar_kind;
+    t.push(Value::constant(PyRef::borrow(reinterpret_cast<PyObject*>(k == jit::ScalarKind::Int    ? &PyLong_Type
+                                                                    : k == jit::ScalarKind::Float ? &PyFloat_Type
+                                                                                                  : &PyBool_Type))));
+    return ok();
+  }
+  if (v.kind == ValueKind::Dict) {
+    t.push(Value::constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type))));
+    return ok();
+  }
   const bool tensor = t.is_tensor(v);
   const bool computed = tensor && t.graph_.node(v.node).op != jit::Op::Placeholder;
   if (tensor && !computed && (v.source.kind != Source::Kind::Arg || !v.source.attrs.empty())) return std::nullopt;
@@ -431,6 +443,13 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSit
     t.push(Value::constant(PyRef::steal(r)));
     return ok();
   }
+  if (type == reinterpret_cast<PyObject*>(&PyBool_Type) &&
+      (a.kind == ValueKind::Tuple || a.kind == ValueKind::List || a.kind == ValueKind::Dict || a.kind == ValueKind::Object)) {
+    bool truth = false;  // bool(d): its truth, as `if d:` takes it
+    FJ_TRY(t.truth(a, &truth));
+    t.push(Value::constant(PyRef::borrow(truth ? Py_True : Py_False)));
+    return ok();
+  }
   if (a.kind != ValueKind::Sym && !t.is_tensor(a) && !t.is_number(a)) return std::nullopt;
   const bool to_int = type == reinterpret_cast<PyObject*>(&PyLong_Type);
   const bool to_float = type == reinterpret_cast<PyObject*>(&PyFloat_Type);
@@ -540,6 +559,17 @@ std::optional<Status> BuiltinCalls::dict(Tracer& t, const Tracer::CallSite& c) {
     return std::nullopt;
   }
   t.pop();  // update's None; the dict stays
+  return ok();
+}
+
+// setattr(obj, "name", value) of an object made in the frame: as STORE_ATTR.
+std::optional<Status> BuiltinCalls::setattr(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 3 || c.args[0].kind != ValueKind::Object || c.args[1].kind != ValueKind::Const ||
+      !PyUnicode_CheckExact(c.args[1].obj.get())) {
+    return std::nullopt;
+  }
+  FJ_TRY(t.object_store_attr(c.args[0], guards::utf8_lossy(c.args[1].obj.get()), c.args[2]));
+  t.push(Value::constant(PyRef::borrow(Py_None)));
   return ok();
 }
 

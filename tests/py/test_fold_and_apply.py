@@ -234,3 +234,18 @@ def test_items_of_constants_and_exceptions_of_items():
         return x * r, bad, f"{x.shape}", f"{(i, 2.5)!r}"
 
     whole(f, [(torch.randn(2), 3, 0), (torch.randn(3), 5, 0)])
+
+
+def test_getattr_setattr_bool_and_type_builtins():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def f(x, name, val):
+        b = Box(1.0)
+        setattr(b, name, val)
+        d = {"k": x}
+        s = x.sum().item()
+        return getattr(x, "neg")() * (b.v + getattr(b, "w", 0.0)), bool(d), bool({}), type(s) is float, b.v
+
+    whole(f, [(torch.randn(3), "v", 3.0), (torch.randn(3), "w", 4.0)])
