@@ -231,6 +231,13 @@ Status Tracer::op_jump_if_or_pop(const Instruction& ins) {
 
 
 // (iterable -- iterator)
+// Whether o has a length (a sized constant: a tuple, str, range, set); no error is left set.
+static bool has_length(PyObject* o) {
+  const bool sized = PyObject_Length(o) >= 0;
+  if (!sized) guards::clear_error();
+  return sized;
+}
+
 Status Tracer::op_get_iter(const Instruction&) {
   Value seq = pop();
   Value it;
@@ -252,7 +259,7 @@ Status Tracer::op_get_iter(const Instruction&) {
       it.source = seq.source;
     }
     it.items = std::move(seq.items);
-  } else if (seq.kind == ValueKind::Const && knowable(seq, false) && PyObject_Length(seq.obj.get()) >= 0) {
+  } else if (seq.kind == ValueKind::Const && knowable(seq, false) && has_length(seq.obj.get())) {
     // a constant tuple, range, str, frozenset, or a set the frame made: its items now
     PyObject* o = seq.obj.get();
     if (static_cast<size_t>(PyObject_Length(o)) > kMaxUnroll) {
