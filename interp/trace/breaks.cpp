@@ -206,6 +206,15 @@ Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& c
 // however often it appears. A call the trace does not follow could change it unseen.
 Status Tracer::convert_set(const Value& v, PlanValue* out, ConvertCtx& ctx) {
   if (ctx.next_reg != nullptr) return unsupported("a set made in the frame, given to a call the trace does not follow (not supported yet)");
+  // The plan builds set(items): where that iterates in another order than the set
+  // itself (its table has a history of deletions), the set cannot leave the trace.
+  PyRef copy = PyRef::steal(PySet_New(v.obj.get()));
+  PyRef a = copy ? PyRef::steal(PySequence_List(v.obj.get())) : PyRef();
+  PyRef b = a ? PyRef::steal(PySequence_List(copy.get())) : PyRef();
+  if (!b || PyObject_RichCompareBool(a.get(), b.get(), Py_EQ) != 1) {
+    guards::clear_error();
+    return unsupported("a set made in the frame whose copy would iterate in another order (not supported yet)");
+  }
   auto [it, first] = ctx.memo_of.emplace(v.identity, ctx.num_memos);
   if (!first) {
     out->kind = PlanValue::Kind::Repeat;

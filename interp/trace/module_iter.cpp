@@ -125,6 +125,7 @@ std::optional<Status> Tracer::module_generator(PyObject* fn, const std::vector<V
   FJ_TRY(guard_module_tree(self.obj.get(), source_text(self.source), 0));
   Value it;
   it.kind = ValueKind::Iterator;
+  it.identity = own_iterator_id();
   for (Py_ssize_t k = 0; k < PyList_GET_SIZE(named.get()); ++k) {
     PyObject* pair = PyList_GET_ITEM(named.get(), k);
     if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {

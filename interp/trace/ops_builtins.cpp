@@ -224,6 +224,8 @@ std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const Tracer::CallSite
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;
     Value it = t.pop();
     items.assign(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+    it.next = it.items.size();  // used up
+    t.advance_everywhere(it);
   }
   if (items.empty()) return std::nullopt;  // ValueError: CPython raises it
   bool ints = true;
@@ -274,6 +276,7 @@ std::optional<Status> BuiltinCalls::reversed(Tracer& t, const Tracer::CallSite& 
   }
   Value it;
   it.kind = ValueKind::Iterator;
+  it.identity = t.own_iterator_id();
   it.items = std::move(items);
   it.fresh = seq.kind == ValueKind::List;  // CPython's would read the list as it changes: never handed over
   t.push(std::move(it));
@@ -321,6 +324,8 @@ std::optional<Status> BuiltinCalls::sum(Tracer& t, const Tracer::CallSite& c) {
     FJ_TRY(t.op_binary_op(add));
     acc = t.pop();
   }
+  it.next = it.items.size();  // used up
+  t.advance_everywhere(it);
   t.push(std::move(acc));
   return ok();
 }
@@ -333,11 +338,14 @@ std::optional<Status> BuiltinCalls::all_or_any(Tracer& t, const Tracer::CallSite
   FJ_TRY(t.op_get_iter(*c.ins));
   Value it = t.pop();
   bool answer = is_all;
-  for (size_t k = static_cast<size_t>(it.next); k < it.items.size() && answer == is_all; ++k) {
+  size_t k = static_cast<size_t>(it.next);
+  for (; k < it.items.size() && answer == is_all; ++k) {
     bool item = false;
     FJ_TRY(t.truth(it.items[k], &item));
     answer = item;
   }
+  it.next = k;  // taken up to the item that decided
+  t.advance_everywhere(it);
   t.push(Value::constant(PyRef::borrow(answer ? Py_True : Py_False)));
   return ok();
 }
@@ -404,6 +412,7 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
+    if (t.iterator_held(it)) return std::nullopt;  // eager takes its items one by one, later
     if (it.identity >= 0) t.iterated_lists_.insert(it.identity);  // zip reads it lazily: later changes are unseen
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
     if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
@@ -415,6 +424,7 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
   }
   Value it;
   it.kind = ValueKind::Iterator;
+  it.identity = t.own_iterator_id();
   it.writes = ahead;
   for (size_t i = 0; i < n; ++i) {
     std::vector<Value> row;

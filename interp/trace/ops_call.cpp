@@ -473,6 +473,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     it.kind = ValueKind::Iterator;
     it.items = std::move(*fs.yields);
     it.writes = writes_;
+    it.identity = own_iterator_id();
     push(std::move(it));
     return ok();
   }

@@ -267,6 +267,7 @@ Status Tracer::op_get_iter(const Instruction&) {
     }
     PyRef iter = PyRef::steal(PyObject_GetIter(o));
     while (PyObject* item = iter ? PyIter_Next(iter.get()) : nullptr) it.items.push_back(Value::constant(PyRef::steal(item)));
+    if (seq.fresh && PySet_CheckExact(o)) it.obj = seq.obj;  // a set the frame changes: FOR_ITER checks its size
     if (!iter || PyErr_Occurred()) {
       guards::clear_error();
       return unsupported("cannot read the loop's items");
@@ -339,8 +340,13 @@ Status Tracer::op_for_iter(const Instruction& ins) {
   if (it.writes >= 0 && it.writes != writes_ && it.next < it.items.size()) {
     return unsupported("a generator expression consumed by a loop that writes tensors in place (not supported yet)");
   }
+  if (it.obj && PySet_CheckExact(it.obj.get()) && static_cast<size_t>(PySet_GET_SIZE(it.obj.get())) != it.items.size()) {
+    PyErr_SetString(PyExc_RuntimeError, "Set changed size during iteration");
+    return raise_python_error("a set changed while a loop iterates over it (CPython raises)");
+  }
   if (it.next < it.items.size()) {
     Value item = it.items[it.next++];
+    advance_everywhere(it);
     push(std::move(item));
     return ok();
   }

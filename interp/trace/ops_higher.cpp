@@ -55,9 +55,6 @@ bool is_structural(PyObject* fn) {
                              "permutations", "product", "zip_longest", "repeat"}) {
       if (PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr) v.push_back(f);  // kept for the process
     }
-    PyObject* chain = m ? PyObject_GetAttrString(m, "chain") : nullptr;
-    if (PyObject* f = chain ? PyObject_GetAttrString(chain, "from_iterable") : nullptr) v.push_back(f);
-    Py_XDECREF(chain);
     Py_XDECREF(m);
     guards::clear_error();
     return v;
@@ -82,6 +79,24 @@ Status Tracer::call_value(const Value& callable, std::vector<Value> args) {
   }
   c.args = std::move(args);
   return dispatch_call(c);
+}
+
+// A call for a handler whose function must change nothing the trace holds (a dict, a
+// list, an object, a set, a tensor in place): the handler took the items before the
+// calls, as eager's lazy iterators (map, filter) and key functions would not. `lazy`:
+// eager makes the call later, so its exception must not reach a handler of the frame now.
+Status Tracer::call_unchanging(const Value& callable, std::vector<Value> args, bool lazy, const char* what) {
+  const long before = changes_ + writes_;
+  Status s = call_value(callable, std::move(args));
+  if (s.failed() && lazy && raising_) {
+    raising_.reset();
+    return unsupported(std::string("an exception of the function ") + what + " runs ahead of its consumer (not supported yet)");
+  }
+  FJ_TRY(std::move(s));
+  if (changes_ + writes_ != before) {
+    return unsupported(std::string("a function that changes values, called by ") + what + " (not supported yet)");
+  }
+  return ok();
 }
 
 // BINARY_OP / COMPARE_OP as an instruction with this argument would run it.
@@ -112,7 +127,8 @@ std::optional<Status> Tracer::call_operator(const CallSite& c) {
   PyObject* params = reduced && PyTuple_Check(reduced.get()) && PyTuple_GET_SIZE(reduced.get()) >= 2
                          ? PyTuple_GET_ITEM(reduced.get(), 1)
                          : nullptr;
-  if (params == nullptr || !PyTuple_Check(params) || PyTuple_GET_SIZE(reduced.get()) != 2) {
+  if (params == nullptr || !PyTuple_Check(params) || PyTuple_GET_SIZE(reduced.get()) != 2 ||
+      PyTuple_GET_ITEM(reduced.get(), 0) != tp || (tp == methodcaller && PyTuple_GET_SIZE(params) == 0)) {
     guards::clear_error();
     return std::nullopt;  // methodcaller with keywords: a partial
   }
@@ -165,7 +181,7 @@ Status Tracer::sort_keys(const Value* key, const std::vector<Value>& items, PyRe
   for (const Value& item : items) {
     Value k = item;
     if (key != nullptr && !is_none(*key)) {
-      FJ_TRY(call_value(*key, {item}));
+      FJ_TRY(call_unchanging(*key, {item}, false, "key="));
       k = pop();
     }
     if (!knowable(k, true)) return unsupported("a sort key " + describe(k) + " (not supported yet)");
@@ -217,7 +233,8 @@ std::optional<Status> Tracer::call_sorted_min_max(const CallSite& c) {
   const Value* reverse_arg = kw.count("reverse") ? &kw["reverse"] : nullptr;
   const Value* dflt = kw.count("default") ? &kw["default"] : nullptr;
   if (pos.empty() || kw.size() != static_cast<size_t>((key != nullptr) + (reverse_arg != nullptr) + (dflt != nullptr)) ||
-      (is_sorted && (pos.size() != 1 || dflt != nullptr)) || (!is_sorted && reverse_arg != nullptr)) {
+      (is_sorted && (pos.size() != 1 || dflt != nullptr)) || (!is_sorted && reverse_arg != nullptr) ||
+      (dflt != nullptr && pos.size() != 1)) {  // min(a, b, default=) raises TypeError in eager
     return std::nullopt;
   }
   if (key == nullptr && !is_sorted) return std::nullopt;  // min_or_max and the fold take those
@@ -240,12 +257,20 @@ std::optional<Status> Tracer::call_sorted_min_max(const CallSite& c) {
     if (r) return unsupported("min() or max() of nothing did not raise");
     return raise_python_error("min() or max() of nothing (CPython raises)");
   }
-  std::vector<size_t> order;
-  FJ_TRY(sorted_order(keys.get(), is(c.callable, max) ? true : reverse, &order));
-  if (!is_sorted) {
-    push(items[order[0]]);  // the first smallest (largest): a stable sort's first
+  if (!is_sorted) {  // CPython's scan: an item replaces the best when its key compares < (min) or > (max)
+    const int op = is(c.callable, max) ? Py_GT : Py_LT;
+    size_t best = 0;
+    for (size_t i = 1; i < items.size(); ++i) {
+      const int better = PyObject_RichCompareBool(PyList_GET_ITEM(keys.get(), static_cast<Py_ssize_t>(i)),
+                                                  PyList_GET_ITEM(keys.get(), static_cast<Py_ssize_t>(best)), op);
+      if (better < 0) return raise_python_error("min() or max() raised (CPython raises it)");
+      if (better == 1) best = i;
+    }
+    push(items[best]);
     return ok();
   }
+  std::vector<size_t> order;
+  FJ_TRY(sorted_order(keys.get(), reverse, &order));
   Value out = Value::sequence(ValueKind::List, {});
   for (size_t i : order) out.items.push_back(items[i]);
   out.identity = next_identity_++;
@@ -294,7 +319,7 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
   std::vector<std::vector<Value>> its;
   for (size_t i = is_acc ? 0 : 1; i < (is_acc ? 1 : is_reduce ? 2 : pos.size()); ++i) {
     its.emplace_back();
-    if (star_items(pos[i], &its.back()).failed()) return std::nullopt;
+    if ((!is_reduce && iterator_held(pos[i])) || star_items(pos[i], &its.back()).failed()) return std::nullopt;
   }
   const int writes_before = writes_;
   std::vector<Value> out;
@@ -304,14 +329,14 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
     for (size_t k = 0; k < n; ++k) {
       std::vector<Value> args;
       for (const auto& it : its) args.push_back(it[k]);
-      FJ_TRY(call_value(fn, std::move(args)));
+      FJ_TRY(call_unchanging(fn, std::move(args), true, "map()"));
       out.push_back(pop());
     }
   } else if (is_filter) {
     for (const Value& item : its[0]) {
       Value keep = item;
       if (!is_none(fn)) {
-        FJ_TRY(call_value(fn, {item}));
+        FJ_TRY(call_unchanging(fn, {item}, true, "filter()"));
         keep = pop();
       }
       bool t = false;
@@ -332,7 +357,7 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
         continue;
       }
       if (fn.kind == ValueKind::Null) FJ_TRY(run_operator(&Tracer::op_binary_op, 0, out.back(), items[k]));
-      else FJ_TRY(call_value(fn, {out.back(), items[k]}));
+      else FJ_TRY(call_unchanging(fn, {out.back(), items[k]}, is_acc, is_acc ? "itertools.accumulate()" : "functools.reduce()"));
       out.push_back(pop());
     }
     if (is_reduce) {
@@ -347,6 +372,7 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
   it.kind = ValueKind::Iterator;
   it.items = std::move(out);
   it.writes = writes_;
+  it.identity = own_iterator_id();
   push(std::move(it));
   return ok();
 }
@@ -354,24 +380,27 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
 // An argument of a structural call: a known scalar as itself (a symbolic number made
 // concrete, guarded), a container as a list of its items, and anything else as a stand-in
 // (a new object the function never looks into) that maps back to the value.
-Status Tracer::structural_object(const Value& v, bool top, KnownObjects& made, PyRef* out) {
+Status Tracer::structural_object(const Value& v, StructuralRole role, KnownObjects& made, PyRef* out) {
+  const bool iterated = role == StructuralRole::Iterated;
   if (v.kind == ValueKind::Const && knowable(v, false)) return known_object(v, made, out);
-  if (top && v.kind == ValueKind::Sym) return known_object(v, made, out);
-  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Iterator ||
-      (v.kind == ValueKind::Const && !is_opaque(v) && PyTuple_CheckExact(v.obj.get()))) {
+  if (role == StructuralRole::Argument && v.kind == ValueKind::Sym) return known_object(v, made, out);  // a count
+  if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Iterator || v.kind == ValueKind::Dict) {
+    if (iterator_held(v)) return unsupported("itertools over an iterator the frame holds (not supported yet)");
     std::vector<Value> items;
     if (star_items(v, &items).failed()) return unsupported("the items of " + describe(v));
     PyRef list = PyRef::steal(PyList_New(0));
     for (const Value& item : items) {
       PyRef o;
-      FJ_TRY(structural_object(item, false, made, &o));
+      FJ_TRY(structural_object(item, StructuralRole::Item, made, &o));
       PyList_Append(list.get(), o.get());
     }
+    if (v.kind == ValueKind::Tuple) list = PyRef::steal(PyList_AsTuple(list.get()));
     if (v.kind == ValueKind::List) made.values.emplace(list.get(), v);
     made.keep.push_back(list);
     *out = std::move(list);
     return ok();
   }
+  if (iterated) return unsupported("itertools over " + describe(v) + " (not supported yet)");
   PyRef stand_in = PyRef::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
   made.values.emplace(stand_in.get(), v);
   made.keep.push_back(stand_in);
@@ -387,9 +416,18 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
   const size_t npos = c.args.size() - nkw;
   PyRef pos = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
   PyRef kw = PyRef::steal(nkw ? PyDict_New() : nullptr);
+  static PyObject* repeat = builtin("itertools", "repeat");
+  static PyObject* chain = builtin("itertools", "chain");
+  static PyObject* product = builtin("itertools", "product");
+  static PyObject* zip_longest = builtin("itertools", "zip_longest");
+  PyObject* fn = c.callable.obj.get();
   for (size_t i = 0; i < c.args.size(); ++i) {
     PyRef o;
-    FJ_TRY(structural_object(c.args[i], true, made, &o));
+    // which arguments it iterates: the first (not repeat's object), and all of chain's,
+    // product's and zip_longest's positional ones; the others are counts or objects
+    const bool iterated = i < npos && (i == 0 ? fn != repeat : (fn == chain || fn == product || fn == zip_longest));
+    const StructuralRole role = iterated ? StructuralRole::Iterated : StructuralRole::Argument;
+    if (structural_object(c.args[i], role, made, &o).failed()) return std::nullopt;
     if (i < npos) PyTuple_SET_ITEM(pos.get(), static_cast<Py_ssize_t>(i), o.release());
     else PyDict_SetItem(kw.get(), PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(i - npos)), o.get());
   }
@@ -397,6 +435,7 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
   if (!it) return raise_python_error(describe(c.callable) + " raised (CPython raises it)");
   Value out;
   out.kind = ValueKind::Iterator;
+  out.identity = own_iterator_id();
   while (PyObject* item = PyIter_Next(it.get())) {
     Value v;
     const bool known = known_result(item, made, &v);

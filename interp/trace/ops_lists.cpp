@@ -78,6 +78,7 @@ Status Tracer::set_list_items(const Value& list, std::vector<Value> items, const
     });
   }
   ++writes_;
+  ++changes_;
   return ok();
 }
 

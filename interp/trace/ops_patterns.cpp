@@ -198,7 +198,16 @@ Status Tracer::op_match_class(const Instruction& ins) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names.obj.get()); ++i) {
     attrs.push_back(FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(names.obj.get(), i))));
   }
+  static PyObject* hasattr = builtin("hasattr");
   for (const std::string& name : attrs) {
+    // a missing attribute is no match (CPython's MATCH_CLASS), not an AttributeError
+    FJ_TRY(call_value(Value::constant(PyRef::borrow(hasattr)), {subject, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}));
+    bool has = false;
+    FJ_TRY(truth(pop(), &has));
+    if (!has) {
+      push(Value::constant(PyRef::borrow(Py_None)));
+      return ok();
+    }
     FJ_TRY(load_attr(subject, name));
     got.push_back(pop());
   }

@@ -50,6 +50,8 @@ Status Tracer::star_items(const Value& v, std::vector<Value>* out) {
   FJ_TRY(op_get_iter(none));  // on failure it has popped the value
   Value it = pop();
   out->insert(out->end(), it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
+  it.next = it.items.size();  // an iterator of its own is used up, in every copy
+  advance_everywhere(it);
   return ok();
 }
 
@@ -405,7 +407,32 @@ Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
 
 // A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each traced
 // frame's locals and stack and inside other containers, becomes `now` (same identity).
+void Tracer::advance_everywhere(const Value& it) {
+  if (it.kind != ValueKind::Iterator || it.identity > -2) return;
+  std::vector<Value*> roots = state_roots(root_fs_);
+  for (FrameState* fs : inlined_frames_) {
+    std::vector<Value*> more = state_roots(*fs);
+    roots.insert(roots.end(), more.begin(), more.end());
+  }
+  walk_values(roots, [&](Value& v) {
+    if (v.kind == ValueKind::Iterator && v.identity == it.identity) v.next = it.next;
+  });
+}
+
+bool Tracer::iterator_held(const Value& v) {
+  if (v.kind != ValueKind::Iterator || v.identity > -2) return false;
+  std::vector<Value*> roots = state_roots(root_fs_);
+  for (FrameState* fs : inlined_frames_) {
+    std::vector<Value*> more = state_roots(*fs);
+    roots.insert(roots.end(), more.begin(), more.end());
+  }
+  bool held = false;
+  walk_values(roots, [&](Value& w) { held |= w.kind == ValueKind::Iterator && w.identity == v.identity; });
+  return held;
+}
+
 void Tracer::replace_everywhere(const Value& now) {
+  ++changes_;
   replace_in(root_fs_.locals, now);
   replace_in(root_fs_.stack, now);
   for (FrameState* fs : inlined_frames_) {

@@ -270,6 +270,7 @@ class Tracer {
   Status dispatch_call(CallSite& c);
   // ---- builtins that call functions (ops_higher.cpp) ----
   Status call_value(const Value& callable, std::vector<Value> args);
+  Status call_unchanging(const Value& callable, std::vector<Value> args, bool lazy, const char* what);
   Status run_operator(Status (Tracer::*handler)(const Instruction&), int arg, const Value& a, const Value& b);
   std::optional<Status> call_operator(const CallSite& c);
   Status sort_keys(const Value* key, const std::vector<Value>& items, PyRef* keys);
@@ -296,7 +297,9 @@ class Tracer {
                                   const std::string& what);
   Status raise_python_error(const std::string& why);
   std::optional<Status> call_folded(const CallSite& c, bool specialize);
-  Status structural_object(const Value& v, bool top, KnownObjects& made, PyRef* out);  // ops_higher.cpp
+  // An argument the function iterates, another argument (a count), or an item inside one.
+  enum class StructuralRole : uint8_t { Iterated, Argument, Item };
+  Status structural_object(const Value& v, StructuralRole role, KnownObjects& made, PyRef* out);  // ops_higher.cpp
   std::optional<Status> call_structural(const CallSite& c);
   std::optional<Status> fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize);
   std::optional<Status> known_attr(const Value& owner, const std::string& name, bool method);
@@ -767,6 +770,15 @@ class Tracer {
   PyCodeObject* last_co_ = nullptr;
   int steps_ = 0;
   int next_identity_ = 0;  // for tuples and lists the frame builds
+  long changes_ = 0;       // changes of dicts, lists, objects and sets the trace holds (call_unchanging)
+  // An iterator of its own (a generator expression, map, zip, enumerate, reversed,
+  // itertools): its copies share an identity below -1 (not a list's), so that a loop or
+  // a call that takes items from one copy advances them all (advance_everywhere).
+  int own_iterator_id() { return -2 - next_identity_++; }
+  void advance_everywhere(const Value& it);
+  // Whether the frame still holds (a copy of) v, an iterator of its own: then a handler
+  // that consumes it lazily in eager (zip, map, islice) cannot take its items ahead.
+  bool iterator_held(const Value& v);
   struct ContextSet {  // a ContextVar.set() of the frame, not reset yet
     PyRef var;
     Value value;

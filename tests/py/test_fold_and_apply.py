@@ -249,3 +249,130 @@ def test_getattr_setattr_bool_and_type_builtins():
         return getattr(x, "neg")() * (b.v + getattr(b, "w", 0.0)), bool(d), bool({}), type(s) is float, b.v
 
     whole(f, [(torch.randn(3), "v", 3.0), (torch.randn(3), "w", 4.0)])
+
+
+def same_as_eager(fn, *args):
+    """Compiled and eager on fresh copies: the same result, or the same exception."""
+    def run(f):
+        try:
+            return "ok", f(*copy.deepcopy(args))
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            return "exc", (type(e), str(e))
+    framejit.reset()
+    got, want = run(framejit.compile(fn)), run(fn)
+    assert got[0] == want[0], (got, want)
+    if got[0] == "ok":
+        assert_same(got[1], want[1])
+    else:
+        assert got[1] == want[1]
+    return got[1]
+
+
+def test_lazy_and_key_functions_keep_eagers_order_of_effects():
+    # map runs lazily in eager: a later item's exception never happens here
+    def early_return(x):
+        try:
+            for v in map(int, ["1", "x"]):
+                return x + v
+        except ValueError:
+            return x - 100
+
+    # a function that changes what the handler already took
+    def changing(x):
+        d = {"n": 0}
+
+        def bump(dd):
+            dd["n"] = dd["n"] + 1
+            return dd["n"]
+        return x, d, list(map(bump, [d, d, d])), sorted([d, d], key=bump)
+
+    def sort_changes_list(x):
+        lst = [3, 1, 2]
+
+        def k(v):
+            lst.append(0)
+            return v
+        try:
+            lst.sort(key=k)
+        except ValueError as e:
+            return x, str(e), lst
+        return x, lst
+
+    for fn in (early_return, changing, sort_changes_list):
+        same_as_eager(fn, torch.ones(2))
+
+
+def test_min_max_with_key_as_cpythons_scan():
+    def f(x):
+        vals = [1.0, float("nan"), 0.5, 2.0]
+        return x, max(vals, key=lambda v: v), min(vals, key=lambda v: v), max([2.0, float("nan"), 3.0], key=lambda v: v)
+
+    def g(x):
+        return x + min(1, 2, key=abs, default=0)
+
+    same_as_eager(f, torch.ones(2))
+    same_as_eager(g, torch.ones(2))
+
+
+def test_itertools_keep_tuples_and_iterate_what_eager_iterates():
+    def f(x, n):
+        pairs = [(x, 1), (x * 2, n)]
+        d = {"a": 1}
+        return (list(itertools.chain(pairs)), list(itertools.repeat((x, 1), 2)), list(itertools.chain(d, ["c"])),
+                list(itertools.islice(enumerate([x, x + 1, x + 2]), 2)))
+
+    same_as_eager(f, torch.ones(2), 3)
+
+
+def test_generators_are_used_up_as_in_eager():
+    def f(x):
+        gen = (i for i in range(3))
+        a = sum(gen)
+        g2 = (i * 2 for i in range(3))
+        first = list(itertools.islice(g2, 2))
+        g3 = (i for i in range(4))
+        head, *rest = g3
+        g4 = (i for i in range(5))
+        stop = any(i > 1 for i in g4)
+        return x, a, list(gen), first, list(g2), head, rest, list(g3), stop, list(g4)
+
+    same_as_eager(f, torch.ones(2))
+
+
+def test_methodcaller_with_keywords_and_match_of_a_missing_attribute():
+    class P:
+        __match_args__ = ("x", "y")
+
+        def __init__(self, x):
+            self.x = x
+
+    def f(t, s):
+        r = operator.methodcaller("split", "upper", maxsplit=1)(s)
+        match P(3):
+            case P(a, b):
+                return t + 1, r
+            case _:
+                return t, r
+
+    same_as_eager(f, torch.ones(2), "x upper y")
+
+
+def test_sets_that_change_while_iterated_or_leave_with_another_order():
+    def changing(x):
+        s = {1, 2}
+        try:
+            for i in s:
+                s.add(i + 10)
+        except RuntimeError as e:
+            return x - 1, str(e)
+        return x
+
+    def history(x):
+        s = set(range(20))
+        for i in range(20):
+            if i not in (9, 16):
+                s.discard(i)
+        return x, list(s)  # the order of the set itself
+
+    same_as_eager(changing, torch.ones(2))
+    same_as_eager(history, torch.ones(2))
