@@ -305,13 +305,7 @@ Status Tracer::lower_eye(const OpCall& c) {
 // lists and tuples of them: each number a 0-d tensor, stacked; the dtype as eager infers
 // it (bool, then int64, then the default float) unless given. nullopt: not torch.tensor.
 std::optional<Status> Tracer::call_torch_tensor(const CallSite& c) {
-  static PyObject* fn = [] {
-    PyObject* torch = PyImport_ImportModule("torch");
-    PyObject* f = torch ? PyObject_GetAttrString(torch, "tensor") : nullptr;  // kept for the process
-    Py_XDECREF(torch);
-    guards::clear_error();
-    return f;
-  }();
+  static PyObject* fn = lookup_attr("torch", "tensor");
   if (fn == nullptr || c.callable.kind != ValueKind::Const || c.callable.obj.get() != fn) return std::nullopt;
   // What it does not build here runs as an opaque call (eager's own result or error).
   const std::string what = "torch.tensor()";

@@ -18,13 +18,15 @@
 
 namespace fj::interp {
 
-// operator.<name>, looked up once (nullptr if missing).
-PyObject* operator_function(const char* name) {
-  static PyObject* module = PyImport_ImportModule("operator");  // kept for the process
-  PyObject* f = module ? PyObject_GetAttrString(module, name) : nullptr;  // kept by the caller's static
+PyObject* lookup_attr(const char* module, const char* name) {
+  PyObject* m = PyImport_ImportModule(module);
+  PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr;
+  Py_XDECREF(m);
   if (f == nullptr) guards::clear_error();
   return f;
 }
+
+PyObject* operator_function(const char* name) { return lookup_attr("operator", name); }
 
 namespace {
 

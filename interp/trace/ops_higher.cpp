@@ -13,14 +13,6 @@
 namespace fj::interp {
 namespace {
 
-PyObject* builtin(const char* module, const char* name) {
-  PyObject* m = PyImport_ImportModule(module);
-  PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr;  // kept for the process
-  Py_XDECREF(m);
-  if (f == nullptr) guards::clear_error();
-  return f;
-}
-
 bool is(const Value& v, PyObject* o) { return o != nullptr && v.kind == ValueKind::Const && !is_opaque(v) && v.obj.get() == o; }
 
 // The keyword arguments of a call, by name; positional ones stay in `pos`.
@@ -50,13 +42,10 @@ int operator_index(PyObject* fn, const char* (*name_of)(int), int count) {
 bool is_structural(PyObject* fn) {
   static const std::vector<PyObject*> fns = [] {
     std::vector<PyObject*> v;
-    PyObject* m = PyImport_ImportModule("itertools");
     for (const char* name : {"chain", "islice", "pairwise", "combinations", "combinations_with_replacement",
                              "permutations", "product", "zip_longest", "repeat"}) {
-      if (PyObject* f = m ? PyObject_GetAttrString(m, name) : nullptr) v.push_back(f);  // kept for the process
+      if (PyObject* f = lookup_attr("itertools", name)) v.push_back(f);  // kept for the process
     }
-    Py_XDECREF(m);
-    guards::clear_error();
     return v;
   }();
   return std::find(fns.begin(), fns.end(), fn) != fns.end();
@@ -195,7 +184,7 @@ Status Tracer::sort_keys(const Value* key, const std::vector<Value>& items, PyRe
 // The positions of the items in the order sorted(keys, reverse=) gives: Python's own
 // sort, stable, with its exceptions (a str compared with an int).
 Status Tracer::sorted_order(PyObject* keys, bool reverse, std::vector<size_t>* order) {
-  static PyObject* sorted = builtin("builtins", "sorted");
+  static PyObject* sorted = lookup_attr("builtins", "sorted");
   PyRef range = PyRef::steal(PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyRange_Type), "n", PyList_GET_SIZE(keys)));
   PyRef getitem = PyRef::steal(PyObject_GetAttrString(keys, "__getitem__"));
   PyRef kw = PyRef::steal(Py_BuildValue("{sOsO}", "key", getitem.get(), "reverse", reverse ? Py_True : Py_False));
@@ -222,9 +211,9 @@ Status Tracer::known_bool(const Value* v, bool* out) {
 
 // sorted(it, key=, reverse=), min / max (it or several arguments, key=, default=).
 std::optional<Status> Tracer::call_sorted_min_max(const CallSite& c) {
-  static PyObject* sorted = builtin("builtins", "sorted");
-  static PyObject* min = builtin("builtins", "min");
-  static PyObject* max = builtin("builtins", "max");
+  static PyObject* sorted = lookup_attr("builtins", "sorted");
+  static PyObject* min = lookup_attr("builtins", "min");
+  static PyObject* max = lookup_attr("builtins", "max");
   const bool is_sorted = is(c.callable, sorted);
   if (!is_sorted && !is(c.callable, min) && !is(c.callable, max)) return std::nullopt;
   std::vector<Value> pos;
@@ -301,10 +290,10 @@ Status Tracer::list_sort(const CallSite& c) {
 // map(f, *its), filter(f, it), functools.reduce(f, it[, initial]),
 // itertools.accumulate(it[, f], initial=).
 std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
-  static PyObject* map = builtin("builtins", "map");
-  static PyObject* filter = builtin("builtins", "filter");
-  static PyObject* reduce = builtin("functools", "reduce");
-  static PyObject* accumulate = builtin("itertools", "accumulate");
+  static PyObject* map = lookup_attr("builtins", "map");
+  static PyObject* filter = lookup_attr("builtins", "filter");
+  static PyObject* reduce = lookup_attr("functools", "reduce");
+  static PyObject* accumulate = lookup_attr("itertools", "accumulate");
   const bool is_map = is(c.callable, map), is_filter = is(c.callable, filter), is_reduce = is(c.callable, reduce),
              is_acc = is(c.callable, accumulate);
   if (!is_map && !is_filter && !is_reduce && !is_acc) return std::nullopt;
@@ -416,10 +405,10 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
   const size_t npos = c.args.size() - nkw;
   PyRef pos = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
   PyRef kw = PyRef::steal(nkw ? PyDict_New() : nullptr);
-  static PyObject* repeat = builtin("itertools", "repeat");
-  static PyObject* chain = builtin("itertools", "chain");
-  static PyObject* product = builtin("itertools", "product");
-  static PyObject* zip_longest = builtin("itertools", "zip_longest");
+  static PyObject* repeat = lookup_attr("itertools", "repeat");
+  static PyObject* chain = lookup_attr("itertools", "chain");
+  static PyObject* product = lookup_attr("itertools", "product");
+  static PyObject* zip_longest = lookup_attr("itertools", "zip_longest");
   PyObject* fn = c.callable.obj.get();
   for (size_t i = 0; i < c.args.size(); ++i) {
     PyRef o;

@@ -6,12 +6,6 @@
 namespace fj::interp {
 namespace {
 
-PyObject* builtin(const char* name) {
-  PyObject* b = PyObject_GetAttrString(PyImport_AddModule("builtins"), name);  // kept for the process
-  if (b == nullptr) guards::clear_error();
-  return b;
-}
-
 // Builtin classes whose one positional sub-pattern matches the subject itself
 // (`case int(k)`), as CPython's MATCH_CLASS.
 bool matches_self(PyObject* type) {
@@ -94,7 +88,7 @@ Status Tracer::op_delete_subscr(const Instruction&) {
 
 // (obj -- obj, len(obj)), for a sequence pattern
 Status Tracer::op_get_len(const Instruction&) {
-  static PyObject* len = builtin("len");
+  static PyObject* len = lookup_attr("builtins", "len");
   return call_value(Value::constant(PyRef::borrow(len)), {top()});
 }
 
@@ -161,7 +155,7 @@ Status Tracer::op_match_keys(const Instruction&) {
 // (subject, type, names -- attributes or None): `case Cls(a, b, k=c)`; isinstance, then
 // the positional sub-patterns' attributes (__match_args__) and the named ones.
 Status Tracer::op_match_class(const Instruction& ins) {
-  static PyObject* isinstance = builtin("isinstance");
+  static PyObject* isinstance = lookup_attr("builtins", "isinstance");
   Value names = pop();
   Value type = pop();
   Value subject = pop();
@@ -198,7 +192,7 @@ Status Tracer::op_match_class(const Instruction& ins) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names.obj.get()); ++i) {
     attrs.push_back(FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(names.obj.get(), i))));
   }
-  static PyObject* hasattr = builtin("hasattr");
+  static PyObject* hasattr = lookup_attr("builtins", "hasattr");
   for (const std::string& name : attrs) {
     // a missing attribute is no match (CPython's MATCH_CLASS), not an AttributeError
     FJ_TRY(call_value(Value::constant(PyRef::borrow(hasattr)), {subject, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}));

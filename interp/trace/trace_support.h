@@ -41,7 +41,10 @@ bool is_immutable_known(PyObject* o);
 // operator's function names for BINARY_OP's and COMPARE_OP's arguments ("" if none).
 const char* binary_operator_name(int nb_op);
 const char* compare_operator_name(int cmp);
-// operator.<name>, a new reference (nullptr if missing), and operator's getter classes.
+// module.name looked up now (the module imported if needed), a new reference the caller
+// keeps for the process, typically in a static; nullptr if missing, no error left set.
+PyObject* lookup_attr(const char* module, const char* name);
+// operator.<name> (lookup_attr), and operator's getter classes.
 PyObject* operator_function(const char* name);
 bool is_operator_getter_class(PyObject* cls);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }

@@ -69,3 +69,23 @@ def probe(code, timeout=60, env=None, args=(), cwd=None, input=None):
     if r.returncode < 0:
         pytest.fail(f"probe killed by signal {-r.returncode}:\n{r.stdout}\n{r.stderr[-3000:]}")
     return r
+
+
+def compiled_whole(fn, calls, compiles=None):
+    """The compiled fn against eager on fresh copies of each argument tuple, with no
+    graph break and no fallback (and `compiles` compiles where given); the compiled
+    results."""
+    import copy
+    import framejit
+    framejit.reset()
+    cf = framejit.compile(fn)
+    out = []
+    for args in calls:
+        got, want = cf(*copy.deepcopy(args)), fn(*copy.deepcopy(args))
+        assert_same(got, want)
+        out.append(got)
+    s = framejit.stats(fn)
+    assert (s["fallbacks"], s["graph_breaks"]) == (0, 0) and s["compiles"] >= 1, s
+    if compiles is not None:
+        assert s["compiles"] == compiles, s
+    return out

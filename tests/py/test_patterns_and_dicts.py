@@ -2,27 +2,14 @@
 statements, unary + and ~, and the methods that change a dict the frame built
 (interp/trace/ops_patterns.cpp, ops_star.cpp). Each case runs compiled and eager on
 fresh copies of the same inputs, whole (no graph break, no fallback)."""
-import copy
 import dataclasses
 
-import pytest
 import torch
 
 import framejit
-from conftest import assert_same
+from conftest import compiled_whole as whole
 
 
-def whole(fn, calls):
-    framejit.reset()
-    cf = framejit.compile(fn)
-    out = []
-    for args in calls:
-        got, want = cf(*copy.deepcopy(args)), fn(*copy.deepcopy(args))
-        assert_same(got, want)
-        out.append(got)
-    s = framejit.stats(fn)
-    assert (s["fallbacks"], s["graph_breaks"]) == (0, 0) and s["compiles"] >= 1, s
-    return out
 
 
 def test_unpacking_with_a_star():
