@@ -662,6 +662,15 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
                          location(*last_ins_));
     }
   }
+  // The call changed torch's default dtype (torch.set_default_dtype): graphs assume
+  // float32, so CPython runs the rest of the frame from just after it, now and at
+  // every call of the plan (a Deopt step).
+  if (guards::default_dtype() != guards::torch_refs().float32) {
+    const std::string why = "the " + what + " changed torch.get_default_dtype() (the rest of the frame runs in CPython)";
+    deopt_step(after_call_, why, last_ins_);
+    handed_over_ = true;
+    return unsupported(why);
+  }
   return ok();
 }
 

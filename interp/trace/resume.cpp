@@ -51,7 +51,7 @@ Status Tracer::end_with_unwind(PlanStep step, const std::string& what) {
   st_.counters.graph_breaks++;
   entry_->breaks.push_back({what + " (graph break: it raised into the frame's handler)",
                             location(cur_.code->instructions[root_fs_.pc])});
-  unwound_ = true;
+  handed_over_ = true;
   hand_to_cpython(*unwind, /*raising=*/true);
   return ok();
 }
@@ -68,7 +68,7 @@ bool Tracer::hand_to_cpython(const DeoptState& state, bool raising) {
 // After an opaque call the frame cannot start over in CPython: it resumes there, at
 // the root instruction that could not be traced, with the state from before it.
 bool Tracer::end_with_deopt(const Status& why) {
-  if (unwound_) return true;  // the plan ends at a call that raised into a handler: CPython ran the rest
+  if (handed_over_) return true;  // CPython ran the rest of the frame (break_call, end_with_unwind)
   if (guards::error_kept()) return false;  // an interrupt: the frame stops here, as in eager
   if (resume_at_ && committed_) {  // a segment failed: CPython redoes it from the last call on
     return hand_to_cpython(*resume_at_);
@@ -95,13 +95,13 @@ bool Tracer::end_with_deopt(const Status& why) {
 }
 
 // The plan ends with a Deopt step at `d` (a graph break, counted), run now.
-bool Tracer::deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason) {
+bool Tracer::deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at) {
   PlanStep step;
   step.kind = PlanStep::Kind::Deopt;
   step.deopt = d;
   plan_->steps.push_back(std::move(step));
   st_.counters.graph_breaks++;
-  entry_->breaks.push_back({reason, location(cur_.code->instructions[root_fs_.pc])});
+  entry_->breaks.push_back({reason, location(at != nullptr ? *at : cur_.code->instructions[root_fs_.pc])});
   return hand_to_cpython(*d);
 }
 

@@ -189,7 +189,7 @@ class Tracer {
   bool end_with_deopt(const Status& why);
   bool deopt_after_last_call(const Status& why);
   bool hand_to_cpython(const DeoptState& state, bool raising = false);
-  bool deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason);
+  bool deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at = nullptr);
   Status end_with_unwind(PlanStep step, const std::string& what);
   // The root state before the current instruction, kept to resume CPython there.
   void take_snapshot() {
@@ -814,7 +814,7 @@ class Tracer {
   std::shared_ptr<guards::GuardSet> block_guards_;
   std::shared_ptr<DeoptState> after_call_;  // where a failing block check resumes
   bool segment_since_call_ = false;         // a RunGraph step ran after after_call_'s point
-  bool unwound_ = false;                    // the trace ended at a call that raised into a handler
+  bool handed_over_ = false;  // the plan ended where CPython took the frame over (see break_call)
   // The check of each opaque call's result, by its register: its step's (plan, index),
   // or for the call a continuation starts after, the check being traced.
   std::unordered_map<int, std::pair<Plan*, size_t>> call_steps_;

@@ -266,6 +266,30 @@ def test_default_dtype_changed_by_a_call_inside_the_frame():
     still_usable()
 
 
+def test_default_dtype_set_and_restored_inside_the_frame():
+    # float64 for a block, float32 again in `finally`: what follows the switch runs in
+    # CPython from just after it (a Deopt step), on the first call and on cache hits.
+    def f(x, a):
+        torch.set_default_dtype(torch.float64)
+        try:
+            return torch.ones(2) * a + x.sum(), torch.arange(3) / 2
+        finally:
+            torch.set_default_dtype(torch.float32)
+
+    assert torch.get_default_dtype() == torch.float32
+    cf = framejit.compile(f)
+    for a in (2.5, 3.5, 4.5):
+        x = torch.randn(3)
+        assert_same(cf(x, a), f(x, a))
+        assert torch.get_default_dtype() == torch.float32
+    s = framejit.stats(cf)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["deopts"] == 3, s
+    e = framejit.explain(f, torch.randn(3), 1.5)
+    assert any("changed torch.get_default_dtype()" in b.reason for b in e.graph_breaks)
+    assert torch.get_default_dtype() == torch.float32
+    still_usable()
+
+
 # ---- KeyboardInterrupt ----
 
 def test_keyboard_interrupt_from_a_callee():
