@@ -140,16 +140,19 @@ struct ScalarEquals {
   std::string text() const;
 };
 
-// Argument `arg` is an exact int (in int64, not 0 or 1) / float / bool; binds `symbol`.
+// Argument `arg` is an exact int (in int64, not 0 or 1) / float / bool, or a scalar of
+// exactly the NumPy type `numpy_type` (any value in int64); binds `symbol`.
 struct SymbolArg {
   int arg;
   std::string name;
   int symbol;
   jit::SymType type;
   int item = -1;  // >= 0: item `item` of the argument (an exact list or tuple, SequenceIs before)
+  PyRef numpy_type;
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;
+  std::string kind_text() const;
 };
 
 // `expr` is true for the call's bound symbols; `readable` is how it reads.

@@ -105,9 +105,9 @@ void GuardSet::add_scalar(int arg, std::string name, PyObject* value, int item) 
   guards_.push_back({ScalarEquals{arg, std::move(name), PyRef::borrow(value), item}});
 }
 
-void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item) {
+void GuardSet::add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item, PyObject* numpy_type) {
   num_symbols_ = std::max(num_symbols_, symbol + 1);
-  guards_.push_back({SymbolArg{arg, std::move(name), symbol, type, item}});
+  guards_.push_back({SymbolArg{arg, std::move(name), symbol, type, item, PyRef::borrow(numpy_type)}});
 }
 
 void GuardSet::add_expr(jit::SymExpr expr, std::string text) {

@@ -73,6 +73,12 @@ bool torch_function_mode_enabled() noexcept;
 // torch.get_default_dtype() now (borrowed: dtypes are immortal singletons), or
 // nullptr when it cannot be read.
 PyObject* default_dtype() noexcept;
+// The kind of symbol a NumPy scalar of type `type` binds to (np.float16/32/64: Float;
+// np.int8..int64, np.uint8..uint32: Int; np.bool_: Bool), or nullopt for any other type.
+// Reads numpy only when something imported it.
+std::optional<jit::SymType> numpy_scalar_kind(PyTypeObject* type) noexcept;
+// The value of a NumPy scalar as a symbol of `kind` (false when it does not fit).
+bool read_numpy_scalar(PyObject* v, jit::SymType kind, jit::SymValue* out) noexcept;
 // torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
 PyObject* original_tensor_attr(const std::string& name);
 // torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.
@@ -243,7 +249,9 @@ class GuardSet {
   // A cell of an inlined function's closure still holds this object.
   void add_cell(PyObject* cell, std::string name, PyObject* object);
   void add_closure(int cell, std::string name, PyObject* object);
-  void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item = -1);
+  // `numpy_type`: the argument is a scalar of exactly that NumPy type, its value the symbol's.
+  void add_symbol_arg(int arg, std::string name, int symbol, jit::SymType type, int item = -1,
+                      PyObject* numpy_type = nullptr);
   // `text` is how the guard reads to a person ("L['y'] == 2"), for explain and logs.
   void add_expr(jit::SymExpr expr, std::string text);
   void add_grad_mode(bool enabled);

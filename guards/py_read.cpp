@@ -1,6 +1,7 @@
 // Reading Python and torch state without running user code: tensor metadata, plain
 // attribute reads, torch.Tensor's attributes, grad mode and the default dtype, and
 // the torch objects registered at import. Shared by the guards and interp/.
+#include <cstring>
 #include <unordered_map>
 
 #include "guards/guard_kinds.h"
@@ -112,6 +113,43 @@ PyObject* default_dtype() noexcept {
   const PyRef r = PyRef::steal(PyObject_CallNoArgs(fn));
   if (!r) clear_error();
   return r.get();  // borrowed past the release: torch's dtypes live as long as torch
+}
+
+std::optional<jit::SymType> numpy_scalar_kind(PyTypeObject* type) noexcept {
+  if (std::strncmp(type->tp_name, "numpy.", 6) != 0) return std::nullopt;
+  const PyRef np = PyRef::steal(PyImport_GetModule(interned("numpy").get()));
+  if (!np) return clear_error(), std::nullopt;
+  static const std::pair<const char*, jit::SymType> kinds[] = {
+      {"float64", jit::SymType::Float}, {"float32", jit::SymType::Float}, {"float16", jit::SymType::Float},
+      {"int64", jit::SymType::Int},     {"int32", jit::SymType::Int},     {"int16", jit::SymType::Int},
+      {"int8", jit::SymType::Int},      {"uint32", jit::SymType::Int},    {"uint16", jit::SymType::Int},
+      {"uint8", jit::SymType::Int},     {"bool_", jit::SymType::Bool}};
+  for (const auto& [name, kind] : kinds) {
+    const PyRef t = PyRef::steal(PyObject_GetAttrString(np.get(), name));
+    if (!t) clear_error();
+    if (t.get() == reinterpret_cast<PyObject*>(type)) return kind;
+  }
+  return std::nullopt;
+}
+
+bool read_numpy_scalar(PyObject* v, jit::SymType kind, jit::SymValue* out) noexcept {
+  if (kind == jit::SymType::Float) {
+    const double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) return clear_error(), false;
+    *out = x;
+    return true;
+  }
+  if (kind == jit::SymType::Bool) {
+    const int t = PyObject_IsTrue(v);
+    if (t < 0) return clear_error(), false;
+    *out = t == 1;
+    return true;
+  }
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);  // through __index__
+  if (x == -1 && PyErr_Occurred()) return clear_error(), false;
+  *out = static_cast<int64_t>(x);
+  return overflow == 0;
 }
 
 PyObject* current_tensor_attr(PyObject* interned_name) {

@@ -86,6 +86,7 @@ bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
   PyObject* v = arg_or_item(in, arg, item);
   if (v == nullptr) return false;
   auto& slot = b.values[static_cast<size_t>(symbol)];
+  if (numpy_type) return Py_TYPE(v) == reinterpret_cast<PyTypeObject*>(numpy_type.get()) && read_numpy_scalar(v, type, &slot);
   switch (type) {
     case jit::SymType::Int: {
       if (!PyLong_CheckExact(v)) return false;
@@ -107,13 +108,18 @@ bool SymbolArg::check(const CallInputs& in, jit::Bindings& b) const noexcept {
   return false;
 }
 
+std::string SymbolArg::kind_text() const {
+  if (!numpy_type) return symbol_kind(type);
+  return std::string("a ") + reinterpret_cast<PyTypeObject*>(numpy_type.get())->tp_name;
+}
+
 std::string SymbolArg::failure(const CallInputs& in) const {
   PyObject* v = arg_or_item(in, arg, item);
-  return arg_text(name, item) + " is not " + symbol_kind(type) + ": actual " + (v ? describe_object(v) : std::string("no such item"));
+  return arg_text(name, item) + " is not " + kind_text() + ": actual " + (v ? describe_object(v) : std::string("no such item"));
 }
 
 std::string SymbolArg::text() const {
-  return arg_text(name, item) + " is " + symbol_kind(type) + " (" + jit::SymExpr::symbol(symbol, type).str() + ")";
+  return arg_text(name, item) + " is " + kind_text() + " (" + jit::SymExpr::symbol(symbol, type).str() + ")";
 }
 
 // ---- ExprTrue ------------------------------------------------------------------

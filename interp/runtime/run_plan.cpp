@@ -174,7 +174,11 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
         PyErr_SetString(PyExc_RuntimeError, "framejit: a guarded scalar expression has no value");
         return nullptr;
       }
-      return sym_value_to_python(*value);
+      PyObject* number = sym_value_to_python(*value);
+      if (number == nullptr || !v.obj) return number;
+      PyObject* typed = PyObject_CallOneArg(v.obj.get(), number);  // a NumPy scalar: np.float64(x)
+      Py_DECREF(number);
+      return typed;
     }
     case PlanValue::Kind::GraphOutput:
       return Py_NewRef(outs[static_cast<size_t>(v.index)].get());

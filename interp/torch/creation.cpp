@@ -74,8 +74,9 @@ std::optional<DType> Tracer::fill_dtype(const Value& v) const {
     const jit::ScalarKind k = graph_.node(v.node).scalar_kind;
     return k == jit::ScalarKind::Bool ? DType::Bool : k == jit::ScalarKind::Int ? DType::Int64 : DType::Float32;
   }
-  if (v.kind == ValueKind::Sym) {
-    return v.expr.type() == jit::SymType::Bool ? DType::Bool : v.expr.type() == jit::SymType::Int ? DType::Int64 : DType::Float32;
+  if (v.kind == ValueKind::Sym) {  // torch.full((n,), np.bool_(b)) is float32 in eager, unlike True
+    const bool flag = v.expr.type() == jit::SymType::Bool && !is_numpy_scalar(v);
+    return flag ? DType::Bool : v.expr.type() == jit::SymType::Int ? DType::Int64 : DType::Float32;
   }
   if (v.kind == ValueKind::Const && !is_opaque(v)) {
     PyObject* o = v.obj.get();
@@ -323,7 +324,12 @@ std::optional<Status> Tracer::call_torch_tensor(const CallSite& c) {
     if (!ok_kw) return std::nullopt;
   }
   std::optional<DType> inferred;
-  if (tensor_data_dtype(c.args[0], &inferred).failed() || !inferred) return std::nullopt;
+  if (is_numpy_scalar(c.args[0])) {
+    inferred = numpy_dtype(c.args[0].obj.get());  // torch.tensor(np.float64(x)) keeps NumPy's dtype
+  } else if (tensor_data_dtype(c.args[0], &inferred).failed()) {
+    return std::nullopt;
+  }
+  if (!inferred) return std::nullopt;
   Expected<jit::NodeId> t = tensor_data(c.args[0], dtype ? *dtype : *inferred, what);
   if (!t) return std::nullopt;
   return push_built(std::move(t), what);
@@ -338,7 +344,7 @@ Status Tracer::tensor_data_dtype(const Value& v, std::optional<DType>* out) {
     for (const Value& item : v.items) FJ_TRY(tensor_data_dtype(item, out));
     return ok();
   }
-  const std::optional<DType> d = is_tensor(v) ? std::nullopt : fill_dtype(v);
+  const std::optional<DType> d = is_tensor(v) || is_numpy_scalar(v) ? std::nullopt : fill_dtype(v);
   if (!d) return unsupported("torch.tensor() of " + describe(v) + " (not supported yet)");
   auto rank = [](DType t) { return t == DType::Bool ? 0 : t == DType::Int64 ? 1 : 2; };
   if (!*out || rank(*d) > rank(**out)) *out = d;

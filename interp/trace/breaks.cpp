@@ -85,6 +85,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Sym:
       out->kind = PlanValue::Kind::Sym;
       out->expr = v.expr;
+      out->obj = v.obj;
       plan_->must_evaluate.push_back(v.expr);
       return ok();
     case ValueKind::Tuple:

@@ -120,6 +120,7 @@ Status Tracer::bind_arguments() {
     cur_.fs->locals[static_cast<size_t>(first_free + k)] = closure_value(name, v);
   }
   const auto& refs = guards::torch_refs();
+  jit::SymValue hint;  // a NumPy scalar argument's value
   for (int i = 0; i < in_.num_args; ++i) {
     PyObject* a = in_.args[i];
     const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(code->co_localsplusnames, i));
@@ -163,6 +164,19 @@ Status Tracer::bind_arguments() {
       const int id = new_symbol(type, hint, "L['" + name + "']");
       guards().add_symbol_arg(i, name, id, type);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
+    } else if (const auto kind = guards::numpy_scalar_kind(Py_TYPE(a)); kind && guards::read_numpy_scalar(a, *kind, &hint)) {
+      // A NumPy scalar (np.float64(2.5)): a symbol, as a Python number of its kind is,
+      // whose Python type stays NumPy's (guarded exactly); ints 0 and 1 are constants.
+      const int id = new_symbol(*kind, hint, "L['" + name + "']");
+      guards().add_symbol_arg(i, name, id, *kind, -1, reinterpret_cast<PyObject*>(Py_TYPE(a)));
+      Value v = Value::sym(jit::SymExpr::symbol(id, *kind), src);
+      if (*kind == jit::SymType::Int && (std::get<int64_t>(hint) == 0 || std::get<int64_t>(hint) == 1)) {
+        const jit::SymExpr value = jit::SymExpr::constant(hint);
+        guards().add_expr(jit::eq(v.expr, value), readable(v.expr) + " == " + value.str());
+        v.expr = value;
+      }
+      v.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(a)));
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
     } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) > 0 && Py_SIZE(a) <= 16) {
       // A list or tuple of tensors: each item is a tensor input found by index.
       std::vector<Value> items;

@@ -179,11 +179,7 @@ PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value, bool comp
   }
   if (v.kind == ValueKind::List) return reinterpret_cast<PyObject*>(&PyList_Type);
   if (v.kind == ValueKind::Object) return v.obj.get();  // its class (guarded unchanged)
-  if (v.kind == ValueKind::Sym) {
-    return reinterpret_cast<PyObject*>(v.expr.type() == jit::SymType::Int     ? &PyLong_Type
-                                       : v.expr.type() == jit::SymType::Float ? &PyFloat_Type
-                                                                              : &PyBool_Type);
-  }
+  if (v.kind == ValueKind::Sym) return sym_python_type(v);
   if (v.kind == ValueKind::Const && !is_opaque(v)) return reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
   return nullptr;
 }
@@ -231,7 +227,7 @@ std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const Tracer::CallSite
   bool ints = true;
   for (const Value& v : items) {
     const std::optional<jit::SymExpr> e = t.is_tensor(v) ? std::nullopt : as_sym(v);
-    if (!e || e->type() == jit::SymType::Bool) return std::nullopt;
+    if (!e || e->type() == jit::SymType::Bool || is_numpy_scalar(v)) return std::nullopt;  // NumPy compares its own way
     ints &= e->type() == jit::SymType::Int;
   }
   if (ints) {
@@ -551,7 +547,7 @@ std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallS
 
 // abs(n) of a symbolic number stays symbolic.
 std::optional<Status> BuiltinCalls::abs(Tracer& t, const Tracer::CallSite& c) {
-  if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym) return std::nullopt;
+  if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym || is_numpy_scalar(c.args[0])) return std::nullopt;
   return t.push_sym(jit::abs(c.args[0].expr), "abs()");
 }
 

@@ -273,10 +273,16 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
 Status Tracer::concrete_number(const Value& a, const std::string& what, PyRef* out) {
   const auto v = a.expr.eval(hints_);
   if (!v) return unsupported(what + " of a value that does not exist");
-  if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0) {
+  if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0 && !a.expr.is_constant()) {
     return unsupported(what + " of a float that is zero (its sign is not guarded)");
   }
   *out = PyRef::steal(sym_value_to_python(*v));
+  if (*out && a.obj) *out = PyRef::steal(PyObject_CallOneArg(a.obj.get(), out->get()));  // np.float64(2.5)
+  if (!*out) {
+    guards::clear_error();
+    return unsupported(what + ": its NumPy scalar could not be made");
+  }
+  if (a.expr.is_constant()) return ok();
   entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " + jit::SymExpr::constant(*v).str());
   return ok();
 }

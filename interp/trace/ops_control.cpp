@@ -431,14 +431,10 @@ Status Tracer::op_build_map(const Instruction& ins) {
   dict.kind = ValueKind::Dict;
   for (size_t i = 0; i < n; ++i) {
     const Value& k = keys[i];
-    if (k.kind != ValueKind::Const || is_opaque(k) || !is_foldable(k.obj.get()) || PyTuple_Check(k.obj.get())) {
-      return unsupported("a dict key " + describe(k) + " (not supported yet)");
-    }
-    size_t j = 0;  // a repeated key keeps its first position and takes the last value
-    while (j < dict.items.size() && PyObject_RichCompareBool(dict.items[j].obj.get(), k.obj.get(), Py_EQ) != 1) j += 2;
-    guards::clear_error();
-    if (j < dict.items.size()) {
-      dict.items[j + 1] = std::move(values[i]);
+    if (!plain_key(k)) return unsupported("a dict key " + describe(k) + " (not supported yet)");
+    // a repeated key keeps its first position and takes the last value
+    if (const long at = dict_find(dict, k.obj.get()); at >= 0) {
+      dict.items[static_cast<size_t>(at) + 1] = std::move(values[i]);
     } else {
       dict.items.push_back(k);
       dict.items.push_back(std::move(values[i]));

@@ -88,7 +88,8 @@ bool is_operator_getter_class(PyObject* cls) {
 // Objects that never change and whose operations run no user code: numbers, strings,
 // bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of them.
 bool is_immutable_known(PyObject* o) {
-  if (is_foldable(o) || o == Py_Ellipsis || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyRange_Check(o)) {
+  if (is_foldable(o) || o == Py_Ellipsis || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyRange_Check(o) ||
+      is_numpy_metadata(o)) {
     return true;
   }
   if (PyType_Check(o)) return PyType_HasFeature(reinterpret_cast<PyTypeObject*>(o), Py_TPFLAGS_IMMUTABLETYPE);
@@ -113,7 +114,10 @@ bool is_immutable_known(PyObject* o) {
 bool Tracer::pure_callable(const Value& callable, const std::vector<Value>& args) const {
   if (callable.kind != ValueKind::Const || is_opaque(callable) || callable.reg >= 0) return false;
   PyObject* fn = callable.obj.get();
-  if (pure_builtins().count(fn) || fn == guards::torch_refs().size_type || is_operator_getter_class(fn)) return true;
+  if (pure_builtins().count(fn) || fn == guards::torch_refs().size_type || is_operator_getter_class(fn) ||
+      is_pure_numpy_callable(fn)) {
+    return true;
+  }
   if (PyCFunction_Check(fn)) {
     PyObject* self = PyCFunction_GET_SELF(fn);
     const char* name = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
@@ -148,7 +152,7 @@ bool Tracer::knowable(const Value& v, bool specialize) const {
       return !is_opaque(v) && v.reg < 0 && v.obj &&
              (fresh_set(v) || plain_exception(v) || (!v.fresh && is_immutable_known(v.obj.get())));
     case ValueKind::Sym:
-      return specialize;
+      return specialize || v.expr.is_constant();
     case ValueKind::Tuple:
       if (v.obj && !v.torch_size) return false;  // a named tuple
       [[fallthrough]];
@@ -222,6 +226,10 @@ bool Tracer::known_result(PyObject* r, KnownObjects& made, Value* out) {
   }
   if (is_immutable_known(r)) {
     *out = Value::constant(PyRef::borrow(r));
+    return true;
+  }
+  if (std::optional<Value> number = numpy_scalar_constant(r)) {
+    *out = std::move(*number);
     return true;
   }
   if (PySet_CheckExact(r)) {
@@ -329,7 +337,7 @@ std::optional<Status> Tracer::call_folded(const CallSite& c, bool specialize) {
   if (c.callable.obj.get() == guards::torch_refs().size_type && c.args.size() == 1 && !c.kw_names &&
       (c.args[0].kind == ValueKind::List || (c.args[0].kind == ValueKind::Tuple && !c.args[0].obj))) {
     const bool ints = std::all_of(c.args[0].items.begin(), c.args[0].items.end(), [](const Value& v) {
-      return (v.kind == ValueKind::Sym && v.expr.type() == jit::SymType::Int) ||
+      return (v.kind == ValueKind::Sym && v.expr.type() == jit::SymType::Int && !is_numpy_scalar(v)) ||
              (v.kind == ValueKind::Const && !is_opaque(v) && PyLong_CheckExact(v.obj.get()));
     });
     if (ints) {
@@ -376,8 +384,8 @@ std::optional<Status> Tracer::known_attr(const Value& owner, const std::string& 
   const bool names_class = name == "__name__" || name == "__qualname__" || name == "__module__";
   PyTypeObject* tp = nullptr;
   if (owner.kind == ValueKind::Sym) {
-    const jit::SymType t = owner.expr.type();
-    tp = t == jit::SymType::Int ? &PyLong_Type : t == jit::SymType::Float ? &PyFloat_Type : &PyBool_Type;
+    if (is_numpy_scalar(owner)) return std::nullopt;
+    tp = reinterpret_cast<PyTypeObject*>(sym_python_type(owner));
   } else if (knowable(owner, false) && owner.kind == ValueKind::Const) {
     tp = Py_TYPE(owner.obj.get());
   } else if (names_class && !method && owner.kind == ValueKind::Const && !is_opaque(owner) && owner.reg < 0 &&
@@ -406,9 +414,10 @@ std::optional<Status> Tracer::known_attr(const Value& owner, const std::string& 
   }
   // int.from_bytes, str.upper read from a builtin class: called by CALL (pure_callable)
   const bool callable = method && (PyCFunction_Check(v.get()) || Py_IS_TYPE(v.get(), &PyMethodDescr_Type));
-  if (!callable && !is_immutable_known(v.get())) return std::nullopt;
+  std::optional<Value> number = callable ? std::nullopt : numpy_scalar_constant(v.get());  // np.finfo(t).eps
+  if (!callable && !number && !is_immutable_known(v.get())) return std::nullopt;
   if (method) push(Value::null());
-  push(Value::constant(std::move(v)));
+  push(number ? std::move(*number) : Value::constant(std::move(v)));
   return ok();
 }
 

@@ -380,10 +380,7 @@ Status Tracer::load_attr(Value owner, const std::string& name) {
                               owner.kind == ValueKind::Sym)) {
     // The class of a constant (fixed by its guard) or of a Python number; below a path,
     // the plain read keeps the path for what is read from the class.
-    PyObject* type = owner.kind == ValueKind::Const ? reinterpret_cast<PyObject*>(Py_TYPE(owner.obj.get()))
-                     : owner.expr.type() == jit::SymType::Int   ? reinterpret_cast<PyObject*>(&PyLong_Type)
-                     : owner.expr.type() == jit::SymType::Float ? reinterpret_cast<PyObject*>(&PyFloat_Type)
-                                                                : reinterpret_cast<PyObject*>(&PyBool_Type);
+    PyObject* type = owner.kind == ValueKind::Const ? reinterpret_cast<PyObject*>(Py_TYPE(owner.obj.get())) : sym_python_type(owner);
     push(Value::constant(PyRef::borrow(type)));
     return ok();
   }

@@ -219,7 +219,7 @@ Status Tracer::op_unary_positive(const Instruction&) {
     push(std::move(v));
     return ok();
   }
-  if (v.kind == ValueKind::Sym) {
+  if (v.kind == ValueKind::Sym && !is_numpy_scalar(v)) {
     return push_sym(v.expr.type() == jit::SymType::Bool ? jit::to_int(v.expr) : v.expr, "a unary +");
   }
   static PyObject* pos = PyObject_GetAttrString(PyImport_ImportModule("operator"), "pos");

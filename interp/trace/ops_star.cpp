@@ -10,20 +10,24 @@ namespace fj::interp {
 
 // The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1.
 long dict_find(const Value& dict, PyObject* key) {
+  const Py_hash_t h = PyObject_Hash(key);  // as a dict: equal keys hash alike ('f8' == np.dtype('f8'))
+  if (h == -1) {
+    guards::clear_error();
+    return -1;
+  }
   for (size_t j = 0; j < dict.items.size(); j += 2) {
-    const int eq = PyObject_RichCompareBool(dict.items[j].obj.get(), key, Py_EQ);
+    PyObject* k = dict.items[j].obj.get();
+    if (k != key && PyObject_Hash(k) != h) continue;
+    const int eq = PyObject_RichCompareBool(k, key, Py_EQ);
     if (eq < 0) guards::clear_error();
     if (eq == 1) return static_cast<long>(j);
   }
   return -1;
 }
 
-namespace {
+bool plain_key(const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v) && is_immutable_known(v.obj.get()); }
 
-// A constant whose comparison runs no user code (a str, a number, None).
-bool plain_key(const Value& v) {
-  return v.kind == ValueKind::Const && !is_opaque(v) && is_foldable(v.obj.get()) && !PyTuple_Check(v.obj.get());
-}
+namespace {
 
 // key: value into a Dict value's items: a repeated key keeps its position and takes
 // the new value.

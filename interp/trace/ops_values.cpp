@@ -39,10 +39,15 @@ int Tracer::new_symbol(jit::SymType type, jit::SymValue hint, std::string source
 
 // Pushes a symbolic result; one that has no value in the traced call (1 // 0) ends
 // the trace, so that CPython raises the error.
-Status Tracer::push_sym(jit::SymExpr e, const char* what) {
+Status Tracer::push_sym(jit::SymExpr e, const char* what, PyObject* numpy_type) {
   const auto value = e.eval(hints_);
   if (!value) return unsupported(std::string(what) + " has no value here (CPython raises)");
-  if (e.is_constant()) {
+  if (numpy_type != nullptr) {  // of a NumPy scalar type: a tagged symbol, constant or not
+    if (!e.is_constant()) plan_->must_evaluate.push_back(e);
+    Value v = Value::sym(std::move(e));
+    v.obj = PyRef::borrow(numpy_type);
+    push(std::move(v));
+  } else if (e.is_constant()) {
     push(Value::constant(PyRef::steal(sym_value_to_python(*value))));
   } else {
     // Checked at every cache hit even if nothing uses it: eager raises when it has
@@ -90,6 +95,9 @@ std::string Tracer::readable(const jit::SymExpr& e) const {
 // which their guarded symbol types fix for every call of the entry.
 Expected<jit::NodeId> Tracer::operand(const Value& v) {
   if (v.kind == ValueKind::Tensor) return v.node;
+  if (is_numpy_scalar(v) && v.expr.type() == jit::SymType::Bool) {
+    return operand(Value::sym(jit::to_float(v.expr)));  // torch takes np.bool_ as a float (1.0 or 0.0)
+  }
   if (v.kind == ValueKind::Sym) {
     sync_scalar_inputs();  // graph builders' own scalar inputs first: indices must agree
     const auto hint = v.expr.eval(hints_);
@@ -359,6 +367,9 @@ std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, cons
 Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {
+    return numpy_operator(ins.arg, /*compare=*/false, lhs, rhs);
+  }
   if (std::optional<Status> s = concat_sequences(ins.arg, lhs, rhs)) return std::move(*s);
   if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && (ins.arg == NB_OR || ins.arg == NB_INPLACE_OR)) {
     // d | e: a copy of d updated with e; d |= e: d itself, updated (on the stack meanwhile)
@@ -417,7 +428,8 @@ Status Tracer::op_unary_negative(const Instruction&) {
     FJ_TRY(require_tensor_attr("__neg__"));
     return call_op(jit::Op::Neg, {v});
   }
-  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
+  if (is_numpy_scalar(v) && v.obj.get() != numpy_attr("float64")) return unsupported("unary minus of a NumPy scalar (not supported yet)");
+  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation", v.obj.get());
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
     push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
     return ok();
@@ -442,7 +454,7 @@ Status Tracer::op_unary_invert(const Instruction&) {
     FJ_TRY(require_tensor_attr("__invert__"));
     return call_op(jit::Op::BitwiseNot, {v});
   }
-  if (v.kind == ValueKind::Sym && v.expr.type() != jit::SymType::Float) {  // ~n == -n - 1 (a bool as its int)
+  if (v.kind == ValueKind::Sym && v.expr.type() != jit::SymType::Float && !is_numpy_scalar(v)) {  // ~n == -n - 1 (a bool as its int)
     const jit::SymExpr n = v.expr.type() == jit::SymType::Bool ? jit::to_int(v.expr) : v.expr;
     return push_sym(jit::sub(jit::neg(n), jit::SymExpr::integer(1)), "~");
   }
@@ -480,6 +492,9 @@ Status Tracer::sequence_equal(const Instruction& ins, const Value& lhs, const Va
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {
+    return numpy_operator(ins.arg, /*compare=*/true, lhs, rhs);
+  }
   if (!is_tensor(lhs) && !is_tensor(rhs) && (is_number(lhs) || is_number(rhs))) return number_compare(ins.arg, lhs, rhs);
   if (lhs.kind == ValueKind::Tensor || rhs.kind == ValueKind::Tensor) {
     static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};

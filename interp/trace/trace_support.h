@@ -44,6 +44,16 @@ const char* compare_operator_name(int cmp);
 // module.name looked up now (the module imported if needed), a new reference the caller
 // keeps for the process, typically in a static; nullptr if missing, no error left set.
 PyObject* lookup_attr(const char* module, const char* name);
+// numpy.<name> (borrowed, kept for the process), once numpy is imported (ops_numpy.cpp).
+PyObject* numpy_attr(const char* name);
+// A NumPy scalar of a kind a symbol holds, as a constant tagged with its type.
+std::optional<Value> numpy_scalar_constant(PyObject* r);
+// The graph dtype of a NumPy scalar type (np.float64: Float64), if it has one.
+std::optional<jit::DType> numpy_dtype(PyObject* type);
+// NumPy callables that compute from known numbers and change nothing (ufuncs, np.dtype...).
+bool is_pure_numpy_callable(PyObject* fn);
+// NumPy dtypes and np.finfo / np.iinfo records: immutable, read without user code.
+bool is_numpy_metadata(PyObject* o);
 // operator.<name> (lookup_attr), and operator's getter classes.
 PyObject* operator_function(const char* name);
 bool is_operator_getter_class(PyObject* cls);
@@ -68,11 +78,14 @@ bool is_cpu_device(PyObject* o);
 PyObject* torch_module_fallback_attr(PyObject* module, const std::string& name, bool* opaque);
 // Calls fn on each value of `roots` and on every item inside them (breaks.cpp).
 void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& fn);
+// A constant a dict value may hold as a key: hashed and compared without user code (ops_star.cpp).
+bool plain_key(const Value& v);
 // The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1 (ops_star.cpp).
 long dict_find(const Value& dict, PyObject* key);
 // The locals and stack of a frame state, as roots for walk_values.
 std::vector<Value*> state_roots(FrameState& fs);
-// A Python number as a SymExpr: symbolic values as they are, plain constants folded in.
+// A Python number as a SymExpr: symbolic values as they are (a NumPy scalar's too, as
+// torch and indexing take it), plain constants folded in.
 std::optional<jit::SymExpr> as_sym(const Value& v);
 // name of a module read from a global (or imported, see ops_import.cpp), guarded by
 // its attribute path (ops_load_store.cpp).

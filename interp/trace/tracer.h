@@ -215,7 +215,8 @@ class Tracer {
   Expected<jit::NodeId> operand(const Value& v);
   // Symbolic scalars
   int new_symbol(jit::SymType type, jit::SymValue hint, std::string source);
-  Status push_sym(jit::SymExpr e, const char* what);
+  Status push_sym(jit::SymExpr e, const char* what, PyObject* numpy_type = nullptr);
+  Status numpy_operator(int arg, bool compare, const Value& lhs, const Value& rhs);
   Status guard_truth(const jit::SymExpr& cond, bool* out);
   std::string readable(const jit::SymExpr& e) const;
   Status call_op(jit::Op op, const std::vector<Value>& args);

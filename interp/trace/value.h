@@ -71,7 +71,8 @@ struct Value {
   ValueKind kind = ValueKind::Null;
   jit::NodeId node = -1;       // Tensor (a Python number when the node is an Item node:
                                // int(t), float(t), t.item())
-  PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as
+  PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as;
+                               // Sym: a NumPy scalar type (np.float64...) the number is of
   // Slice: items are start, stop, step (a slice with a symbolic bound; constant
   // slices are Const slice objects)
   jit::SymExpr expr;           // Sym
@@ -114,6 +115,16 @@ struct Value {
     Value v; v.kind = ValueKind::TensorMethod; v.method = std::move(name); return v;
   }
 };
+
+// A symbolic number whose Python type is a NumPy scalar type (an np.float64 argument):
+// torch takes it as it takes a Python number; Python operators on it follow NumPy.
+inline bool is_numpy_scalar(const Value& v) { return v.kind == ValueKind::Sym && v.obj; }
+// The Python type of a symbolic number (borrowed): int, float, bool or its NumPy type.
+inline PyObject* sym_python_type(const Value& v) {
+  if (v.obj) return v.obj.get();
+  const jit::SymType t = v.expr.type();
+  return reinterpret_cast<PyObject*>(t == jit::SymType::Int ? &PyLong_Type : t == jit::SymType::Float ? &PyFloat_Type : &PyBool_Type);
+}
 
 struct FrameState {
   std::vector<Value> locals;

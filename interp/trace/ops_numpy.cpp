@@ -1,0 +1,128 @@
+// NumPy at the edges of a traced frame. A NumPy scalar argument (np.float64(2.5)) is
+// a symbol as a Python number of its kind is, tagged with its NumPy type (Value::obj):
+// torch takes it as it takes a Python number, so tensor ops trace as usual and a new
+// value does not recompile. Python operators on it follow NumPy: symbolic where NumPy
+// computes exactly what the expression does, else NumPy computes them on the values
+// now (guarded). Calls of NumPy's math on known values (np.sqrt(n), np.isclose, np.finfo,
+// np.dtype) run while tracing; their scalars come back tagged.
+#include "interp/trace/tracer.h"
+
+#include <opcode.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "interp/torch/torch_ops.h"
+
+namespace fj::interp {
+
+// numpy.<name> (borrowed, kept for the process); a tagged value means numpy is imported.
+PyObject* numpy_attr(const char* name) {
+  static auto* cache = new std::unordered_map<std::string, PyObject*>();  // kept for the process
+  auto [it, fresh] = cache->emplace(name, nullptr);
+  if (fresh) it->second = lookup_attr("numpy", name);
+  return it->second;
+}
+
+namespace {
+
+// An int constant that a double holds exactly.
+bool small_int_constant(const Value& v) {
+  if (v.kind != ValueKind::Const || is_opaque(v) || !PyLong_CheckExact(v.obj.get())) return false;
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v.obj.get(), &overflow);
+  return overflow == 0 && x >= -(1LL << 53) && x <= (1LL << 53);
+}
+
+// Operands that NumPy takes as float64 exactly as Python would: Python floats, np.float64,
+// and ints a double holds.
+bool float64_operand(const Value& v) {
+  if (v.kind == ValueKind::Sym) return v.obj ? v.obj.get() == numpy_attr("float64") : v.expr.type() == jit::SymType::Float;
+  return (v.kind == ValueKind::Const && !is_opaque(v) && PyFloat_CheckExact(v.obj.get())) || small_int_constant(v);
+}
+
+// Operands that NumPy compares as int64 exactly as Python would.
+bool int64_operand(const Value& v) {
+  if (v.kind == ValueKind::Sym) return v.obj ? v.obj.get() == numpy_attr("int64") : v.expr.type() == jit::SymType::Int;
+  if (v.kind != ValueKind::Const || is_opaque(v) || !PyLong_CheckExact(v.obj.get())) return false;
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(v.obj.get(), &overflow);
+  return overflow == 0;
+}
+
+jit::SymExpr raw_sym(const Value& v) { return *as_sym(v); }
+
+}  // namespace
+
+// BINARY_OP and COMPARE_OP on a NumPy scalar and a Python number or NumPy scalar
+// (no tensor): np.float64 + - * and comparisons of float64 operands, and comparisons
+// of int64 ones, stay symbolic, their result of NumPy's type (np.float64, np.bool_);
+// anything else NumPy computes on the values now (guarded).
+Status Tracer::numpy_operator(int arg, bool compare, const Value& lhs, const Value& rhs) {
+  const bool floats = float64_operand(lhs) && float64_operand(rhs);
+  const bool ints = int64_operand(lhs) && int64_operand(rhs);
+  const int base = arg >= kNbInplaceAdd ? arg - kNbInplaceAdd : arg;
+  if (compare && (floats || ints)) {
+    return push_sym(compare_sym(arg, raw_sym(lhs), raw_sym(rhs)), "a comparison", numpy_attr("bool_"));
+  }
+  if (!compare && floats && (base == NB_ADD || base == NB_SUBTRACT || base == NB_MULTIPLY)) {
+    if (auto e = binary_sym_op(arg, raw_sym(lhs), raw_sym(rhs))) return push_sym(*e, "a NumPy scalar expression", numpy_attr("float64"));
+  }
+  const char* name = compare ? compare_operator_name(arg) : binary_operator_name(arg);
+  if (auto s = fold_operator(name, lhs, rhs, /*specialize=*/true)) return std::move(*s);
+  return unsupported(std::string(compare ? "comparison" : "operator") + " of " + describe(lhs) + " and " + describe(rhs) +
+                     " (not supported yet)");
+}
+
+std::optional<Value> numpy_scalar_constant(PyObject* r) {
+  const std::optional<jit::SymType> kind = guards::numpy_scalar_kind(Py_TYPE(r));
+  jit::SymValue value;
+  if (!kind || !guards::read_numpy_scalar(r, *kind, &value)) return std::nullopt;
+  Value v = Value::sym(jit::SymExpr::constant(value));
+  v.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(r)));
+  return v;
+}
+
+// The graph dtype of a NumPy scalar type, as torch.tensor() of such a scalar makes it.
+std::optional<jit::DType> numpy_dtype(PyObject* type) {
+  static const std::pair<const char*, jit::DType> kTypes[] = {
+      {"float64", jit::DType::Float64}, {"float32", jit::DType::Float32}, {"int64", jit::DType::Int64},
+      {"int32", jit::DType::Int32},     {"uint8", jit::DType::UInt8},     {"bool_", jit::DType::Bool}};
+  for (const auto& [name, d] : kTypes) {
+    if (numpy_attr(name) == type) return d;
+  }
+  return std::nullopt;
+}
+
+// NumPy callables that compute a value from known numbers and change nothing: ufuncs
+// (np.sqrt, np.maximum), the NumPy scalar types, np.dtype, np.finfo and np.iinfo, and
+// a few array functions on scalars and lists of numbers.
+bool is_pure_numpy_callable(PyObject* fn) {
+  PyObject* ufunc = numpy_attr("ufunc");
+  if (ufunc != nullptr && Py_TYPE(fn) == reinterpret_cast<PyTypeObject*>(ufunc)) return true;
+  static const char* const kNames[] = {"dtype", "finfo", "iinfo", "float64", "float32", "float16", "int64", "int32",
+                                       "int16", "int8", "uint8", "bool_", "isclose", "allclose", "clip", "sum",
+                                       "mean", "prod", "round", "isfinite", "isnan", "isinf"};
+  for (const char* name : kNames) {
+    if (PyObject* f = numpy_attr(name); f != nullptr && f == fn) return true;
+  }
+  return false;
+}
+
+// NumPy objects that never change and whose reads run no user code: dtypes, and the
+// finfo / iinfo records (their plain attributes).
+bool is_numpy_metadata(PyObject* o) {
+  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0 && std::strcmp(Py_TYPE(o)->tp_name, "finfo") != 0 &&
+      std::strcmp(Py_TYPE(o)->tp_name, "iinfo") != 0) {
+    return false;
+  }
+  PyObject* dtype = numpy_attr("dtype");
+  PyObject* finfo = numpy_attr("finfo");
+  PyObject* iinfo = numpy_attr("iinfo");
+  PyTypeObject* tp = Py_TYPE(o);
+  return (dtype != nullptr && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(dtype))) ||
+         (finfo != nullptr && tp == reinterpret_cast<PyTypeObject*>(finfo)) ||
+         (iinfo != nullptr && tp == reinterpret_cast<PyTypeObject*>(iinfo));
+}
+
+}  // namespace fj::interp
