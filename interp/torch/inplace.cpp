@@ -138,15 +138,20 @@ bool Tracer::disjoint_views(NodeId a, NodeId b) const {
 // shape and dtype as the old parent.
 Expected<NodeId> Tracer::replay_view(NodeId view, NodeId parent) {
   const jit::Node n = graph_.node(view);
+  Expected<NodeId> r = Error{"a view made by " + std::string(jit::aten_name(n.op)) + " cannot be taken again"};
   switch (n.op) {
-    case jit::Op::Permute: return graph_.permute(parent, n.dims);
-    case jit::Op::Reshape: return graph_.reshape(parent, n.sym);
-    case jit::Op::Expand: return graph_.expand(parent, n.sym);
+    case jit::Op::Permute: r = graph_.permute(parent, n.dims); break;
+    case jit::Op::Reshape: r = graph_.reshape(parent, n.sym); break;
+    case jit::Op::Expand: r = graph_.expand(parent, n.sym); break;
     case jit::Op::Slice:
-      return graph_.slice(parent, n.dims[0], n.args[0], n.sym[static_cast<size_t>(n.dims[0])], *n.args[1].as_int());
-    case jit::Op::Select: return graph_.select(parent, n.dims[0], n.args[0]);
-    default: return Error{"a view made by " + std::string(jit::aten_name(n.op)) + " cannot be taken again"};
+      r = graph_.slice(parent, n.dims[0], n.args[0], n.sym[static_cast<size_t>(n.dims[0])], *n.args[1].as_int());
+      break;
+    case jit::Op::Select: r = graph_.select(parent, n.dims[0], n.args[0]); break;
+    default: break;
   }
+  // A view of the whole tensor (y = x[:]) stays an object of its own: `y is x` is false.
+  if (r && *r == parent) return graph_.alias(parent);
+  return r;
 }
 
 // A copy of x as a node of its own (x * 1, or x & True for bools: every value kept).

@@ -375,6 +375,18 @@ Status Tracer::lower_contiguous(const OpCall& c) {
   return push_built(graph_.pointwise(is_bool ? jit::Op::BitwiseAnd : jit::Op::Mul, {c.x, one}), c.what);
 }
 
+// detach(input): a view of the input of its own, as eager's (a frame that records
+// autograd would need it cut from the graph: not traced there).
+Status Tracer::lower_detach(const OpCall& c) {
+  if (autograd_) return unsupported(c.what + " where tensors require grad (not supported yet)");
+  auto a = graph_.alias(c.x);
+  if (!a) return unsupported(c.what + ": " + a.error());
+  mark_view(*a, c.x);
+  if (may_be_noncontig(c.x)) mark_noncontig(*a);
+  push(Value::tensor(*a));
+  return ok();
+}
+
 // narrow(input, dim, start, length): a slice, start negative counting from the end
 Status Tracer::lower_narrow(const OpCall& c) {
   int64_t d;

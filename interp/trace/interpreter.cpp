@@ -120,7 +120,6 @@ Status Tracer::bind_arguments() {
     cur_.fs->locals[static_cast<size_t>(first_free + k)] = closure_value(name, v);
   }
   const auto& refs = guards::torch_refs();
-  jit::SymValue hint;  // a NumPy scalar argument's value
   for (int i = 0; i < in_.num_args; ++i) {
     PyObject* a = in_.args[i];
     const std::string name = guards::utf8_lossy(PyTuple_GET_ITEM(code->co_localsplusnames, i));
@@ -164,19 +163,8 @@ Status Tracer::bind_arguments() {
       const int id = new_symbol(type, hint, "L['" + name + "']");
       guards().add_symbol_arg(i, name, id, type);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
-    } else if (const auto kind = guards::numpy_scalar_kind(Py_TYPE(a)); kind && guards::read_numpy_scalar(a, *kind, &hint)) {
-      // A NumPy scalar (np.float64(2.5)): a symbol, as a Python number of its kind is,
-      // whose Python type stays NumPy's (guarded exactly); ints 0 and 1 are constants.
-      const int id = new_symbol(*kind, hint, "L['" + name + "']");
-      guards().add_symbol_arg(i, name, id, *kind, -1, reinterpret_cast<PyObject*>(Py_TYPE(a)));
-      Value v = Value::sym(jit::SymExpr::symbol(id, *kind), src);
-      if (*kind == jit::SymType::Int && (std::get<int64_t>(hint) == 0 || std::get<int64_t>(hint) == 1)) {
-        const jit::SymExpr value = jit::SymExpr::constant(hint);
-        guards().add_expr(jit::eq(v.expr, value), readable(v.expr) + " == " + value.str());
-        v.expr = value;
-      }
-      v.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(a)));
-      cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
+    } else if (std::optional<Value> v = numpy_argument(a, src, -1)) {
+      cur_.fs->locals[static_cast<size_t>(i)] = std::move(*v);
     } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) > 0 && Py_SIZE(a) <= 16) {
       // A list or tuple of tensors: each item is a tensor input found by index.
       std::vector<Value> items;
@@ -240,7 +228,7 @@ void Tracer::bind_number_sequence(PyObject* seq, const Source& src, std::vector<
   const int arg = src.arg;
   for (Py_ssize_t k = 0; k < Py_SIZE(seq); ++k) {
     PyObject* x = PySequence_Fast_GET_ITEM(seq, k);
-    const bool number = PyBool_Check(x) || PyFloat_CheckExact(x) || PyLong_CheckExact(x);
+    const bool number = PyBool_Check(x) || PyFloat_CheckExact(x) || PyLong_CheckExact(x) || guards::numpy_scalar_kind(Py_TYPE(x));
     if (!number && x != Py_None && !PyUnicode_CheckExact(x)) {
       items->clear();
       return;
@@ -255,6 +243,10 @@ void Tracer::bind_number_sequence(PyObject* seq, const Source& src, std::vector<
     int overflow = 0;
     const long long iv = PyLong_CheckExact(x) ? PyLong_AsLongLongAndOverflow(x, &overflow) : 2;
     Value& v = (*items)[static_cast<size_t>(k)];
+    if (std::optional<Value> n = numpy_argument(x, item, static_cast<int>(k))) {
+      v = std::move(*n);
+      continue;
+    }
     if (x == Py_None || PyUnicode_CheckExact(x) || overflow != 0 || iv == 0 || iv == 1) {
       guards().add_scalar(arg, src.name, x, static_cast<int>(k));
       v = Value::constant(PyRef::borrow(x), item);
@@ -268,6 +260,25 @@ void Tracer::bind_number_sequence(PyObject* seq, const Source& src, std::vector<
     guards().add_symbol_arg(arg, src.name, id, type, static_cast<int>(k));
     v = Value::sym(jit::SymExpr::symbol(id, type), item);
   }
+}
+
+// A NumPy scalar argument, or item `item` of the argument `src` names (np.float64(2.5)):
+// a symbol as a Python number of its kind is, whose Python type stays NumPy's (guarded
+// exactly); ints 0 and 1 are constants. nullopt: not a NumPy scalar a symbol holds.
+std::optional<Value> Tracer::numpy_argument(PyObject* a, const Source& src, int item) {
+  jit::SymValue hint;
+  const std::optional<jit::SymType> kind = guards::numpy_scalar_kind(Py_TYPE(a));
+  if (!kind || !guards::read_numpy_scalar(a, *kind, &hint)) return std::nullopt;
+  const int id = new_symbol(*kind, hint, "L['" + src.name + "']" + (item < 0 ? "" : "[" + std::to_string(item) + "]"));
+  guards().add_symbol_arg(src.arg, src.name, id, *kind, item, reinterpret_cast<PyObject*>(Py_TYPE(a)));
+  Value v = Value::sym(jit::SymExpr::symbol(id, *kind), src);
+  if (*kind == jit::SymType::Int && (std::get<int64_t>(hint) == 0 || std::get<int64_t>(hint) == 1)) {
+    const jit::SymExpr value = jit::SymExpr::constant(hint);
+    guards().add_expr(jit::eq(v.expr, value), readable(v.expr) + " == " + value.str());
+    v.expr = value;
+  }
+  v.obj = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(a)));
+  return v;
 }
 
 // Why a trace stops when a KeyboardInterrupt (SystemExit, MemoryError) was set aside

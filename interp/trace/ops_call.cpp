@@ -135,6 +135,17 @@ Status Tracer::call_torch_function(const PyOp& op, CallSite& c) {
   return call_py_op(op, std::move(c.args), c.kw_names.get());
 }
 
+namespace {
+
+// A function of torch's C extension (torch.from_numpy, torch.as_tensor).
+bool torch_builtin(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return false;
+  PyObject* module = reinterpret_cast<PyCFunctionObject*>(fn)->m_module;
+  return module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "torch") == 0;
+}
+
+}  // namespace
+
 // A call that could not be traced (`failed` says why) runs as it is, as a plan step
 // between two graph segments, where it can; else `failed` ends the trace.
 Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> call_args) {
@@ -147,9 +158,11 @@ Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> c
   if (autograd_) {  // plan steps would cut the autograd graph (interp/trace/autograd_trace.cpp)
     return unsupported(failed.message + "; no graph break where tensors require grad (not supported yet)");
   }
-  // A frame without tensors is Python's work; a call whose result enters a with
-  // block would only resume in CPython right after it.
-  const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty();
+  // A frame without tensors is Python's work, until a torch function makes one
+  // (torch.from_numpy(a)); a call whose result enters a with block would only resume
+  // in CPython right after it.
+  const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty() ||
+                       torch_builtin(c.callable.obj.get());
   const size_t next = cur_.fs->pc + 1;
   if (!tensors || (next < cur_.code->instructions.size() &&
                    cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {

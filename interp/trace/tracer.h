@@ -98,6 +98,7 @@ class Tracer {
   static const std::array<Handler, 256>& handlers();
 
   Status bind_arguments();
+  std::optional<Value> numpy_argument(PyObject* a, const Source& src, int item);
   // The frame's *args tuple or **kwargs dict: its length (keys) guarded, each item an
   // input found by its path below it (ops_star.cpp).
   Status bind_star_parameter(PyObject* a, const Source& src, Value* out);

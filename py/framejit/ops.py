@@ -112,6 +112,7 @@ def torch_functions(pointwise_names=()):
         "broadcast_to": [torch.broadcast_to, T.broadcast_to],
         "flatten": [torch.flatten, T.flatten],
         "contiguous": [T.contiguous],
+        "detach": [torch.detach, T.detach],
         "narrow": [torch.narrow, T.narrow],
         "select": [torch.select, T.select],
         "unbind": [torch.unbind, T.unbind],

@@ -117,3 +117,42 @@ def test_numpy_dtype_as_a_dict_key():
         return x.to(table[np.dtype(name)])
 
     whole(f, [(torch.randn(2, 3), "float64"), (torch.randn(2, 3), "int32")])
+
+
+def test_a_tuple_of_numpy_ints_as_a_shape():
+    def f(x, shape):
+        return torch.zeros(tuple(int(s) for s in shape)) + x.sum(), int(shape[0]) * 2
+
+    whole(f, [(torch.randn(3), (np.int64(2), np.int64(3))), (torch.randn(3), (np.int64(4), np.int64(5)))], compiles=1)
+
+
+def test_torch_from_numpy_of_an_argument_is_a_break_not_a_fallback():
+    # a frame with no tensor until torch.from_numpy makes one: the call runs between
+    # two graphs, the rest compiles
+    def f(a):
+        t = torch.from_numpy(a)
+        return t * 2 + 1, a
+
+    framejit.reset()
+    cf = framejit.compile(f)
+    for shape in ((2, 2), (3, 1), (2, 2)):
+        a, b = np.ones(shape, dtype=np.float32), np.ones(shape, dtype=np.float32)
+        got, want = cf(a), f(b)
+        assert_same(got[0], want[0])
+        assert np.array_equal(got[1], want[1]) and got[1] is a
+    s = framejit.stats(cf)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] >= 1 and s["graphs"] >= 1, s
+
+
+def test_a_numpy_call_on_a_float_zero_stays_a_call():
+    # np.clip(0.0, ...) cannot be folded on a guarded value (a zero's sign is not
+    # guarded): it runs as a call between graphs, never a fallback
+    def f(x, v):
+        return x * float(np.clip(v, 0.5, 1.5))
+
+    framejit.reset()
+    cf = framejit.compile(f)
+    for v in (2.0, 0.0, 1.0):
+        x = torch.randn(3)
+        assert_same(cf(x, v), f(x, v))
+    assert framejit.stats(cf)["fallbacks"] == 0

@@ -230,3 +230,24 @@ def test_view_minus_one_of_a_linear_output_lines_up_with_its_dims():
         assert_same(compiled(x), f(x))
     s = framejit.stats(f)
     assert (s["compiles"], s["fallbacks"], s["deopts"]) == (1, 0, 0), s
+
+
+def test_detach_is_a_view_of_its_own():
+    # x.detach() and torch.detach(): a new tensor sharing x's memory; a write through
+    # it shows in x
+    def f(x):
+        y = x.detach()
+        z = x.t().detach()
+        y.add_(1)
+        w = x[:]
+        w.mul_(2)
+        return y, z.contiguous(), x, torch.detach(x * 2), w
+
+    compiled = framejit.compile(f)
+    for shape in ((2, 3), (4, 5)):
+        x = torch.randn(shape)
+        x2 = x.clone()
+        assert_same(compiled(x), f(x2))
+        assert torch.equal(x, x2)
+    s = framejit.stats(f)
+    assert (s["compiles"], s["fallbacks"], s["graph_breaks"]) == (1, 0, 0), s
