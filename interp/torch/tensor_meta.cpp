@@ -178,6 +178,18 @@ std::optional<Status> Tracer::tensor_meta_attr(const Value& t, const std::string
     FJ_TRY(require_tensor_attr(name));
     push(int_value(static_cast<int64_t>(element_size(n.dtype))));
     return ok();
+  } else if (name == "nbytes") {  // numel * itemsize, symbolic with the sizes
+    FJ_TRY(require_tensor_attr(name));
+    SymExpr bytes = SymExpr::integer(static_cast<int64_t>(element_size(n.dtype)));
+    for (size_t d = 0; d < n.rank(); ++d) bytes = jit::mul(bytes, *as_sym(dim_value(t.node, d)));
+    return push_sym(bytes, "nbytes");
+  } else if (name == "__class__") {  // an argument's (exactly torch.Tensor) or an op's result
+    const jit::Node& root = graph_.node(t.node);
+    if (root.op == jit::Op::Placeholder && placeholder_slot_[static_cast<size_t>(root.index)].kind != InputRef::Kind::Arg) {
+      return unsupported("the class of a tensor found by path or returned by a call (a subclass, maybe)");
+    }
+    push(Value::constant(PyRef::borrow(guards::torch_refs().tensor_type)));
+    return ok();
   } else if (name == "requires_grad") {
     FJ_TRY(require_tensor_attr(name));
     bool needs_grad = false;

@@ -48,7 +48,7 @@ Status Tracer::can_resume() const {
   if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
   // CPython's state would lack the exception being handled (sys.exc_info(), a bare raise).
   if (!cur_.fs->handling.empty()) return Error{"inside an except block"};
-  bool grad_block = false, slice = false, closure = false;
+  bool grad_block = false, slice = false, closure = false, made = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
     grad_block |= v.kind == ValueKind::GradModeExit;
@@ -56,10 +56,15 @@ Status Tracer::can_resume() const {
     // A function made here over the frame's cells holds stand-in cells (op_load_closure),
     // not the ones CPython's frame gets when it resumes.
     closure |= v.kind == ValueKind::Const && v.fresh && v.obj && has_traced_cells(v.obj.get());
+    // What convert cannot hand over: an iterator of a list (iter(l)), an exception or a
+    // bound method made while tracing.
+    made |= v.kind == ValueKind::Iterator && v.fresh;
+    made |= v.kind == ValueKind::Const && v.fresh && v.obj && (PyExceptionInstance_Check(v.obj.get()) || !v.items.empty());
   });
   if (grad_block) return Error{"inside a with block"};
   if (slice) return Error{"with a symbolic slice on the stack"};
   if (closure) return Error{"with a closure over the frame's variables alive"};
+  if (made) return Error{"with an iterator, exception or bound method made in the frame alive"};
   return ok();
 }
 
@@ -602,6 +607,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   // takes the frame over at the call with the exception (its stack below the call).
   if (in_try_block(cur_.code->instructions[cur_.fs->pc])) FJ_TRY(save_state(root_fs_, root_fs_.pc, "an exception of the " + what, &step.unwind));
   const DeoptState* deopt = nullptr;
+  const bool grad_before = guards::grad_enabled();
   if (!run_step(step, *run_, &deopt)) {  // the call raised: so does the frame, here (or its handler runs)
     call_raised_ = true;
     if (step.unwind) FJ_TRY(end_with_unwind(std::move(step), what));
@@ -663,11 +669,14 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
                          location(*last_ins_));
     }
   }
-  // The call changed torch's default dtype (torch.set_default_dtype): graphs assume
-  // float32, so CPython runs the rest of the frame from just after it, now and at
-  // every call of the plan (a Deopt step).
-  if (guards::default_dtype() != guards::torch_refs().float32) {
-    const std::string why = "the " + what + " changed torch.get_default_dtype() (the rest of the frame runs in CPython)";
+  // The call changed torch's default dtype (torch.set_default_dtype) or grad mode
+  // (torch.set_grad_enabled(False)): graphs assume float32 and the traced mode, so
+  // CPython runs the rest of the frame from just after it, now and at every call of
+  // the plan (a Deopt step).
+  const bool dtype_changed = guards::default_dtype() != guards::torch_refs().float32;
+  if (dtype_changed || guards::grad_enabled() != grad_before) {
+    const std::string why = "the " + what + " changed " + (dtype_changed ? "torch.get_default_dtype()" : "grad mode") +
+                            " (the rest of the frame runs in CPython)";
     deopt_step(after_call_, why, last_ins_);
     handed_over_ = true;
     return unsupported(why);

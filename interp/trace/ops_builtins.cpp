@@ -36,6 +36,10 @@ struct BuiltinCalls {
   static std::optional<Status> abs(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> dict(Tracer& t, const Tracer::CallSite& c);
   static std::optional<Status> setattr(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> iter_of(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> next_of(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> torch_state(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> torch_meta(Tracer& t, const Tracer::CallSite& c);
 };
 
 namespace {
@@ -57,7 +61,12 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"all", all_or_any},  {"any", all_or_any},     {"type", type_of},
         {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
         {"abs", abs},         {"dict", dict},        {"setattr", setattr},
+        {"iter", iter_of},    {"next", next_of},
     };
+    // torch's readers of its global state, and its functions that read a tensor's metadata
+    static const std::pair<const char*, Handler> kTorch[] = {
+        {"is_grad_enabled", torch_state}, {"get_default_dtype", torch_state}, {"is_floating_point", torch_meta},
+        {"is_complex", torch_meta},       {"is_signed", torch_meta},          {"numel", torch_meta}};
     auto* t = new std::unordered_map<PyObject*, Handler>();  // kept for the process
     PyObject* builtins = PyImport_ImportModule("builtins");
     for (const auto& [name, handler] : kHandlers) {
@@ -71,6 +80,12 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
       if (f != nullptr) (*t)[f] = torch_flag;  // the reference is kept with the table
     }
     Py_XDECREF(torch_c);
+    PyObject* torch = PyImport_ImportModule("torch");
+    for (const auto& [name, handler] : kTorch) {
+      PyObject* f = torch ? PyObject_GetAttrString(torch, name) : nullptr;
+      if (f != nullptr) (*t)[f] = handler;  // the reference is kept with the table
+    }
+    Py_XDECREF(torch);
     guards::clear_error();
     // object.__getattribute__ (super().__getattribute__ in a class's own one).
     PyObject* name = PyUnicode_InternFromString("__getattribute__");
@@ -577,6 +592,75 @@ std::optional<Status> BuiltinCalls::setattr(Tracer& t, const Tracer::CallSite& c
   FJ_TRY(t.object_store_attr(c.args[0], guards::utf8_lossy(c.args[1].obj.get()), c.args[2]));
   t.push(Value::constant(PyRef::borrow(Py_None)));
   return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// iter(x) of what a for loop iterates (not a dict): an iterator of its own, itself for
+// an iterator. A list it reads may not change while it lives (iterated_lists_), and it
+// is never handed over to CPython (whose iterator would read the list as it changes).
+std::optional<Status> BuiltinCalls::iter_of(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1 || c.args[0].kind == ValueKind::Dict || t.is_path_dict(c.args[0])) return std::nullopt;
+  t.push(c.args[0]);
+  if (t.op_get_iter(*c.ins).failed()) return std::nullopt;
+  Value it = t.pop();
+  if (it.obj) return unsupported("iter() of a set the frame changes (not supported yet)");
+  if (it.identity > -2) {
+    if (it.identity >= 0) t.iterated_lists_.insert(it.identity);
+    it.fresh = c.args[0].kind == ValueKind::List;
+    it.identity = t.own_iterator_id();
+    it.source = Source{};
+  }
+  t.push(std::move(it));
+  return ok();
+}
+
+// next(it) / next(it, default) of an iterator of its own: its next item (every copy
+// of it advances), else the default, else StopIteration.
+std::optional<Status> BuiltinCalls::next_of(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.empty() || c.args.size() > 2) return std::nullopt;
+  Value it = c.args[0];
+  if (it.kind != ValueKind::Iterator || it.identity > -2 || it.obj) return std::nullopt;
+  if (it.writes >= 0 && it.writes != t.writes_ && it.next < it.items.size()) {
+    return unsupported("next() of a generator expression after a write it may read (not supported yet)");
+  }
+  if (it.next < it.items.size()) {
+    Value item = it.items[it.next++];
+    t.advance_everywhere(it);
+    t.push(std::move(item));
+    return ok();
+  }
+  if (c.args.size() == 2) {
+    t.push(c.args[1]);
+    return ok();
+  }
+  PyErr_SetNone(PyExc_StopIteration);
+  return t.raise_python_error("next() of an exhausted iterator (CPython raises StopIteration)");
+}
+
+// torch.is_grad_enabled(): the mode where the call is (the entry's mode guarded);
+// torch.get_default_dtype(): float32, which every entry checks.
+std::optional<Status> BuiltinCalls::torch_state(Tracer& t, const Tracer::CallSite& c) {
+  if (!c.args.empty() || c.kw_names) return std::nullopt;
+  static PyObject* default_dtype = lookup_attr("torch", "get_default_dtype");
+  if (c.callable.obj.get() == default_dtype) {
+    t.push(Value::constant(PyRef::borrow(guards::torch_refs().float32)));
+    return ok();
+  }
+  t.guards().add_grad_mode(t.grad_at_entry_);
+  t.push(Value::constant(PyRef::borrow(t.grad_enabled_ ? Py_True : Py_False)));
+  return ok();
+}
+
+// torch.is_floating_point(x), torch.numel(x) & co of a tensor: as its own method.
+std::optional<Status> BuiltinCalls::torch_meta(Tracer& t, const Tracer::CallSite& c) {
+  if (c.args.size() != 1 || c.kw_names || !t.is_tensor(c.args[0])) return std::nullopt;
+  if (!PyCFunction_Check(c.callable.obj.get())) return std::nullopt;
+  const char* name = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;
+  if (Tracer::is_meta_method(name)) return t.call_meta_method(name, c.args, nullptr);
+  return t.call_shape_method(name, c.args);
 }
 
 }  // namespace fj::interp

@@ -521,7 +521,7 @@ Value Tracer::shape_tuple(jit::NodeId node) {
 Status Tracer::call_shape_method(const std::string& name, const std::vector<Value>& args) {
   const jit::NodeId node = args[0].node;
   const size_t rank = graph_.node(node).rank();
-  if (name == "dim" && args.size() == 1) {
+  if ((name == "dim" || name == "ndimension") && args.size() == 1) {
     push(Value::constant(PyRef::steal(PyLong_FromSize_t(rank))));
     return ok();
   }

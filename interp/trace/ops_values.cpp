@@ -11,7 +11,9 @@ namespace fj::interp {
 
 // ---- values ----
 
-bool is_shape_method(const std::string& name) { return name == "size" || name == "dim" || name == "numel"; }
+bool is_shape_method(const std::string& name) {
+  return name == "size" || name == "dim" || name == "numel" || name == "ndimension";
+}
 
 
 

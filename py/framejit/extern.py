@@ -12,7 +12,7 @@ _NAMESPACES = {"torch", "torch._C._nn", "torch._C._special", "torch._C._linalg",
 # state a graph would not see change.
 _DENY = {"detach", "alias", "set_", "numel", "is_tensor", "is_storage", "is_floating_point", "is_complex",
          "is_nonzero", "is_same_size", "is_signed", "is_conj", "is_neg", "is_inference", "result_type",
-         "can_cast", "promote_types", "get_default_dtype", "get_device", "manual_seed", "seed", "initial_seed",
+         "can_cast", "promote_types", "get_default_dtype", "is_grad_enabled", "get_device", "manual_seed", "seed", "initial_seed",
          "from_numpy", "from_dlpack", "as_tensor", "tensor", "asarray", "frombuffer", "as_strided",
          "empty", "empty_like", "empty_strided", "empty_permuted", "unique", "unique_consecutive", "nonzero",
          "masked_select", "bincount", "histc", "repeat_interleave", "combinations", "where", "argwhere",
