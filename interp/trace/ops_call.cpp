@@ -30,6 +30,7 @@ Status Tracer::op_call(const Instruction& ins) {
 Status Tracer::dispatch_call(CallSite& c) {
   const Instruction& ins = *c.ins;
   if (std::optional<Status> s = autograd_call(c.callable, c.args, c.kw_names.get())) return std::move(*s);
+  if (std::optional<Status> s = call_partial(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/false)) return std::move(*s);
   if (std::optional<Status> s = call_operator(c)) return std::move(*s);
   if (std::optional<Status> s = call_sorted_min_max(c)) return std::move(*s);
@@ -465,7 +466,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   const bool same_globals = func->func_globals == in_.globals;
   cur_ = FrameCtx{&fs, decoded, co, func->func_globals, func->func_builtins,
                   same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
-                  caller.depth + 1};
+                  caller.depth + 1, func->func_closure};
   Value ret;
   inlined_frames_.push_back(&fs);
   callers_.push_back(caller);

@@ -438,4 +438,62 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
   return ok();
 }
 
+// functools.partial(f, *args, **kw) made in the frame: an object of the trace (f, its
+// arguments as a tuple, its keywords as a dict, read as p.func, p.args, p.keywords);
+// calling it calls f with its arguments first and the call's keywords over its own.
+bool is_partial_object(const Value& v) {
+  static PyObject* partial = lookup_attr("functools", "partial");
+  return v.kind == ValueKind::Object && partial != nullptr && v.obj.get() == partial;
+}
+
+std::optional<Status> Tracer::call_partial(const CallSite& c) {
+  static PyObject* partial = lookup_attr("functools", "partial");
+  if (partial == nullptr) return std::nullopt;
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  auto name = [](const char* n) { return Value::constant(PyRef::steal(PyUnicode_InternFromString(n))); };
+  if (c.callable.kind == ValueKind::Const && c.callable.obj.get() == partial) {
+    if (npos == 0) return std::nullopt;  // CPython raises
+    Value kw = Value::sequence(ValueKind::Dict, {});
+    kw.identity = next_identity_++;
+    for (size_t k = 0; k < nkw; ++k) {
+      kw.items.push_back(Value::constant(PyRef::borrow(PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k)))));
+      kw.items.push_back(c.args[npos + k]);
+    }
+    Value p = Value::sequence(ValueKind::Object, {c.callable, name("func"), c.args[0], name("args"),
+                                                  Value::sequence(ValueKind::Tuple, {c.args.begin() + 1, c.args.begin() + static_cast<std::ptrdiff_t>(npos)}),
+                                                  name("keywords"), std::move(kw)});
+    p.obj = c.callable.obj;
+    p.identity = next_identity_++;
+    push(std::move(p));
+    return ok();
+  }
+  if (c.callable.kind != ValueKind::Object || c.callable.obj.get() != partial || c.callable.items.size() < 7) return std::nullopt;
+  const Value& args = c.callable.items[4];
+  const Value& kw = c.callable.items[6];
+  if (args.kind != ValueKind::Tuple || kw.kind != ValueKind::Dict) return std::nullopt;
+  CallSite inner = c;
+  inner.callable = c.callable.items[2];
+  inner.args.assign(args.items.begin(), args.items.end());
+  inner.args.insert(inner.args.end(), c.args.begin(), c.args.begin() + static_cast<std::ptrdiff_t>(npos));
+  Value merged = kw;  // {**p.keywords, **call's}
+  for (size_t k = 0; k < nkw; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k));
+    if (const long at = dict_find(merged, key); at >= 0) {
+      merged.items[static_cast<size_t>(at) + 1] = c.args[npos + k];
+    } else {
+      merged.items.push_back(Value::constant(PyRef::borrow(key)));
+      merged.items.push_back(c.args[npos + k]);
+    }
+  }
+  const auto n = static_cast<Py_ssize_t>(merged.items.size() / 2);
+  inner.kw_names = n > 0 ? PyRef::steal(PyTuple_New(n)) : PyRef();
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (!merged.items[static_cast<size_t>(2 * k)].obj) return unsupported("a functools.partial with keywords the trace does not know");
+    PyTuple_SET_ITEM(inner.kw_names.get(), k, Py_NewRef(merged.items[static_cast<size_t>(2 * k)].obj.get()));
+    inner.args.push_back(merged.items[static_cast<size_t>(2 * k + 1)]);
+  }
+  return dispatch_call(inner);
+}
+
 }  // namespace fj::interp

@@ -46,8 +46,28 @@ Status Tracer::op_load_fast(const Instruction& ins) {
   return ok();
 }
 
-// ( -- value): a cell or free variable, kept as a plain local while tracing
-Status Tracer::op_load_deref(const Instruction& ins) { return op_load_fast(ins); }
+// The stand-in cell (op_load_closure) that free variable `arg` of the current frame,
+// an inlined function made in the trace, reads: a local of a traced frame. nullptr: a
+// real cell, or not a free variable.
+PyObject* Tracer::traced_cell(int arg) const {
+  const int first_free = cur_.co->co_nlocalsplus - cur_.co->co_nfreevars;
+  if (arg < first_free || cur_.closure == nullptr || arg - first_free >= PyTuple_GET_SIZE(cur_.closure)) return nullptr;
+  PyObject* cell = PyTuple_GET_ITEM(cur_.closure, arg - first_free);
+  return traced_cells_.count(cell) ? cell : nullptr;
+}
+
+// ( -- value): a cell or free variable, kept as a plain local while tracing; a free
+// variable over a traced frame's local reads that local (`nonlocal` writes it).
+Status Tracer::op_load_deref(const Instruction& ins) {
+  if (PyObject* cell = traced_cell(ins.arg)) {
+    const auto& [fs, slot] = traced_cells_.at(cell);
+    const Value& v = fs->locals[static_cast<size_t>(slot)];
+    if (v.kind == ValueKind::Null) return unsupported("read of an unbound variable of an enclosing function");
+    push(v);
+    return ok();
+  }
+  return op_load_fast(ins);
+}
 
 // ( -- cell): the cell of local `arg`, for the closure of a function defined here.
 // A new, empty cell object stands for it (traced_cells_); a call of the function
@@ -58,6 +78,12 @@ Status Tracer::op_load_closure(const Instruction& ins) {
   // ran since the last break, so after one CPython runs the frame from here.
   if (cur_.depth == 0 && committed_ && segment_since_call_) {
     return unsupported("a closure over the frame's variables after a graph break and a branch");
+  }
+  if (PyObject* outer = traced_cell(ins.arg)) {  // passed on: one cell, one local
+    Value v = Value::constant(PyRef::borrow(outer));
+    v.fresh = true;
+    push(std::move(v));
+    return ok();
   }
   PyObject* cell = PyCell_New(nullptr);
   if (cell == nullptr) {
@@ -88,6 +114,11 @@ bool Tracer::has_traced_cells(PyObject* obj) const {
 // (value -- )
 Status Tracer::op_store_deref(const Instruction& ins) {
   PyCodeObject* code = cur_.co;
+  if (PyObject* cell = traced_cell(ins.arg)) {  // `nonlocal n; n += 1` in a function made in the trace
+    const auto& [fs, slot] = traced_cells_.at(cell);
+    fs->locals[static_cast<size_t>(slot)] = pop();
+    return ok();
+  }
   if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
     return unsupported("assignment to a variable of an enclosing function");
   }

@@ -211,6 +211,11 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
   };
   static PyObject* class_name = interned("__class__");
   if (obj.kind == ValueKind::Object && _PyUnicode_EQ(key.get(), class_name)) return value(obj.items[0]);
+  if (is_partial_object(obj)) {  // func, args, keywords (ops_higher.cpp)
+    const long at = attr_index(obj, key.get());
+    if (at < 0 || method) return unsupported("attribute '" + name + "' of a functools.partial made in the frame (not supported yet)");
+    return value(obj.items[static_cast<size_t>(at) + 1]);
+  }
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
     if (!Py_IS_TYPE(descr, &PyProperty_Type)) return unsupported("attribute '" + name + "' of a " + object_class_name(obj) + " made in the frame (not supported yet)");
     PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));

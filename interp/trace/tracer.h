@@ -270,6 +270,7 @@ class Tracer {
     bool no_break = false;    // a call a handler makes (call_value): never a graph break
   };
   Status dispatch_call(CallSite& c);
+  std::optional<Status> call_partial(const CallSite& c);
   // ---- builtins that call functions (ops_higher.cpp) ----
   Status call_value(const Value& callable, std::vector<Value> args);
   Status call_unchanging(const Value& callable, std::vector<Value> args, bool lazy, const char* what);
@@ -726,6 +727,7 @@ class Tracer {
   // A cell standing for a traced local, or a function made in the frame over such
   // cells or with traced defaults: CPython could not run it.
   bool has_traced_cells(PyObject* obj) const;
+  PyObject* traced_cell(int arg) const;
   // nullopt when v is no tensor.
   std::optional<Status> path_tensor(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out,
                                     bool module_attr = false);
@@ -759,6 +761,7 @@ class Tracer {
     PyObject* guard_globals;   // for guards: nullptr = the call's own globals
     PyObject* guard_builtins;  // for guards: nullptr = the call's own builtins
     int depth;                 // 0 for the root frame
+    PyObject* closure = nullptr;  // borrowed: an inlined function's cells
   };
 
   CodeState& st_;

@@ -360,3 +360,39 @@ def test_sets_that_change_while_iterated_or_leave_with_another_order():
 
     same_as_eager(changing, torch.ones(2))
     same_as_eager(history, torch.ones(2))
+
+
+def _scale(x, factor=1.0, bias=0.0):
+    return x * factor + bias
+
+
+def test_functools_partial_with_keywords_traces_as_its_function():
+    # partial(f, *args, **kw) made in the frame: its call is f's, with the call's
+    # keywords over its own; p.func / p.args / p.keywords read as CPython's
+    def f(x, s):
+        p = functools.partial(_scale, factor=s)
+        q = functools.partial(functools.partial(_scale, x), 2.0)
+        total = functools.partial(torch.sum, dim=0)
+        return (p(x), p(x, bias=1.0), p(x, factor=0.5, bias=2.0), q(bias=1.0), total(x * 2, keepdim=True),
+                p.func is _scale, p.args, p.keywords, isinstance(p, functools.partial))
+
+    whole(f, [(torch.randn(3), 2.0), (torch.randn(4), -1.0)], compiles=1)
+
+
+def test_a_partial_that_leaves_the_frame_or_is_changed_runs_as_eager():
+    def returned(x):
+        return functools.partial(_scale, x)
+
+    def changed(x):
+        p = functools.partial(_scale, bias=1.0)
+        try:
+            p.func = None
+        except AttributeError as e:
+            return x, str(e)
+        return x * 2
+
+    framejit.reset()
+    got = framejit.compile(returned)(torch.ones(2))
+    assert got.func is _scale and torch.equal(got.args[0], torch.ones(2))
+    x = torch.randn(3)
+    assert_same(framejit.compile(changed)(x), changed(x))
