@@ -305,7 +305,18 @@ std::optional<Status> Tracer::fold_call(PyObject* fn, const std::vector<Value>& 
       PyDict_SetItem(kw.get(), PyTuple_GET_ITEM(kw_names, static_cast<Py_ssize_t>(i - npos)), o.get());
     }
   }
-  PyRef r = PyRef::steal(PyObject_Call(fn, pos.get(), kw.get()));
+  // NumPy's arithmetic warns or raises as np.errstate says: only what sets no
+  // floating-point flag is computed now, the rest runs as a call each time.
+  const bool numpy = is_pure_numpy_callable(fn) || std::any_of(args.begin(), args.end(), is_numpy_scalar);
+  PyRef r;
+  {
+    NumpyStrict strict(numpy);
+    r = PyRef::steal(PyObject_Call(fn, pos.get(), kw.get()));
+  }
+  if (!r && numpy && PyErr_ExceptionMatches(PyExc_FloatingPointError)) {
+    guards::clear_error();
+    return std::nullopt;
+  }
   if (!r) return raise_python_error(what + " raised (CPython raises it)");
   Value out;
   if (!known_result(r.get(), made, &out)) return std::nullopt;

@@ -1,9 +1,9 @@
 // NumPy at the edges of a traced frame. A NumPy scalar argument (np.float64(2.5)) is
 // a symbol as a Python number of its kind is, tagged with its NumPy type (Value::obj):
 // torch takes it as it takes a Python number, so tensor ops trace as usual and a new
-// value does not recompile. Python operators on it follow NumPy: symbolic where NumPy
-// computes exactly what the expression does, else NumPy computes them on the values
-// now (guarded). Calls of NumPy's math on known values (np.sqrt(n), np.isclose, np.finfo,
+// value does not recompile. Python operators on it follow NumPy: comparisons stay
+// symbolic, arithmetic NumPy computes on the values now (guarded), with its warnings
+// and np.errstate. Calls of NumPy's math on known values (np.sqrt(n), np.isclose, np.finfo,
 // np.dtype) run while tracing; their scalars come back tagged.
 #include "interp/trace/tracer.h"
 
@@ -55,18 +55,14 @@ jit::SymExpr raw_sym(const Value& v) { return *as_sym(v); }
 }  // namespace
 
 // BINARY_OP and COMPARE_OP on a NumPy scalar and a Python number or NumPy scalar
-// (no tensor): np.float64 + - * and comparisons of float64 operands, and comparisons
-// of int64 ones, stay symbolic, their result of NumPy's type (np.float64, np.bool_);
-// anything else NumPy computes on the values now (guarded).
+// (no tensor): comparisons of float64 operands, and of int64 ones, stay symbolic, their
+// result an np.bool_; arithmetic NumPy computes on the values now (guarded), since its
+// overflow and invalid results warn or raise as np.errstate says.
 Status Tracer::numpy_operator(int arg, bool compare, const Value& lhs, const Value& rhs) {
   const bool floats = float64_operand(lhs) && float64_operand(rhs);
   const bool ints = int64_operand(lhs) && int64_operand(rhs);
-  const int base = arg >= kNbInplaceAdd ? arg - kNbInplaceAdd : arg;
   if (compare && (floats || ints)) {
     return push_sym(compare_sym(arg, raw_sym(lhs), raw_sym(rhs)), "a comparison", numpy_attr("bool_"));
-  }
-  if (!compare && floats && (base == NB_ADD || base == NB_SUBTRACT || base == NB_MULTIPLY)) {
-    if (auto e = binary_sym_op(arg, raw_sym(lhs), raw_sym(rhs))) return push_sym(*e, "a NumPy scalar expression", numpy_attr("float64"));
   }
   const char* name = compare ? compare_operator_name(arg) : binary_operator_name(arg);
   if (auto s = fold_operator(name, lhs, rhs, /*specialize=*/true)) return std::move(*s);
@@ -94,12 +90,37 @@ std::optional<jit::DType> numpy_dtype(PyObject* type) {
   return std::nullopt;
 }
 
-// NumPy callables that compute a value from known numbers and change nothing: ufuncs
-// (np.sqrt, np.maximum), the NumPy scalar types, np.dtype, np.finfo and np.iinfo, and
-// a few array functions on scalars and lists of numbers.
+NumpyStrict::NumpyStrict(bool on) {
+  PyObject* seterr = on ? numpy_attr("seterr") : nullptr;
+  if (seterr == nullptr) return;
+  PyRef kw = PyRef::steal(Py_BuildValue("{s:s}", "all", "raise"));
+  PyRef none = PyRef::steal(PyTuple_New(0));
+  old_ = kw && none ? PyRef::steal(PyObject_Call(seterr, none.get(), kw.get())) : PyRef();
+  if (!old_) guards::clear_error();
+}
+
+NumpyStrict::~NumpyStrict() {
+  if (!old_) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // the computation's own error stays
+  PyRef none = PyRef::steal(PyTuple_New(0));
+  PyRef r = none ? PyRef::steal(PyObject_Call(numpy_attr("seterr"), none.get(), old_.get())) : PyRef();
+  if (!r) guards::clear_error();
+  PyErr_Restore(type, value, tb);
+}
+
+// NumPy callables that compute a value from known numbers and change nothing: NumPy's
+// own ufuncs (np.sqrt, np.maximum; not np.frompyfunc's, which call Python), the NumPy
+// scalar types, np.dtype, np.finfo and np.iinfo, and a few array functions on scalars
+// and lists of numbers.
 bool is_pure_numpy_callable(PyObject* fn) {
   PyObject* ufunc = numpy_attr("ufunc");
-  if (ufunc != nullptr && Py_TYPE(fn) == reinterpret_cast<PyTypeObject*>(ufunc)) return true;
+  if (ufunc != nullptr && Py_TYPE(fn) == reinterpret_cast<PyTypeObject*>(ufunc)) {
+    PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+    const char* text = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
+    guards::clear_error();
+    return text != nullptr && numpy_attr(text) == fn;
+  }
   static const char* const kNames[] = {"dtype", "finfo", "iinfo", "float64", "float32", "float16", "int64", "int32",
                                        "int16", "int8", "uint8", "bool_", "isclose", "allclose", "clip", "sum",
                                        "mean", "prod", "round", "isfinite", "isnan", "isinf"};

@@ -430,8 +430,12 @@ Status Tracer::op_unary_negative(const Instruction&) {
     FJ_TRY(require_tensor_attr("__neg__"));
     return call_op(jit::Op::Neg, {v});
   }
-  if (is_numpy_scalar(v) && v.obj.get() != numpy_attr("float64")) return unsupported("unary minus of a NumPy scalar (not supported yet)");
-  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation", v.obj.get());
+  if (is_numpy_scalar(v)) {  // NumPy's, on the value now
+    static PyObject* neg = operator_function("neg");
+    if (auto s = fold_call(neg, {v}, nullptr, /*specialize=*/true, "-")) return std::move(*s);
+    return unsupported("unary minus of a NumPy scalar (not supported yet)");
+  }
+  if (v.kind == ValueKind::Sym) return push_sym(jit::neg(v.expr), "a negation");
   if (v.kind == ValueKind::Const && !is_opaque(v) && is_plain_scalar(v.obj.get())) {
     push(Value::constant(PyRef::steal(PyNumber_Negative(v.obj.get()))));
     return ok();

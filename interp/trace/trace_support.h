@@ -50,6 +50,19 @@ PyObject* numpy_attr(const char* name);
 std::optional<Value> numpy_scalar_constant(PyObject* r);
 // The graph dtype of a NumPy scalar type (np.float64: Float64), if it has one.
 std::optional<jit::DType> numpy_dtype(PyObject* type);
+// While alive (and `on`), NumPy raises FloatingPointError where it would warn
+// (np.seterr(all="raise")): a computation done while tracing is then one whose result
+// no np.errstate of a later call could change (ops_numpy.cpp).
+class NumpyStrict {
+ public:
+  explicit NumpyStrict(bool on);
+  ~NumpyStrict();
+  NumpyStrict(const NumpyStrict&) = delete;
+  NumpyStrict& operator=(const NumpyStrict&) = delete;
+
+ private:
+  PyRef old_;
+};
 // NumPy callables that compute from known numbers and change nothing (ufuncs, np.dtype...).
 bool is_pure_numpy_callable(PyObject* fn);
 // NumPy dtypes and np.finfo / np.iinfo records: immutable, read without user code.

@@ -4,6 +4,7 @@ recompile; torch takes them as Python numbers; Python operators on them give Num
 types), and NumPy's math, dtypes, finfo and iinfo on known values run while tracing.
 Each case runs compiled and eager on the same inputs: values, types, dtypes."""
 import numpy as np
+import pytest
 import torch
 
 import framejit
@@ -31,28 +32,42 @@ def test_numpy_scalar_arguments_of_each_kind_act_as_torch_takes_them():
         whole(f, [(torch.randn(4), ints, s)])
 
 
-def test_python_operators_on_numpy_scalars_give_numpy_types_without_recompiling():
-    # np.float64 + - * and comparisons stay symbolic, with NumPy's result types
-    def f(x, s):
-        k = s * 3 + 1
+def test_numpy_scalar_comparisons_stay_symbolic_and_arithmetic_is_numpy_s():
+    # comparisons of float64 operands: np.bool_ results, no recompile for a new value;
+    # arithmetic: NumPy's own results and types (on the value, guarded)
+    def compare(x, s):
         big = s > 2
-        return x * k, type(k).__name__, type(big).__name__, k - s, big, 0.5 * s == s * 0.5
+        return x * 2 if big else x, type(big).__name__, big, s == 0.5, 3 <= s
 
-    whole(f, [(torch.randn(3), np.float64(v)) for v in (2.0, 0.5, 3.5)], compiles=1)
+    def arith(x, s):
+        k = s * 3 + 1
+        return x * k, type(k).__name__, k - s, -s
+
+    whole(compare, [(torch.randn(3), np.float64(v)) for v in (2.0, 0.5, 3.5, 1.0)], compiles=2)
+    whole(arith, [(torch.randn(3), np.float64(v)) for v in (2.0, 0.5)])
 
 
 def test_other_numpy_arithmetic_is_numpy_s_own():
-    # float32 rounding, int overflow wrapping and division by zero are NumPy's: the
-    # values now are guarded, and NumPy computes each result
+    # float32 rounding, int overflow wrapping and division by zero are NumPy's, and
+    # so are their warnings: what sets a floating-point flag runs each call under the
+    # np.errstate of that call (here "ignore", then "raise")
     def f(x, s):
-        with np.errstate(all="ignore"):
-            return s * 3, s / 7, -s, s // 2, x * float(s)
+        return s * 3, s / 7, s // 2, x * float(s)
 
-    for s in (np.float32(0.1), np.int32(2**31 - 1), np.int64(-5), np.float64(0.0)):
+    for s in (np.float32(0.1), np.int32(2**31 - 1), np.int64(-5), np.float64(0.0), np.float64(1e308)):
         framejit.reset()
         cf = framejit.compile(f)
         x = torch.randn(3)
-        assert_same(cf(x, s), f(x, s))
+        with np.errstate(all="ignore"):
+            assert_same(cf(x, s), f(x, s))
+        with np.errstate(all="raise"):
+            try:
+                want = f(x, s)
+            except FloatingPointError as e:
+                with pytest.raises(FloatingPointError, match=str(e)):
+                    cf(x, s)
+            else:
+                assert_same(cf(x, s), want)
 
 
 def test_numpy_ints_as_sizes_indices_and_ranges():
@@ -156,3 +171,25 @@ def test_a_numpy_call_on_a_float_zero_stays_a_call():
         x = torch.randn(3)
         assert_same(cf(x, v), f(x, v))
     assert framejit.stats(cf)["fallbacks"] == 0
+
+
+def test_a_ufunc_that_calls_python_runs_at_every_call():
+    # np.frompyfunc makes a ufunc that calls a Python function: never computed while
+    # tracing (its side effect would happen once), unlike NumPy's own ufuncs
+    calls = []
+
+    def side(a):
+        calls.append(a)
+        return a * 2
+
+    twice = np.frompyfunc(side, 1, 1)
+
+    def f(x, s):
+        return x * float(twice(s)), float(np.sqrt(s))
+
+    framejit.reset()
+    cf = framejit.compile(f)
+    for v in (2.0, 2.0, 3.0):
+        x = torch.randn(3)
+        assert_same(cf(x, np.float64(v)), f(x, np.float64(v)))
+    assert calls == [2.0, 2.0, 2.0, 2.0, 3.0, 3.0]
