@@ -430,6 +430,10 @@ Status Tracer::op_store_subscr(const Instruction&) {
   if (is_traced_list(container)) return list_setitem(container, index, value);
   if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
+  if (is_numpy_scalar(value) && value.obj.get() != numpy_attr("float64") && value.expr.type() != jit::SymType::Int) {
+    return unsupported("assignment of a NumPy " + std::string(reinterpret_cast<PyTypeObject*>(value.obj.get())->tp_name) +
+                       " into a tensor (eager raises TypeError)");
+  }
   FJ_TRY(require_tensor_attr("__setitem__"));
   return setitem(container, index, value);
 }

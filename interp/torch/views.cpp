@@ -180,6 +180,7 @@ Status Tracer::split_or_chunk(const OpCall& c, bool chunk) {
   FJ_TRY(specialize(graph_.node(c.x).sym[static_cast<size_t>(d)], c.what + " size", &n));
   std::vector<int64_t> lengths;
   const Value& arg = c.a[1];
+  if (!chunk && is_numpy_scalar(arg)) return unsupported(c.what + " with a NumPy scalar size (eager raises TypeError)");
   if (!chunk && is_sequence(arg)) {
     bool none;
     FJ_TRY(dims_arg(arg, c.what + " sections", &lengths, &none));
@@ -579,7 +580,7 @@ bool Tracer::is_int_list(const Value& v) {
   if (v.kind != ValueKind::List || v.obj || v.items.empty()) return false;
   return std::all_of(v.items.begin(), v.items.end(), [](const Value& i) {
     return (i.kind == ValueKind::Const && !is_opaque(i) && PyLong_CheckExact(i.obj.get())) ||
-           (i.kind == ValueKind::Sym && i.expr.type() == jit::SymType::Int);
+           (i.kind == ValueKind::Sym && i.expr.type() == jit::SymType::Int && !is_numpy_scalar(i));  // NumPy's: torch's own rules
   });
 }
 

@@ -25,7 +25,12 @@ long dict_find(const Value& dict, PyObject* key) {
   return -1;
 }
 
-bool plain_key(const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v) && is_immutable_known(v.obj.get()); }
+bool plain_key(const Value& v) {
+  if (v.kind != ValueKind::Const || is_opaque(v) || !is_immutable_known(v.obj.get())) return false;
+  if (PyObject_Hash(v.obj.get()) != -1) return true;
+  guards::clear_error();  // a slice, a tuple holding one: CPython raises TypeError
+  return false;
+}
 
 namespace {
 

@@ -193,3 +193,37 @@ def test_a_ufunc_that_calls_python_runs_at_every_call():
         x = torch.randn(3)
         assert_same(cf(x, np.float64(v)), f(x, np.float64(v)))
     assert calls == [2.0, 2.0, 2.0, 2.0, 3.0, 3.0]
+
+
+def test_where_torch_rejects_numpy_scalars_so_does_the_compiled_call():
+    # torch's own rules: split() wants a Python int, a tensor item takes an np.float64
+    # or a NumPy int but not np.float32 or np.bool_, an index list of np.uint32 does
+    # not promote; a dict key must hash (a slice does not)
+    def split(x, s):
+        return x.split(s)
+
+    def store(x, s):
+        t = torch.zeros(3)
+        t[1] = s
+        return t, x
+
+    def index(x, s):
+        return x[[s, 0]]
+
+    def key(x, s):
+        d = {"a": 1}
+        return x + 1, d.get(slice(1, 2), 5)
+
+    cases = [(split, np.int64(2)), (store, np.float32(2.5)), (store, np.bool_(True)), (store, np.float64(2.5)),
+             (store, np.int32(4)), (index, np.uint32(2)), (index, np.int64(2)), (key, np.float64(1.0))]
+    for f, s in cases:
+        framejit.reset()
+        cf = framejit.compile(f)
+        x = torch.arange(6.0)
+        try:
+            want = f(x.clone(), s)
+        except (TypeError, RuntimeError) as e:
+            with pytest.raises(type(e), match=str(e)[:30].replace("(", r"\(").replace(")", r"\)")):
+                cf(x.clone(), s)
+        else:
+            assert_same(cf(x.clone(), s), want)
