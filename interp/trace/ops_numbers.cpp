@@ -75,6 +75,22 @@ Status Tracer::check_int_overflow(jit::Op op, NodeId l, NodeId r, NodeId wrapped
   return ok();
 }
 
+// Python raises ZeroDivisionError for a / 0 where the graph would give inf or nan: a
+// zero divisor (a float64 0-d node) makes the graph leave the frame to CPython, which
+// raises. The check is int() of 2^70 where the divisor is zero, past int64's range.
+Status Tracer::check_nonzero(NodeId divisor) {
+  auto zero = operand(Value::constant(PyRef::steal(PyFloat_FromDouble(0.0))));
+  auto scale = operand(Value::constant(PyRef::steal(PyFloat_FromDouble(0x1p70))));
+  if (!zero || !scale) return unsupported("a division check could not be built");
+  auto is_zero = graph_.pointwise(jit::Op::Eq, {divisor, *zero});
+  auto flag = is_zero ? graph_.cast(*is_zero, DType::Float64) : is_zero;
+  auto scaled = flag ? graph_.pointwise(jit::Op::Mul, {*flag, *scale}) : flag;
+  if (!scaled) return unsupported("a division check: " + scaled.error());
+  auto check = graph_.item(*scaled, jit::ScalarKind::Int);  // a check: see Graph::checks()
+  if (!check) return unsupported("a division check: " + check.error());
+  return ok();
+}
+
 Status Tracer::number_binary(int nb_op, const Value& lhs, const Value& rhs) {
   auto kind_of = [&](const Value& v) -> std::optional<jit::ScalarKind> {
     if (is_number(v)) return graph_.node(v.node).scalar_kind;
@@ -117,6 +133,7 @@ Status Tracer::number_binary(int nb_op, const Value& lhs, const Value& rhs) {
     if (!rt) return unsupported("arithmetic on numbers: " + rt.error());
     rn = *rt;
   }
+  if (op == jit::Op::Div) FJ_TRY(check_nonzero(rn));
   auto n = graph_.pointwise(op, {*lt, rn});
   if (!n) return unsupported("arithmetic on numbers: " + n.error());
   if (result == jit::ScalarKind::Int && op != jit::Op::FloorDiv && op != jit::Op::Remainder) {

@@ -143,6 +143,7 @@ class Tracer {
   Status compile();
   bool has_extern_calls() const;
   Status check_int_overflow(jit::Op op, jit::NodeId l, jit::NodeId r, jit::NodeId wrapped);
+  Status check_nonzero(jit::NodeId divisor);
   Status compile_graph(std::shared_ptr<jit::CompiledGraph>* out);
   // Compiles `g` on the CPU backend with the GIL released, and counts and tracks it;
   // `what` names it in the error ("the graph", "the backward graph").

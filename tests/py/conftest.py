@@ -47,6 +47,19 @@ def assert_same(actual, expected):
         assert type(actual) is type(expected) and actual == expected
 
 
+def same_outcome(compiled, fn, *args, errors=(Exception,)):
+    """compiled(*args) against fn(*args): the same result, or the same exception (type
+    and message) where eager raises one of `errors`."""
+    import re
+    try:
+        want = fn(*args)
+    except errors as e:
+        with pytest.raises(type(e), match=re.escape(str(e))):
+            compiled(*args)
+        return
+    assert_same(compiled(*args), want)
+
+
 def run_python(code, env=None):
     """Runs a snippet in a fresh interpreter (for FRAMEJIT_LOG, which is read at import)."""
     full_env = dict(os.environ)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import framejit
-from conftest import assert_same, run_python
+from conftest import assert_same, run_python, same_outcome
 
 
 def test_int_argument_compiles_once():
@@ -213,3 +213,17 @@ def test_symbolic_sizes_in_python_arithmetic_and_ops():
         x = torch.randn(size, 3)
         assert_same(cf(x, n), f(x, n))
     assert framejit.stats(f)["compiles"] == 1
+
+
+def test_true_division_of_a_number_read_from_a_tensor_by_zero_raises():
+    # x.sum().item() / 0.0 raises ZeroDivisionError in Python; the graph would give inf:
+    # a zero divisor sends the call to CPython, which raises (other divisors compile)
+    def f(x, n):
+        return x.sum().item() / float(x.numel() - n), int(x.sum()) / 4
+
+    framejit.reset()
+    cf = framejit.compile(f)
+    x = torch.ones(3)
+    for n in (2, 3, 4, 3):
+        same_outcome(cf, f, x, n, errors=(ZeroDivisionError,))
+    assert framejit.stats(cf)["compiles"] == 1
