@@ -484,6 +484,7 @@ Status Tracer::setitem(const Value& x, const Value& index, const Value& value) {
   const std::string what = "assignment to a tensor's items";
   const size_t first_new = graph_.size();
   const jit::Node xn = graph_.node(x.node);
+  if (!is_tensor(value)) FJ_TRY(check_fill_value(value, xn.dtype, what));  // t[0] = 1e308: eager raises
   if (is_tensor(index) && graph_.node(index.node).dtype == DType::Bool) {
     // x[mask] = v with a mask over leading dims and a number (or 0-d tensor) v.
     const jit::Node m = graph_.node(index.node);

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import framejit
-from conftest import assert_same
+from conftest import assert_same, same_outcome
 
 
 def clone_args(args):
@@ -747,3 +747,21 @@ def test_torch_functions_of_inplace_methods_are_traced():
     with pytest.raises(RuntimeError) as e_want:
         g(torch.randn(3, requires_grad=True))
     assert str(e_got.value) == str(e_want.value)
+
+
+def test_item_assignment_of_a_number_out_of_the_dtype_s_range_raises_as_eager():
+    # t[0] = 1e308 into float32, NaN into int64, 300 into uint8: eager raises
+    # RuntimeError ("value cannot be converted ... without overflow"); in range, inf
+    # and NaN into floats, and -1 into uint8 (it wraps) are stored
+
+    def store(x, s):
+        t = torch.zeros(2, dtype=x.dtype)
+        t[0] = s
+        t[1:] = s
+        return t
+
+    for dt, vals in ((torch.float32, [1e308, 2.5, float("inf"), -1e39]), (torch.int64, [float("nan"), 1e300, 7]),
+                     (torch.int32, [2**31, -2**31]), (torch.uint8, [-1, 300, -3.0])):
+        for v in vals:
+            framejit.reset()
+            same_outcome(framejit.compile(store), store, torch.zeros(1, dtype=dt), v, errors=(RuntimeError,))
