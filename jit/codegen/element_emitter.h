@@ -132,7 +132,9 @@ class ElementEmitter {
   // masked_fill's mask stay bool, every other operand converts to n.compute.
   Value* operand(const Node& n, size_t k, Value* v) {
     const bool mask = (n.op == Op::Where && k == 0) || (n.op == Op::MaskedFill && k == 1);
-    const DType to = mask ? DType::Bool : n.compute;
+    // A pow exponent stays float64 on float32 data: 2**24 + 1 is odd, its float32 is not.
+    const bool exponent = n.op == Op::PowScalar && k == 1 && is_floating(n.compute);
+    const DType to = mask ? DType::Bool : exponent ? DType::Float64 : n.compute;
     const Node& in = g_.node(n.inputs[k]);
     if (in.op == Op::Scalar) return scalar_constant(in, to);
     if (in.op == Op::ScalarInput || op_family(in.op) == Family::Item) {
@@ -247,6 +249,7 @@ class ElementEmitter {
   Value* int_div(const Node& n, Value* a, bool floor);
   Value* int_pow(const Node& n, Value* x);
   Value* emit_pow(const Node& n, Value* x, Value* exponent);
+  Value* exponent_sign(Value* x, Value* y, Value* r);
 
   const Graph& g_;
   const LowerOptions& options_;

@@ -454,21 +454,49 @@ Value* ElementEmitter::int_pow(const Node& n, Value* x) {
 
 // The exponents that eager PyTorch special-cases, then pow. A runtime exponent
 // (ScalarInput, or a number read from a tensor) always takes pow: the special cases
-// need a constant.
+// need a constant. The exponent comes as float64 (Operands): pow on float32 data
+// takes it rounded to float32, and where that rounding may change it, the sign is
+// set from the float64 exponent as eager's scalar loop does (std::pow(float, double)):
+// (-2) ** (2**24 + 1) is -inf, (-2) ** (2**24 + 0.5) is NaN.
 Value* ElementEmitter::emit_pow(const Node& n, Value* x, Value* exponent) {
   const Node& e = g_.node(n.inputs[1]);
-  if (e.op != Op::Scalar) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
   llvm::Type* ty = x->getType();
+  const bool constant = e.op == Op::Scalar;
   const double p = e.scalar;
-  if (p == 2) return b_.CreateFMul(x, x);
-  if (p == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
-  if (p == 0.5) return unary(llvm::Intrinsic::sqrt, x);
-  if (p == -1) return b_.CreateFDiv(fconst(ty, 1), x);
-  if (p == -2) return b_.CreateFDiv(fconst(ty, 1), b_.CreateFMul(x, x));
-  if (p == -0.5) return b_.CreateFDiv(fconst(ty, 1), unary(llvm::Intrinsic::sqrt, x));
-  if (p == 1) return x;
-  if (p == 0) return fconst(ty, 1);
-  return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
+  if (constant) {
+    if (p == 2) return b_.CreateFMul(x, x);
+    if (p == 3) return b_.CreateFMul(b_.CreateFMul(x, x), x);
+    if (p == 0.5) return unary(llvm::Intrinsic::sqrt, x);
+    if (p == -1) return b_.CreateFDiv(fconst(ty, 1), x);
+    if (p == -2) return b_.CreateFDiv(fconst(ty, 1), b_.CreateFMul(x, x));
+    if (p == -0.5) return b_.CreateFDiv(fconst(ty, 1), unary(llvm::Intrinsic::sqrt, x));
+    if (p == 1) return x;
+    if (p == 0) return fconst(ty, 1);
+  }
+  if (exponent->getType() == ty) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
+  Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, b_.CreateFPTrunc(exponent, ty));
+  if (constant && static_cast<double>(static_cast<float>(p)) == p) return r;
+  return exponent_sign(x, exponent, r);
+}
+
+// pow(x, y) for x with its sign bit set, y the float64 exponent and r = pow(x, y
+// rounded): -|r| where y is an odd integer, |r| where y is another integer, NaN
+// where y is not an integer and x is finite and below zero.
+Value* ElementEmitter::exponent_sign(Value* x, Value* y, Value* r) {
+  llvm::Type* ty = x->getType();
+  llvm::Type* f64 = y->getType();
+  Value* y_int = b_.CreateFCmpOEQ(unary(llvm::Intrinsic::trunc, y), y);
+  Value* small = b_.CreateFCmpOLT(unary(llvm::Intrinsic::fabs, y), fconst(f64, 0x1p53));
+  Value* yi = b_.CreateFPToSI(b_.CreateSelect(small, y, fconst(f64, 0)), b_.getInt64Ty());
+  Value* odd = b_.CreateAnd(b_.CreateAnd(y_int, small), b_.CreateTrunc(yi, b_.getInt1Ty()));
+  Value* mag = unary(llvm::Intrinsic::fabs, r);
+  Value* fixed = b_.CreateSelect(odd, b_.CreateFNeg(mag), mag);
+  Value* finite_neg = b_.CreateAnd(b_.CreateFCmpOLT(x, fconst(ty, 0)), b_.CreateFCmpONE(x, fconst(ty, -INFINITY)));
+  fixed = b_.CreateSelect(b_.CreateAnd(finite_neg, b_.CreateNot(y_int)), fconst(ty, NAN), fixed);
+  Value* sign = b_.CreateICmpSLT(b_.CreateBitCast(x, b_.getIntNTy(ty->getPrimitiveSizeInBits())),
+                                 llvm::ConstantInt::get(b_.getIntNTy(ty->getPrimitiveSizeInBits()), 0));
+  Value* nan = b_.CreateFCmpUNO(x, x);
+  return b_.CreateSelect(b_.CreateAnd(sign, b_.CreateNot(nan)), fixed, r);
 }
 
 }  // namespace fj::jit

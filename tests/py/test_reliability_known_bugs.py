@@ -156,6 +156,32 @@ def test_pow_with_a_number_read_from_a_tensor_as_exponent():
         assert_same(cf(x, y), f(x, y))
 
 
+def test_pow_with_an_exponent_that_float32_rounds_keeps_its_parity():
+    # 2**24 + 1 is odd, its float32 (2**24) even: a negative base keeps its sign, as in
+    # eager's scalar loop (every tensor under 16 elements); 2**24 + 0.5 is not an
+    # integer: NaN. A constant and a runtime exponent take the same path.
+    def f(x, n):
+        return x ** n
+
+    def g(x):
+        return x ** (2**24 + 1), x ** 16777216.5, x ** -(2**24 + 1)
+
+    def same(got, want):
+        # -1.0000001 ** (2**24 + 1) is -7.389056 in eager and float32's pow gives
+        # -7.389055 from the rounded exponent: signs and NaNs exact, values to 1e-6.
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(torch.signbit(got) | got.isnan(), torch.signbit(want) | want.isnan())
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)
+
+    x = torch.tensor([-2.0, -1.0, -0.0, 0.0, 1.0, float("-inf"), float("nan"), -1.0000001, 0.5])
+    cf = framejit.compile(f)
+    for n in (2**24 + 1, 2**24, 16777216.5, -(2**24 + 1), 3, 2.5):
+        same(cf(x, n), f(x, n))
+    assert framejit.stats(f)["compiles"] == 2  # one for int exponents, one for float
+    for got, want in zip(framejit.compile(g)(x), g(x)):
+        same(got, want)
+
+
 def test_an_output_that_views_an_input_and_feeds_a_matmul():
     # The output's copy was a "view copy" that the runtime skips when the matmul reads
     # the input in place: the output was never written.
