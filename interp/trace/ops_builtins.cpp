@@ -10,36 +10,36 @@ namespace fj::interp {
 // The handlers. Each returns nullopt when it does not trace these arguments: the call
 // then runs as it is (an opaque call, see Tracer::opaque_call). A friend of Tracer.
 struct BuiltinCalls {
-  using Handler = std::optional<Status> (*)(Tracer& t, const Tracer::CallSite& c);
+  using Handler = std::optional<Status> (*)(Tracer& t, const CallSite& c);
 
   // The builtin objects and their handlers, read from the builtins module once.
   static const std::unordered_map<PyObject*, Handler>& table();
 
-  static std::optional<Status> len(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> isinstance(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> type_of(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> sum(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> range(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> zip_or_enumerate(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> number_type(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> super(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> hasattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, true); }
-  static std::optional<Status> getattr(Tracer& t, const Tracer::CallSite& c) { return t.call_getattr(c, false); }
-  static std::optional<Status> list_or_tuple(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> torch_flag(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> str_or_repr(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> dict_get(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> callable(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> all_or_any(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> min_or_max(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> reversed(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> abs(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> dict(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> setattr(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> iter_of(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> next_of(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> torch_state(Tracer& t, const Tracer::CallSite& c);
-  static std::optional<Status> torch_meta(Tracer& t, const Tracer::CallSite& c);
+  static std::optional<Status> len(Tracer& t, const CallSite& c);
+  static std::optional<Status> isinstance(Tracer& t, const CallSite& c);
+  static std::optional<Status> type_of(Tracer& t, const CallSite& c);
+  static std::optional<Status> sum(Tracer& t, const CallSite& c);
+  static std::optional<Status> range(Tracer& t, const CallSite& c);
+  static std::optional<Status> zip_or_enumerate(Tracer& t, const CallSite& c);
+  static std::optional<Status> number_type(Tracer& t, const CallSite& c);
+  static std::optional<Status> super(Tracer& t, const CallSite& c);
+  static std::optional<Status> hasattr(Tracer& t, const CallSite& c) { return t.call_getattr(c, true); }
+  static std::optional<Status> getattr(Tracer& t, const CallSite& c) { return t.call_getattr(c, false); }
+  static std::optional<Status> list_or_tuple(Tracer& t, const CallSite& c);
+  static std::optional<Status> torch_flag(Tracer& t, const CallSite& c);
+  static std::optional<Status> str_or_repr(Tracer& t, const CallSite& c);
+  static std::optional<Status> dict_get(Tracer& t, const CallSite& c);
+  static std::optional<Status> callable(Tracer& t, const CallSite& c);
+  static std::optional<Status> all_or_any(Tracer& t, const CallSite& c);
+  static std::optional<Status> min_or_max(Tracer& t, const CallSite& c);
+  static std::optional<Status> reversed(Tracer& t, const CallSite& c);
+  static std::optional<Status> abs(Tracer& t, const CallSite& c);
+  static std::optional<Status> dict(Tracer& t, const CallSite& c);
+  static std::optional<Status> setattr(Tracer& t, const CallSite& c);
+  static std::optional<Status> iter_of(Tracer& t, const CallSite& c);
+  static std::optional<Status> next_of(Tracer& t, const CallSite& c);
+  static std::optional<Status> torch_state(Tracer& t, const CallSite& c);
+  static std::optional<Status> torch_meta(Tracer& t, const CallSite& c);
 };
 
 namespace {
@@ -90,7 +90,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
     // object.__getattribute__ (super().__getattribute__ in a class's own one).
     PyObject* name = PyUnicode_InternFromString("__getattribute__");
     if (PyObject* ga = name ? _PyType_Lookup(&PyBaseObject_Type, name) : nullptr) {
-      (*t)[Py_NewRef(ga)] = [](Tracer& tr, const Tracer::CallSite& c) { return tr.call_object_getattribute(c); };
+      (*t)[Py_NewRef(ga)] = [](Tracer& tr, const CallSite& c) { return tr.call_object_getattribute(c); };
     }
     Py_XDECREF(name);
     // dict.get, unbound (super().get in a dict subclass).
@@ -121,7 +121,7 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
 }
 
 // torch._C._get_deterministic_algorithms() & co: the flag's value now, guarded.
-std::optional<Status> BuiltinCalls::torch_flag(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::torch_flag(Tracer& t, const CallSite& c) {
   if (!c.args.empty() || c.kw_names) return std::nullopt;
   PyObject* fn = c.callable.obj.get();
   PyRef value = PyRef::steal(PyObject_CallNoArgs(fn));
@@ -138,7 +138,7 @@ std::optional<Status> BuiltinCalls::torch_flag(Tracer& t, const Tracer::CallSite
 }
 
 // len(x) of a tensor (its first size), a tuple, list or dict, a constant tuple or string.
-std::optional<Status> BuiltinCalls::len(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::len(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& a = c.args[0];
   if (a.kind == ValueKind::Tensor && !t.graph_.node(a.node).sym.empty()) {
@@ -202,7 +202,7 @@ PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value, bool comp
 }  // namespace
 
 // isinstance(v, cls) where v's type is known while tracing.
-std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const CallSite& c) {
   if (c.args.size() != 2) return std::nullopt;
   const PyRef classes = classes_of(c.args[1]);
   if (!classes) return std::nullopt;
@@ -224,7 +224,7 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const Tracer::CallSite
 // symbolic min/max; otherwise item by item as CPython compares them (`item < best`
 // replaces best, so ties keep the first and the chosen item keeps its type), each
 // comparison guarded.
-std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const CallSite& c) {
   if (c.kw_names || c.args.empty()) return std::nullopt;
   const bool is_max = c.callable.obj.get() == PyDict_GetItemString(PyEval_GetBuiltins(), "max");
   std::vector<Value> items;
@@ -264,7 +264,7 @@ std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const Tracer::CallSite
 // reversed(seq) of a tuple or list the trace holds (or of a constant one): an iterator
 // over its items, last first. A list a live iterator reads may not change
 // (iterated_lists_), as for zip.
-std::optional<Status> BuiltinCalls::reversed(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::reversed(Tracer& t, const CallSite& c) {
   if (c.kw_names || c.args.size() != 1) return std::nullopt;
   const Value& seq = c.args[0];
   std::vector<Value> items;
@@ -297,7 +297,7 @@ std::optional<Status> BuiltinCalls::reversed(Tracer& t, const Tracer::CallSite& 
 // type(v) where v's class is known while tracing: an object made in the frame, a
 // container, a number, a constant, a tensor argument or an op's result (a tensor found
 // by path may be a Parameter: not answered).
-std::optional<Status> BuiltinCalls::type_of(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::type_of(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& v = c.args[0];
   if (t.is_number(v)) {  // x.sum().item(): its Python type
@@ -321,7 +321,7 @@ std::optional<Status> BuiltinCalls::type_of(Tracer& t, const Tracer::CallSite& c
 }
 
 // sum(items[, start]): start + items[0] + items[1] + ..., each + as BINARY_OP.
-std::optional<Status> BuiltinCalls::sum(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::sum(Tracer& t, const CallSite& c) {
   if (c.args.empty() || c.args.size() > 2) return std::nullopt;
   t.push(c.args[0]);
   FJ_TRY(t.op_get_iter(*c.ins));
@@ -342,7 +342,7 @@ std::optional<Status> BuiltinCalls::sum(Tracer& t, const Tracer::CallSite& c) {
 }
 
 // all(xs) / any(xs): each item's truth as `if` takes it, up to the first that decides.
-std::optional<Status> BuiltinCalls::all_or_any(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::all_or_any(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1 || c.kw_names) return std::nullopt;
   const bool is_all = c.callable.obj.get() == PyDict_GetItemString(PyEval_GetBuiltins(), "all");
   t.push(c.args[0]);
@@ -363,7 +363,7 @@ std::optional<Status> BuiltinCalls::all_or_any(Tracer& t, const Tracer::CallSite
 
 // range(...) of ints: symbolic bounds are fixed to their traced values (guarded),
 // since a loop over the range is unrolled.
-std::optional<Status> BuiltinCalls::range(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::range(Tracer& t, const CallSite& c) {
   const std::vector<Value>& args = c.args;
   if (args.empty() || args.size() > 3) return unsupported("range() with these arguments (CPython raises)");
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size()));
@@ -396,7 +396,7 @@ std::optional<Status> BuiltinCalls::range(Tracer& t, const Tracer::CallSite& c) 
 // zip(a, b, ...) and enumerate(a[, start]) over what a for loop can iterate: an
 // iterator of tuples, built now (loops are unrolled). What cannot be iterated here
 // is left to an opaque call (a graph break).
-std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& c) {
   const bool is_zip = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyZip_Type);
   const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
   const size_t npos = c.args.size() - nkw;
@@ -451,7 +451,7 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const Tracer::Ca
 
 // int(x), float(x), bool(x): of a constant, folded (float("-inf"), int(2.5)); of a
 // tensor or a symbolic number, a number read from it (a graph Item node).
-std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::number_type(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   PyObject* type = c.callable.obj.get();
   const Value& a = c.args[0];
@@ -482,7 +482,7 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const Tracer::CallSit
 // a class whose metaclass is type (its text is "<class 'module.qualname'>"; the
 // class is the object the trace guarded), or an exception of a builtin class that
 // the trace made (its text is that of its constant arguments).
-std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1) return std::nullopt;
   const Value& a = c.args[0];
   if (a.kind != ValueKind::Const || is_opaque(a)) return std::nullopt;
@@ -501,7 +501,7 @@ std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const Tracer::CallSit
 
 // callable(x): a class decides (tp_call), and the trace knows each value's class: a
 // guarded constant's, a function made in the frame, a tensor, a number, a container.
-std::optional<Status> BuiltinCalls::callable(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::callable(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1 || c.kw_names) return std::nullopt;
   const Value& a = c.args[0];
   bool answer = false;
@@ -525,7 +525,7 @@ std::optional<Status> BuiltinCalls::callable(Tracer& t, const Tracer::CallSite& 
 // dict.get(d, key[, default]): of a dict the frame builds, its item; of a dict or a
 // subclass of dict found by path, the item in its own storage (no __getitem__ or
 // __missing__ runs), guarded by path.
-std::optional<Status> BuiltinCalls::dict_get(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::dict_get(Tracer& t, const CallSite& c) {
   if (c.args.size() != 2 && c.args.size() != 3) return std::nullopt;
   const Value& d = c.args[0];
   if (d.kind == ValueKind::Dict) return t.call_dict_method("get", c.args);
@@ -535,7 +535,7 @@ std::optional<Status> BuiltinCalls::dict_get(Tracer& t, const Tracer::CallSite& 
 }
 
 // super() without arguments, in a method (Tracer::zero_arg_super), and super(cls, self).
-std::optional<Status> BuiltinCalls::super(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::super(Tracer& t, const CallSite& c) {
   if (c.args.size() == 2) return t.make_super(c.args[0], c.args[1]);
   if (!c.args.empty()) return std::nullopt;
   return t.zero_arg_super();
@@ -543,7 +543,7 @@ std::optional<Status> BuiltinCalls::super(Tracer& t, const Tracer::CallSite& c) 
 
 // list(x) and tuple(x) of what a for loop can iterate: a new list or tuple of its
 // items (a tuple of a tuple is itself).
-std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const CallSite& c) {
   const bool is_list = c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyList_Type);
   if (c.args.size() > 1) return std::nullopt;
   std::vector<Value> items;
@@ -561,14 +561,14 @@ std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const Tracer::CallS
 }
 
 // abs(n) of a symbolic number stays symbolic.
-std::optional<Status> BuiltinCalls::abs(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::abs(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym || is_numpy_scalar(c.args[0])) return std::nullopt;
   return t.push_sym(jit::abs(c.args[0].expr), "abs()");
 }
 
 // dict(), dict(mapping), dict(pairs), dict(..., k=v): a new dict the frame owns, filled
 // as dict.update fills it.
-std::optional<Status> BuiltinCalls::dict(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::dict(Tracer& t, const CallSite& c) {
   Value d = Value::sequence(ValueKind::Dict, {});
   d.identity = t.next_identity_++;
   t.push(d);
@@ -584,7 +584,7 @@ std::optional<Status> BuiltinCalls::dict(Tracer& t, const Tracer::CallSite& c) {
 }
 
 // setattr(obj, "name", value) of an object made in the frame: as STORE_ATTR.
-std::optional<Status> BuiltinCalls::setattr(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::setattr(Tracer& t, const CallSite& c) {
   if (c.args.size() != 3 || c.args[0].kind != ValueKind::Object || c.args[1].kind != ValueKind::Const ||
       !PyUnicode_CheckExact(c.args[1].obj.get())) {
     return std::nullopt;
@@ -601,7 +601,7 @@ namespace fj::interp {
 // iter(x) of what a for loop iterates (not a dict): an iterator of its own, itself for
 // an iterator. A list it reads may not change while it lives (iterated_lists_), and it
 // is never handed over to CPython (whose iterator would read the list as it changes).
-std::optional<Status> BuiltinCalls::iter_of(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::iter_of(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1 || c.args[0].kind == ValueKind::Dict || t.is_path_dict(c.args[0])) return std::nullopt;
   t.push(c.args[0]);
   if (t.op_get_iter(*c.ins).failed()) return std::nullopt;
@@ -619,7 +619,7 @@ std::optional<Status> BuiltinCalls::iter_of(Tracer& t, const Tracer::CallSite& c
 
 // next(it) / next(it, default) of an iterator of its own: its next item (every copy
 // of it advances), else the default, else StopIteration.
-std::optional<Status> BuiltinCalls::next_of(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::next_of(Tracer& t, const CallSite& c) {
   if (c.args.empty() || c.args.size() > 2) return std::nullopt;
   Value it = c.args[0];
   if (it.kind != ValueKind::Iterator || it.identity > -2 || it.obj) return std::nullopt;
@@ -642,7 +642,7 @@ std::optional<Status> BuiltinCalls::next_of(Tracer& t, const Tracer::CallSite& c
 
 // torch.is_grad_enabled(): the mode where the call is (the entry's mode guarded);
 // torch.get_default_dtype(): float32, which every entry checks.
-std::optional<Status> BuiltinCalls::torch_state(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::torch_state(Tracer& t, const CallSite& c) {
   if (!c.args.empty() || c.kw_names) return std::nullopt;
   static PyObject* default_dtype = lookup_attr("torch", "get_default_dtype");
   if (c.callable.obj.get() == default_dtype) {
@@ -655,7 +655,7 @@ std::optional<Status> BuiltinCalls::torch_state(Tracer& t, const Tracer::CallSit
 }
 
 // torch.is_floating_point(x), torch.numel(x) & co of a tensor: as its own method.
-std::optional<Status> BuiltinCalls::torch_meta(Tracer& t, const Tracer::CallSite& c) {
+std::optional<Status> BuiltinCalls::torch_meta(Tracer& t, const CallSite& c) {
   if (c.args.size() != 1 || c.kw_names || !t.is_tensor(c.args[0])) return std::nullopt;
   if (!PyCFunction_Check(c.callable.obj.get())) return std::nullopt;
   const char* name = reinterpret_cast<PyCFunctionObject*>(c.callable.obj.get())->m_ml->ml_name;

@@ -104,7 +104,7 @@ Status Tracer::dispatch_call(CallSite& c) {
 
 // Pops CALL's operands: the callable, its arguments (self first for a method), and
 // the keyword names that KW_NAMES set for this call.
-Tracer::CallSite Tracer::pop_call(const Instruction& ins) {
+CallSite Tracer::pop_call(const Instruction& ins) {
   CallSite c;
   c.ins = &ins;
   const size_t argc = static_cast<size_t>(ins.arg);

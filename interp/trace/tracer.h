@@ -26,50 +26,12 @@
 #include "interp/trace/bytecode.h"
 #include "interp/code_state.h"
 #include "interp/torch/torch_ops.h"
+#include "interp/trace/trace_state.h"
 #include "interp/trace/trace_support.h"
 #include "interp/trace/value.h"
 #include "jit/autodiff/autodiff.h"
 
 namespace fj::interp {
-
-// Where an extern call's operand goes among its arguments: args[pos] (key null) or
-// kwargs[key], and inside a list or tuple there at `item` (-1: the argument itself).
-struct ExternSlot {
-  int pos = -1;
-  PyRef key;
-  int item = -1;
-};
-
-// The tracer's state at a plan branch or after an opaque call, for tracing another
-// outcome or result from there later.
-struct ResumePoint {
-  FrameState state;  // the root frame after the branch popped its condition
-  struct Input {
-    InputRef ref;
-    jit::DType dtype;
-    jit::SymShape sym;
-    bool noncontig = false;  // eager's layout may be non-contiguous (see Tracer::noncontig_)
-  };
-  std::vector<Input> inputs;  // the placeholders of the segment that starts at the branch
-  std::vector<std::string> symbol_sources;
-  int next_identity = 0;
-  std::unordered_set<int> iterated_lists;  // Tracer::iterated_lists_ then
-  int num_regs = 0;
-  int path_slots = 0;  // Tracer::path_slots_ then
-  size_t pc[2] = {0, 0};  // instruction index where each outcome (false, true) continues;
-                          // after a call, both the next instruction
-};
-
-// How a Value becomes a PlanValue (return values, call arguments, saved frame states).
-struct ConvertCtx {
-  std::unordered_map<jit::NodeId, int>* output_index = nullptr;  // final graph: tensors may be outputs
-  std::vector<jit::NodeId>* outputs = nullptr;
-  std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
-  int num_memos = 0;
-  bool frame_state = false;              // a frame state: NULLs, iterators and fresh functions allowed
-  int* next_reg = nullptr;               // call arguments: lists built here are also kept in registers
-  std::unordered_map<int, int> list_regs;  // identity of a list or dict -> register
-};
 
 class Tracer {
  public:
@@ -260,16 +222,6 @@ class Tracer {
   Status op_import_from(const Instruction&);
 
   // ---- CALL, in steps (interp/trace/ops_call.cpp, builtins: ops_builtins.cpp) ----
-  struct CallSite {
-    Value callable;
-    std::vector<Value> args;  // self first for a method
-    PyRef kw_names;           // KW_NAMES of this call, if any
-    const Instruction* ins = nullptr;
-    bool can_break = false;   // an untraceable call may become a graph break
-    jit::Graph::Mark before;  // the graph before the call, rolled back for a break
-    std::vector<Value> orig_args;  // the arguments as called, kept where can_break
-    bool no_break = false;    // a call a handler makes (call_value): never a graph break
-  };
   Status dispatch_call(CallSite& c);
   std::optional<Status> call_partial(const CallSite& c);
   // ---- builtins that call functions (ops_higher.cpp) ----
@@ -288,11 +240,6 @@ class Tracer {
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
   // ---- calls and operators evaluated now on known values (ops_fold.cpp) ----
-  struct KnownObjects {  // what known_object made, and the values they stand for
-    std::unordered_map<PyObject*, Value> values;
-    std::vector<PyRef> keep;
-    PyRef last_key;
-  };
   bool pure_callable(const Value& callable, const std::vector<Value>& args) const;
   bool knowable(const Value& v, bool specialize) const;
   Status known_object(const Value& v, KnownObjects& made, PyRef* out);
@@ -301,8 +248,6 @@ class Tracer {
                                   const std::string& what);
   Status raise_python_error(const std::string& why);
   std::optional<Status> call_folded(const CallSite& c, bool specialize);
-  // An argument the function iterates, another argument (a count), or an item inside one.
-  enum class StructuralRole : uint8_t { Iterated, Argument, Item };
   Status structural_object(const Value& v, StructuralRole role, KnownObjects& made, PyRef* out);  // ops_higher.cpp
   std::optional<Status> call_structural(const CallSite& c);
   std::optional<Status> fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize);
@@ -346,22 +291,6 @@ class Tracer {
   std::optional<Status> call_extern(const CallSite& c);
   // x.name(...) as torch.name(x, ...) where that is a torch function that can be one.
   std::optional<Status> call_extern_method(const CallSite& c);
-  struct ExternCallArgs {
-    std::vector<jit::NodeId> operands;
-    std::vector<ExternSlot> slots;  // per operand
-    PyRef args, kwargs;             // the templates: None where an operand goes
-  };
-  struct ExternResult {
-    struct Tensor {
-      jit::DType dtype;
-      jit::Shape sizes;
-      bool contiguous = true;
-    };
-    std::vector<Tensor> tensors;  // one per result tensor
-    PyRef kind;                   // null: one tensor; else the type of the tuple of them
-    bool random = false;          // draws from torch's generator
-    bool needs_grad = false;      // eager's result requires grad (asked only with grad flags)
-  };
   Status extern_call(const CallSite& c);
   Status extern_arg(const Value& v, ExternSlot where, ExternCallArgs& call, PyRef* out);
   // grad: per operand, whether its meta tensor requires grad (empty: none does).
@@ -371,13 +300,6 @@ class Tracer {
                            ExternResult* out, const std::vector<bool>& grad = {});
   Status extern_meta_run(PyObject* fn, const ExternCallArgs& call, const std::vector<std::vector<int64_t>>& sizes,
                          ExternResult* out, const std::vector<bool>& grad);
-  // The meta runs of this trace by function, constant arguments and operand sizes: the
-  // layers of a network ask the same ones (a run is about a millisecond).
-  struct MetaRun {
-    PyRef fn;  // keeps the function's address from being reused while cached
-    std::optional<std::string> error;
-    ExternResult result;
-  };
   std::unordered_map<std::string, MetaRun> meta_runs_;
   Status extern_random_ok(PyObject* fn, const std::string& name, const ExternCallArgs& call);
   // Dropout's noise in training: an extern node that draws it at run time as eager does.
@@ -519,30 +441,8 @@ class Tracer {
   Status ctx_method(size_t ctx, const std::string& name, std::vector<Value>& args);
   Status to_fragment(size_t ctx, const Value& v, Value* out);
 
-  // What belongs to the graph being recorded; a custom Function's backward is traced
-  // into a fragment of its own by swapping this out and back.
-  struct GraphState {
-    jit::Graph graph;
-    std::vector<bool> noncontig;
-    size_t synced_scalars = 0;
-    std::vector<InputRef> slots;
-    std::vector<jit::NodeId> scalar_nodes;
-    std::vector<jit::SymExpr> scalar_inputs;
-    std::vector<bool> requires_grad;
-    std::vector<int8_t> node_grad;
-  };
   void swap_graph_state(GraphState& other);
 
-  // A custom autograd.Function's ctx while its forward and backward are traced.
-  struct AutogradCtx {
-    std::vector<std::pair<std::string, Value>> attrs;  // set on ctx, in order
-    std::vector<Value> saved;                          // save_for_backward's arguments
-    std::vector<jit::NodeId> non_differentiable;       // mark_non_differentiable's
-    std::vector<bool> needs_input_grad;
-    bool in_backward = false;
-    const jit::Graph* forward = nullptr;               // in backward: the forward graph
-    std::vector<std::pair<jit::NodeId, jit::NodeId>> captured;  // forward node -> fragment placeholder
-  };
   std::deque<AutogradCtx> ctxs_;  // a deque: references stay valid while nested Functions add theirs
   std::vector<jit::CustomGrad> customs_;
   std::vector<bool> placeholder_requires_grad_;  // per placeholder of graph_
@@ -551,14 +451,6 @@ class Tracer {
   bool autograd_ = false;  // a tensor that requires grad was read with grad mode on
 
   // ---- the torch ops of interp/torch/torch_ops.def (interp/torch/*.cpp) ----
-  // One call of a table op: its row, its arguments (one per parameter), the name its
-  // errors use ("sum()") and, where the row's first argument is a tensor, its node.
-  struct OpCall {
-    const PyOp& op;
-    const std::vector<Value>& a;
-    std::string what;
-    jit::NodeId x;
-  };
   Status call_tensor_op(const PyOp& op, const std::vector<Value>& a);  // checks FirstArg, lowers
 #define TORCH_OP(Enum, name, Family, First, varargs, ...) Status lower_##name(const OpCall& c);
 #include "interp/torch/torch_ops.def"
@@ -718,12 +610,6 @@ class Tracer {
   // inlined call binds its free variables. Entries go when that frame returns.
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
-  // Defaults of a function made in the frame that are traced values (a symbolic
-  // number, a tensor): its inlined calls bind these instead of the function object's.
-  struct MadeDefaults {
-    PyRef fn;  // keeps the key's address from being reused
-    Value defaults, kwdefaults;  // a Tuple and a Dict, or Null for the object's own
-  };
   std::unordered_map<PyObject*, MadeDefaults> made_defaults_;
   // A cell standing for a traced local, or a function made in the frame over such
   // cells or with traced defaults: CPython could not run it.
@@ -752,19 +638,6 @@ class Tracer {
     noncontig_[static_cast<size_t>(n)] = true;
   }
 
-  // The frame being traced: the root frame or an inlined callee.
-  struct FrameCtx {
-    FrameState* fs;
-    const DecodedCode* code;
-    PyCodeObject* co;
-    PyObject* globals;         // borrowed
-    PyObject* builtins;        // borrowed
-    PyObject* guard_globals;   // for guards: nullptr = the call's own globals
-    PyObject* guard_builtins;  // for guards: nullptr = the call's own builtins
-    int depth;                 // 0 for the root frame
-    PyObject* closure = nullptr;  // borrowed: an inlined function's cells
-  };
-
   CodeState& st_;
   compat::Frame* frame_;
   const guards::CallInputs& in_;
@@ -785,11 +658,6 @@ class Tracer {
   // Whether the frame still holds (a copy of) v, an iterator of its own: then a handler
   // that consumes it lazily in eager (zip, map, islice) cannot take its items ahead.
   bool iterator_held(const Value& v);
-  struct ContextSet {  // a ContextVar.set() of the frame, not reset yet
-    PyRef var;
-    Value value;
-    PyRef token;
-  };
   std::vector<ContextSet> context_sets_;
   int named_params_ = 0;    // the root frame's positional and keyword-only parameters
   // Grad mode as traced: torch's at entry, changed by `with torch.no_grad()` /
