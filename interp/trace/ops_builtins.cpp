@@ -228,15 +228,14 @@ std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const CallSite& c) {
   if (c.kw_names || c.args.empty()) return std::nullopt;
   const bool is_max = c.callable.obj.get() == PyDict_GetItemString(PyEval_GetBuiltins(), "max");
   std::vector<Value> items;
+  std::optional<Value> it;  // one iterable: its iterator, used up once the items are known to do
   if (c.args.size() > 1) {
     items = c.args;
   } else {
     t.push(c.args[0]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;
-    Value it = t.pop();
-    items.assign(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
-    it.next = it.items.size();  // used up
-    t.advance_everywhere(it);
+    it = t.pop();
+    items.assign(it->items.begin() + static_cast<std::ptrdiff_t>(it->next), it->items.end());
   }
   if (items.empty()) return std::nullopt;  // ValueError: CPython raises it
   bool ints = true;
@@ -244,6 +243,10 @@ std::optional<Status> BuiltinCalls::min_or_max(Tracer& t, const CallSite& c) {
     const std::optional<jit::SymExpr> e = t.is_tensor(v) ? std::nullopt : as_sym(v);
     if (!e || e->type() == jit::SymType::Bool || is_numpy_scalar(v)) return std::nullopt;  // NumPy compares its own way
     ints &= e->type() == jit::SymType::Int;
+  }
+  if (it) {
+    it->next = it->items.size();
+    t.advance_everywhere(*it);
   }
   if (ints) {
     jit::SymExpr r = *as_sym(items[0]);

@@ -313,7 +313,7 @@ std::optional<Status> Tracer::fold_call(PyObject* fn, const std::vector<Value>& 
     NumpyStrict strict(numpy);
     r = PyRef::steal(PyObject_Call(fn, pos.get(), kw.get()));
   }
-  if (!r && numpy && PyErr_ExceptionMatches(PyExc_FloatingPointError)) {
+  if (!r && numpy && (PyErr_ExceptionMatches(PyExc_FloatingPointError) || PyErr_ExceptionMatches(PyExc_Warning))) {
     guards::clear_error();
     return std::nullopt;
   }

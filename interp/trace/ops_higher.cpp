@@ -441,13 +441,19 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
 // functools.partial(f, *args, **kw) made in the frame: an object of the trace (f, its
 // arguments as a tuple, its keywords as a dict, read as p.func, p.args, p.keywords);
 // calling it calls f with its arguments first and the call's keywords over its own.
-bool is_partial_object(const Value& v) {
+namespace {
+PyObject* functools_partial() {
   static PyObject* partial = lookup_attr("functools", "partial");
-  return v.kind == ValueKind::Object && partial != nullptr && v.obj.get() == partial;
+  return partial;
+}
+}  // namespace
+
+bool is_partial_object(const Value& v) {
+  return v.kind == ValueKind::Object && functools_partial() != nullptr && v.obj.get() == functools_partial();
 }
 
 std::optional<Status> Tracer::call_partial(const CallSite& c) {
-  static PyObject* partial = lookup_attr("functools", "partial");
+  PyObject* partial = functools_partial();
   if (partial == nullptr) return std::nullopt;
   const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
   const size_t npos = c.args.size() - nkw;
@@ -468,7 +474,7 @@ std::optional<Status> Tracer::call_partial(const CallSite& c) {
     push(std::move(p));
     return ok();
   }
-  if (c.callable.kind != ValueKind::Object || c.callable.obj.get() != partial || c.callable.items.size() < 7) return std::nullopt;
+  if (!is_partial_object(c.callable) || c.callable.items.size() < 7) return std::nullopt;
   const Value& args = c.callable.items[4];
   const Value& kw = c.callable.items[6];
   if (args.kind != ValueKind::Tuple || kw.kind != ValueKind::Dict) return std::nullopt;

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "interp/torch/torch_ops.h"
 
@@ -81,13 +82,18 @@ std::optional<Value> numpy_scalar_constant(PyObject* r) {
 
 // The graph dtype of a NumPy scalar type, as torch.tensor() of such a scalar makes it.
 std::optional<jit::DType> numpy_dtype(PyObject* type) {
-  static const std::pair<const char*, jit::DType> kTypes[] = {
-      {"float64", jit::DType::Float64}, {"float32", jit::DType::Float32}, {"int64", jit::DType::Int64},
-      {"int32", jit::DType::Int32},     {"uint8", jit::DType::UInt8},     {"bool_", jit::DType::Bool}};
-  for (const auto& [name, d] : kTypes) {
-    if (numpy_attr(name) == type) return d;
-  }
-  return std::nullopt;
+  static const auto* kTypes = [] {
+    auto* m = new std::unordered_map<PyObject*, jit::DType>();  // kept for the process
+    const std::pair<const char*, jit::DType> names[] = {
+        {"float64", jit::DType::Float64}, {"float32", jit::DType::Float32}, {"int64", jit::DType::Int64},
+        {"int32", jit::DType::Int32},     {"uint8", jit::DType::UInt8},     {"bool_", jit::DType::Bool}};
+    for (const auto& [name, d] : names) {
+      if (PyObject* t = numpy_attr(name)) m->emplace(t, d);
+    }
+    return m;
+  }();
+  auto it = kTypes->find(type);
+  return it == kTypes->end() ? std::nullopt : std::optional<jit::DType>(it->second);
 }
 
 NumpyStrict::NumpyStrict(bool on) {
@@ -97,15 +103,30 @@ NumpyStrict::NumpyStrict(bool on) {
   PyRef none = PyRef::steal(PyTuple_New(0));
   old_ = kw && none ? PyRef::steal(PyObject_Call(seterr, none.get(), kw.get())) : PyRef();
   if (!old_) guards::clear_error();
+  // Python warnings (np.mean([]): "Mean of empty slice") raise too: shown now, they
+  // would be shown again by the call that runs each time.
+  static PyObject* catch_warnings = lookup_attr("warnings", "catch_warnings");
+  static PyObject* simplefilter = lookup_attr("warnings", "simplefilter");
+  if (catch_warnings == nullptr || simplefilter == nullptr) return;
+  warnings_ = PyRef::steal(PyObject_CallNoArgs(catch_warnings));
+  PyRef entered = warnings_ ? PyRef::steal(PyObject_CallMethod(warnings_.get(), "__enter__", nullptr)) : PyRef();
+  PyRef filtered = entered ? PyRef::steal(PyObject_CallFunction(simplefilter, "s", "error")) : PyRef();
+  if (!entered) warnings_ = PyRef();
+  if (!filtered) guards::clear_error();
 }
 
 NumpyStrict::~NumpyStrict() {
-  if (!old_) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // the computation's own error stays
-  PyRef none = PyRef::steal(PyTuple_New(0));
-  PyRef r = none ? PyRef::steal(PyObject_Call(numpy_attr("seterr"), none.get(), old_.get())) : PyRef();
-  if (!r) guards::clear_error();
+  if (warnings_) {
+    PyRef r = PyRef::steal(PyObject_CallMethod(warnings_.get(), "__exit__", "OOO", Py_None, Py_None, Py_None));
+    if (!r) guards::clear_error();
+  }
+  if (old_) {
+    PyRef none = PyRef::steal(PyTuple_New(0));
+    PyRef r = none ? PyRef::steal(PyObject_Call(numpy_attr("seterr"), none.get(), old_.get())) : PyRef();
+    if (!r) guards::clear_error();
+  }
   PyErr_Restore(type, value, tb);
 }
 
@@ -114,20 +135,25 @@ NumpyStrict::~NumpyStrict() {
 // scalar types, np.dtype, np.finfo and np.iinfo, and a few array functions on scalars
 // and lists of numbers.
 bool is_pure_numpy_callable(PyObject* fn) {
+  // Asked of every call of known values: numpy is looked into only once imported.
+  static const std::unordered_set<PyObject*>* pure = nullptr;
+  if (pure == nullptr) {
+    if (PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") == nullptr) return false;
+    auto* set = new std::unordered_set<PyObject*>();  // kept for the process
+    for (const char* name : {"dtype", "finfo", "iinfo", "float64", "float32", "float16", "int64", "int32", "int16",
+                             "int8", "uint8", "bool_", "isclose", "allclose", "clip", "sum", "mean", "prod", "round",
+                             "isfinite", "isnan", "isinf"}) {
+      if (PyObject* f = numpy_attr(name)) set->insert(f);
+    }
+    pure = set;
+  }
+  if (pure->count(fn) != 0) return true;
   PyObject* ufunc = numpy_attr("ufunc");
-  if (ufunc != nullptr && Py_TYPE(fn) == reinterpret_cast<PyTypeObject*>(ufunc)) {
-    PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
-    const char* text = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
-    guards::clear_error();
-    return text != nullptr && numpy_attr(text) == fn;
-  }
-  static const char* const kNames[] = {"dtype", "finfo", "iinfo", "float64", "float32", "float16", "int64", "int32",
-                                       "int16", "int8", "uint8", "bool_", "isclose", "allclose", "clip", "sum",
-                                       "mean", "prod", "round", "isfinite", "isnan", "isinf"};
-  for (const char* name : kNames) {
-    if (PyObject* f = numpy_attr(name); f != nullptr && f == fn) return true;
-  }
-  return false;
+  if (ufunc == nullptr || Py_TYPE(fn) != reinterpret_cast<PyTypeObject*>(ufunc)) return false;
+  PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  const char* text = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
+  guards::clear_error();
+  return text != nullptr && numpy_attr(text) == fn;
 }
 
 // NumPy objects that never change and whose reads run no user code: dtypes, and the

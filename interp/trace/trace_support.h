@@ -51,8 +51,9 @@ std::optional<Value> numpy_scalar_constant(PyObject* r);
 // The graph dtype of a NumPy scalar type (np.float64: Float64), if it has one.
 std::optional<jit::DType> numpy_dtype(PyObject* type);
 // While alive (and `on`), NumPy raises FloatingPointError where it would warn
-// (np.seterr(all="raise")): a computation done while tracing is then one whose result
-// no np.errstate of a later call could change (ops_numpy.cpp).
+// (np.seterr(all="raise")) and Python warnings raise (warnings.simplefilter("error")):
+// a computation done while tracing is then one whose result no np.errstate of a later
+// call could change, and that showed no warning (ops_numpy.cpp).
 class NumpyStrict {
  public:
   explicit NumpyStrict(bool on);
@@ -61,7 +62,8 @@ class NumpyStrict {
   NumpyStrict& operator=(const NumpyStrict&) = delete;
 
  private:
-  PyRef old_;
+  PyRef old_;       // np.seterr's settings before
+  PyRef warnings_;  // the warnings.catch_warnings entered
 };
 // NumPy callables that compute from known numbers and change nothing (ufuncs, np.dtype...).
 bool is_pure_numpy_callable(PyObject* fn);
