@@ -64,10 +64,16 @@ struct CodeState {
   std::vector<std::shared_ptr<CacheEntry>> entries;  // shared: a running plan keeps its entry alive
   Counters counters;
   std::vector<Fallback> fallbacks;  // most recent last, bounded
-  int fallbacks_in_a_row = 0;       // identical fallbacks in a row
-  // Giving up (record_fallback, interp/hook.cpp), as torch.compile does past its cache
-  // limit: a code object with cache entries stops tracing (`frozen`) but keeps using
-  // them; one without any is left to CPython for good (`skip`).
+  int fallbacks_in_a_row = 0;       // identical fallbacks in a row (same reason, place and signature)
+  // Giving up (record_fallback, interp/hook.cpp) is per call signature (the types of
+  // the arguments, and of tensors their dtype and grad flag): calls like those that
+  // fell back the same way again and again run in CPython untraced, others still
+  // trace (a lambda called with ints, then with tensors). Past cache_limit, and past
+  // cache_limit signatures given up, the code object as a whole stops tracing
+  // (`frozen`) but keeps using its entries, and one without any is left to CPython for
+  // good (`skip`).
+  std::vector<uint64_t> given_up;   // signatures whose misses run in CPython untraced
+  uint64_t last_signature = 0;      // of the last fallback
   bool skip = false;                // gave up: calls go straight to CPython
   bool frozen = false;              // no new entries: misses run in CPython untraced
   bool dynamic = true;              // tensor sizes are symbols (framejit.compile(dynamic=...))

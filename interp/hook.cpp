@@ -5,6 +5,7 @@
 
 #include <structmember.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -56,24 +57,34 @@ std::string location_of(PyCodeObject* code) {
   return guards::utf8_lossy(code->co_filename) + ":" + std::to_string(code->co_firstlineno);
 }
 
-// The same fallback again and again: stop tracing this code. What it compiled stays in
-// use (calls that match an entry still hit it); with no entry at all, calls go
-// straight to CPython.
-void give_up(CodeState& st) {
-  if (st.entries.empty()) {
+// The give-up counters: calls like some run in CPython untraced, with (stopped
+// compiling) or without (skipped) entries that other calls still use.
+void set_give_up_counters(CodeState& st) {
+  const bool gave_up = st.skip || st.frozen || !st.given_up.empty();
+  st.counters.skipped = gave_up && st.entries.empty();
+  st.counters.stopped_compiling = gave_up && !st.entries.empty();
+}
+
+// The same fallback again and again: stop tracing calls with this signature (0: every
+// call). What the code compiled stays in use (calls that match an entry still hit it).
+void give_up(CodeState& st, uint64_t signature) {
+  if (signature != 0 && static_cast<int>(st.given_up.size()) + 1 < config().cache_limit) {
+    st.given_up.push_back(signature);
+  } else if (st.entries.empty()) {
     st.skip = true;
-    st.counters.skipped = 1;
   } else {
     st.frozen = true;
-    st.counters.stopped_compiling = 1;
   }
+  set_give_up_counters(st);
   if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
     log::interp().info("giving up on {}: {}", guards::utf8_lossy(st.code->co_qualname),
-                       st.skip ? "every call runs in CPython" : "no new entries; cached ones stay in use");
+                       st.skip     ? "every call runs in CPython"
+                       : st.frozen ? "no new entries; cached ones stay in use"
+                                   : "calls with these argument types run in CPython");
   }
 }
 
-void record_fallback(CodeState& st, Fallback fb) {
+void record_fallback(CodeState& st, Fallback fb, uint64_t signature = 0) {
   // A frame watched only because a caller's trace broke inside it (watch_nested): its
   // running in CPython is that caller's graph break, counted there already.
   if (!st.nested) st.counters.fallbacks++;
@@ -82,14 +93,31 @@ void record_fallback(CodeState& st, Fallback fb) {
                        fb.location);
   }
   if (t_recorder != nullptr) t_recorder->breaks.push_back(fb);
-  // The same fallback again and again (pure-Python code, an unsupported construct
-  // on every path): stop trying. Fallbacks that vary with the input do not count.
+  // The same fallback again and again for calls alike (pure-Python code, an
+  // unsupported construct on every path): stop trying them. Fallbacks that vary with
+  // the input do not count.
   const bool same = !st.fallbacks.empty() && st.fallbacks.back().reason == fb.reason &&
-                    st.fallbacks.back().location == fb.location;
+                    st.fallbacks.back().location == fb.location && st.last_signature == signature;
   st.fallbacks_in_a_row = same ? st.fallbacks_in_a_row + 1 : 1;
-  if (st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) give_up(st);
+  st.last_signature = signature;
+  if (st.fallbacks_in_a_row >= config().fallback_limit && t_recorder == nullptr) give_up(st, signature);
   st.fallbacks.push_back(std::move(fb));
   if (st.fallbacks.size() > 16) st.fallbacks.erase(st.fallbacks.begin());
+}
+
+// What calls alike share for give_up: the arguments' types, and each tensor's dtype,
+// device kind and grad flag. Never 0 (0 stands for every call).
+uint64_t call_signature(const guards::CallInputs& in) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL + (h >> 29); };
+  for (int i = 0; i < in.num_args; ++i) {
+    PyObject* a = in.args[i];
+    mix(reinterpret_cast<uintptr_t>(a == nullptr ? nullptr : Py_TYPE(a)));
+    if (const auto& m = in.metas[static_cast<size_t>(i)]) {
+      mix(reinterpret_cast<uintptr_t>(m->dtype) ^ (m->requires_grad ? 1 : 0) ^ (m->is_cpu ? 2 : 0));
+    }
+  }
+  return h == 0 ? 1 : h;
 }
 
 // One trace per code object at a time. A thread that misses the cache while another
@@ -218,8 +246,10 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       }
     }
     if (guards::restore_kept_error()) return nullptr;  // a guard met a KeyboardInterrupt & co
-    if (st.frozen) {  // gave up tracing this code: a miss runs in CPython as it is
-      st.counters.fallbacks++;
+    if (st.frozen || (!st.given_up.empty() && std::find(st.given_up.begin(), st.given_up.end(),
+                                                         call_signature(in)) != st.given_up.end())) {
+      // gave up tracing this code, or calls like this one: a miss runs in CPython as it is
+      if (!st.entries.empty()) st.counters.fallbacks++;
       return run_in_cpython(ts, f, throwflag);
     }
     if (traced_by_another_thread(st)) {  // its entry may be the one this call needs
@@ -277,7 +307,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       st.counters.graph_breaks++;
       return nullptr;
     }
-    record_fallback(st, std::move(why));
+    record_fallback(st, std::move(why), call_signature(in));
     tracing.reset();
     return run_in_cpython(ts, f, throwflag);
   }
@@ -317,6 +347,7 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   const std::shared_ptr<CacheEntry> shared = std::move(entry);
   track_entry(shared);
   st.entries.push_back(shared);
+  set_give_up_counters(st);
   tracing.reset();
   return ran.ran ? ran.result : or_eager(run_plan(shared->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
 }
@@ -518,6 +549,7 @@ void reset_all() {
     st->fallbacks_in_a_row = 0;
     st->skip = false;
     st->frozen = false;
+    st->given_up.clear();
     st->warned_cache_limit = false;
     st->recompile_reasons.clear();
     st->compile_seconds = 0;
