@@ -26,16 +26,36 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
     """
     if fn is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic)
+    options = {"dynamic": bool(dynamic), "fullgraph": bool(fullgraph)}
     if isinstance(fn, types.MethodType):
-        return types.MethodType(compile(fn.__func__), fn.__self__)
+        return types.MethodType(compile(fn.__func__, **options), fn.__self__)
     if isinstance(fn, torch.nn.Module):
-        return CompiledModule(fn, dynamic=dynamic, fullgraph=fullgraph)
-    if not isinstance(fn, types.FunctionType):
-        raise TypeError(f"framejit.compile expects a function, method or nn.Module, got {type(fn).__name__}")
-    wrapper = _C.compile(fn, dynamic=bool(dynamic), fullgraph=bool(fullgraph))
-    functools.update_wrapper(wrapper, fn)
-    wrapper._framejit_options = {"dynamic": bool(dynamic), "fullgraph": bool(fullgraph)}
+        return CompiledModule(fn, **options)
+    if type(fn) is functools.partial:
+        return functools.partial(compile(fn.func, **options), *fn.args, **fn.keywords)
+    if isinstance(fn, types.FunctionType):
+        wrapper = _C.compile(fn, **options)
+        functools.update_wrapper(wrapper, fn)
+    elif callable(fn):
+        # A builtin, a class, a callable object: framejit compiles a call of it (a
+        # class's __init__, torch.add's op, an object's __call__ are traced from there).
+        wrapper = _C.compile(_caller(fn), **options)
+        functools.update_wrapper(wrapper, fn, updated=())
+    else:
+        raise TypeError(f"framejit.compile expects a callable, got {type(fn).__name__}")
+    wrapper._framejit_options = options
     return wrapper
+
+
+def _caller(target):
+    """A function that calls target, with a code object of its own (its cache entries
+    and counters are target's alone)."""
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    call.__code__ = call.__code__.replace(co_name="call", co_qualname=f"framejit.compile({name})")
+    return call
 
 
 # Pickling (multiprocessing, torch.multiprocessing, copy): a compiled function is
@@ -82,6 +102,13 @@ class CompiledModule(torch.nn.Module):
         self.__dict__["_compiled_forward"] = types.MethodType(
             compile(type(module).forward, dynamic=dynamic, fullgraph=fullgraph), module)
 
+    def __call__(self, *args, **kwargs):
+        # Invisible to hooks: the original module's own call fires them, global ones
+        # included, once (as without framejit); hooks put on this wrapper fire as usual.
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
+            return super().__call__(*args, **kwargs)
+        return self.forward(*args, **kwargs)
+
     def forward(self, *args, **kwargs):
         m = self._orig_mod
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
@@ -113,9 +140,12 @@ def stats(fn=None):
     """Counters: calls, compiles, recompiles, cache_hits, graph_breaks, fallbacks,
     graphs, deopts (calls whose plan handed the rest of the frame to CPython midway:
     an opaque call's result no longer matching the trace, a branch outcome that could
-    not be traced; logged under FRAMEJIT_LOG=recompiles), and the give-up states stopped_compiling (framejit traces no new entries:
-    calls that match a cached one still run compiled, the others run in CPython and
-    count as fallbacks) and skipped (nothing compiled: every call runs in CPython).
+    not be traced; logged under FRAMEJIT_LOG=recompiles), and the give-up states
+    stopped_compiling (framejit traces no new entries for calls like those that fell
+    back the same way again and again, or for any call past cache_limit: calls that
+    match a cached entry still run compiled, those others run in CPython and count as
+    fallbacks) and skipped (the same with nothing compiled: those calls run in CPython).
+    "Like" means the same argument types (tensors: dtype, device kind, grad flag).
 
     With `fn`, those of fn's code object (the states are 0 or 1); without, the sums
     over all code (the states count code objects). A function called from compiled
@@ -206,10 +236,10 @@ def _status(record):
     """What framejit does with new calls of a watched function (see ExplainOutput.status)."""
     why = record["fallback_reasons"][-1][0] if record["fallback_reasons"] else "?"
     if record["skipped"]:
-        return f"skipped: every call runs in CPython (fallback_limit identical fallbacks: {why})"
+        return f"skipped: calls like those that fell back run in CPython (fallback_limit identical fallbacks: {why})"
     if record["stopped_compiling"]:
         return (f"stopped compiling: calls that match one of its {record['entries']} cached entries "
-                f"run compiled, others run in CPython ({why})")
+                f"run compiled, others like those that fell back run in CPython ({why})")
     return "compiling"
 
 
@@ -227,9 +257,10 @@ def ptx(fn, *example_args, arch="sm_90"):
 
 class _Config:
     """framejit.config: cache_limit (entries per code object; calls that match none
-    of them run in CPython), fallback_limit (identical fallbacks in a row before
-    framejit stops tracing a function: its cached entries stay in use, and a
-    function with none is left to CPython for good)."""
+    of them run in CPython), fallback_limit (identical fallbacks in a row, for calls
+    with the same argument types, before framejit stops tracing such calls of a
+    function: they run in CPython, its cached entries stay in use, and calls with
+    other argument types are still traced)."""
 
     __slots__ = ()
 
