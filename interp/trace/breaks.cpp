@@ -437,6 +437,9 @@ Status Tracer::cut(std::vector<Value*> extra) {
     if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
   });
   snapshot_.reset();  // its tensors named nodes of the old segment
+  // So did the cells of returned frames; no closure that reads them is alive here
+  // (can_resume).
+  for (Value& v : returned_cells_.locals) v = Value{};
   return ok();
 }
 

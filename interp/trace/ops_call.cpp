@@ -480,9 +480,15 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
       if (at >= e.start && at < e.end) attribute_error_proved_ = false;
     }
   }
-  // Cells of this frame's locals: a function that outlives the frame finds them empty.
-  for (auto it = traced_cells_.begin(); it != traced_cells_.end();) {
-    it = it->second.first == &fs ? traced_cells_.erase(it) : std::next(it);
+  // Cells of this frame's locals: a function that outlives the frame (returned, stored)
+  // still reads and writes them, in returned_cells_ (one slot per local, as CPython
+  // has one cell per variable).
+  std::unordered_map<int, int> moved;
+  for (auto& [cell, at] : traced_cells_) {
+    if (at.first != &fs) continue;
+    auto [it, fresh] = moved.emplace(at.second, static_cast<int>(returned_cells_.locals.size()));
+    if (fresh) returned_cells_.locals.push_back(fs.locals[static_cast<size_t>(at.second)]);
+    at = {&returned_cells_, it->second};
   }
   cur_ = caller;
   stack_drift_ = caller_drift;

@@ -604,10 +604,16 @@ class Tracer {
   std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
   std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
   std::unordered_set<jit::NodeId> inference_inputs_;  // placeholders of inference tensors (never written here)
-  std::vector<FrameState*> inlined_frames_;      // the frames of inlined calls, innermost last
+  // Locals of inlined frames that returned while functions made there read them (a
+  // closure its maker returned): they live on here (see traced_cells_).
+  FrameState returned_cells_;
+  // The frames whose values the trace holds besides the root's: returned_cells_ first,
+  // then those of inlined calls, innermost last.
+  std::vector<FrameState*> inlined_frames_{&returned_cells_};
   // Cells made by LOAD_CLOSURE for a function defined in the frame (a comprehension,
   // a lambda): each stands for a local of a traced frame, read when the function's
-  // inlined call binds its free variables. Entries go when that frame returns.
+  // inlined call binds its free variables. When that frame returns, the local moves
+  // to returned_cells_.
   std::unordered_map<PyObject*, std::pair<FrameState*, int>> traced_cells_;
   std::vector<PyRef> cell_objects_;
   std::unordered_map<PyObject*, MadeDefaults> made_defaults_;

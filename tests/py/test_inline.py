@@ -396,3 +396,48 @@ def test_nonlocal_writes_of_functions_made_in_the_frame():
 
     compiled_whole(nested, [(torch.randn(3),), (torch.randn(4),)], compiles=1)
     compiled_whole(walrus, [(torch.randn(3), 3), (torch.randn(3), 6)])
+
+
+def test_a_closure_that_outlives_the_call_that_made_it():
+    # make() returns g over its local k: g still reads (and with nonlocal, writes) k
+    # after make's inlined frame returned; two closures of one call share the variable.
+    from conftest import compiled_whole
+
+    def returned(x, w):
+        def make(k):
+            def g(t):
+                return t * k
+            return g
+        g = make(w)
+        h = make(x.sum())
+        return g(x), g(x * 2), h(x)
+
+    def counter(x):
+        def make():
+            n = 0
+
+            def bump():
+                nonlocal n
+                n += 1
+                return n
+
+            def read():
+                return n
+            return bump, read
+        bump, read = make()
+        bump()
+        bump()
+        return x * bump(), read()
+
+    def compose(x, n):
+        def chain(*fs):
+            def run(t):
+                for f in fs:
+                    t = f(t)
+                return t
+            return run
+        return chain(torch.sin, lambda t: t * n, torch.abs)(x)
+
+    compiled_whole(returned, [(torch.randn(3), 2.0), (torch.randn(4), 3.0)], compiles=1)
+    compiled_whole(counter, [(torch.randn(3),), (torch.randn(4),)], compiles=1)
+    compiled_whole(compose, [(torch.randn(3), 2), (torch.randn(3), 3)], compiles=1)
