@@ -213,6 +213,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (!PyFunction_Check(target)) {
     if (!is_grad_mode_class(target)) new_fn = class_new_function(target);  // with torch.no_grad() is call_grad_mode's
     target = new_fn ? new_fn.get() : module_forward(c.callable);
+    if (target == nullptr && !new_fn) target = instance_call(c.callable);
     if (target == nullptr) return std::nullopt;
     c.args.insert(c.args.begin(), c.callable);
   }
@@ -337,6 +338,21 @@ PyObject* Tracer::module_forward(const Value& m) {
   guards().add_path_method(text, root, m.source.attrs, "__call__", refs.call);
   guards().add_path_method(text, root, m.source.attrs, "forward", forward);
   return forward;
+}
+
+// A callable object of a plain class (not a class, not an nn.Module): its class's
+// Python __call__, guarded as the method of the object at its path. nullptr: none.
+PyObject* Tracer::instance_call(const Value& v) {
+  PyObject* obj = v.obj.get();
+  if (PyType_Check(obj)) return nullptr;
+  static PyObject* call_name = PyUnicode_InternFromString("__call__");
+  PyObject* call = _PyType_Lookup(Py_TYPE(obj), call_name);
+  if (call == nullptr || !PyFunction_Check(call) || call == guards::module_call_refs().call) return nullptr;
+  guards::PathRoot root;
+  PyRef holder;
+  if (!path_root(v, &root, &holder)) return nullptr;
+  guards().add_path_method(source_text(v.source), root, v.source.attrs, "__call__", call);
+  return call;
 }
 
 // ---- inlining ----

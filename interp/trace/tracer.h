@@ -100,6 +100,7 @@ class Tracer {
   Status super_attr(const Value& sup, const std::string& name, bool method);
   bool path_root(const Value& base, guards::PathRoot* root, PyRef* holder) const;
   PyObject* module_forward(const Value& m);
+  PyObject* instance_call(const Value& v);
   Status step(const Instruction& ins);
   Status finish(const Value& ret);
   Status compile();

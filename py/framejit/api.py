@@ -39,8 +39,11 @@ def compile(fn=None, *, fullgraph=False, dynamic=True):
     elif callable(fn):
         # A builtin, a class, a callable object: framejit compiles a call of it (a
         # class's __init__, torch.add's op, an object's __call__ are traced from there).
-        wrapper = _C.compile(_caller(fn), **options)
+        call = _caller(fn)
+        wrapper = _C.compile(call, **options)
         functools.update_wrapper(wrapper, fn, updated=())
+        wrapper.__wrapped__ = call  # stats(), explain() and fallbacks() read its code
+        wrapper._framejit_target = fn
     else:
         raise TypeError(f"framejit.compile expects a callable, got {type(fn).__name__}")
     wrapper._framejit_options = options
@@ -75,7 +78,7 @@ def _resolve(module_name, qualname):
 
 
 def _reduce_compiled(wrapper):
-    fn = wrapper.__wrapped__
+    fn = getattr(wrapper, "_framejit_target", None) or wrapper.__wrapped__
     if _resolve(getattr(wrapper, "__module__", None), getattr(wrapper, "__qualname__", "")) is wrapper:
         return wrapper.__qualname__  # pickle stores a global reference, as for a function
     options = getattr(wrapper, "_framejit_options", {})
