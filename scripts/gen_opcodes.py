@@ -36,7 +36,7 @@ HANDLERS = {
     # loads and stores (ops_load_store.cpp, torch/inplace.cpp)
     "LOAD_FAST": "load_fast", "STORE_FAST": "store_fast", "LOAD_DEREF": "load_deref",
     "LOAD_CLOSURE": "load_closure", "STORE_DEREF": "store_deref", "LOAD_CONST": "load_const",
-    "LOAD_GLOBAL": "load_global", "LOAD_ATTR": "load_attr", "STORE_ATTR": "store_attr",
+    "LOAD_GLOBAL": "load_global", "STORE_GLOBAL": "store_global", "LOAD_ATTR": "load_attr", "STORE_ATTR": "store_attr",
     "LOAD_METHOD": "load_method", "PUSH_NULL": "push_null", "MAKE_FUNCTION": "make_function",
     "KW_NAMES": "kw_names", "STORE_SUBSCR": "store_subscr",
     # imports of modules already imported (ops_import.cpp)

@@ -209,6 +209,14 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       return nullptr;
     case PlanValue::Kind::View:
       return build_view(v, run, outs, memo);
+    case PlanValue::Kind::Stores: {  // the result first: the stored values may repeat its parts
+      PyRef result = PyRef::steal(build_value(v.items[0], run, outs, memo));
+      for (size_t i = 1; result && i + 2 < v.items.size(); i += 3) {
+        PyRef x = PyRef::steal(build_value(v.items[i + 2], run, outs, memo));
+        if (!x || PyDict_SetItem(v.items[i].obj.get(), v.items[i + 1].obj.get(), x.get()) < 0) return nullptr;
+      }
+      return result.release();
+    }
     case PlanValue::Kind::Const:
       return Py_NewRef(v.obj.get());
     case PlanValue::Kind::Size: {

@@ -48,6 +48,7 @@ Status Tracer::can_resume() const {
   if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
   // CPython's state would lack the exception being handled (sys.exc_info(), a bare raise).
   if (!cur_.fs->handling.empty()) return Error{"inside an except block"};
+  if (!global_names_.empty()) return Error{"after an assignment to a global (its store waits for the return)"};
   bool grad_block = false, slice = false, closure = false, made = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {

@@ -165,8 +165,9 @@ Status Tracer::bind_arguments() {
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
     } else if (std::optional<Value> v = numpy_argument(a, src, -1)) {
       cur_.fs->locals[static_cast<size_t>(i)] = std::move(*v);
-    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) > 0 && Py_SIZE(a) <= 16) {
-      // A list or tuple of tensors: each item is a tensor input found by index.
+    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) <= 16) {
+      // A list or tuple of tensors: each item is a tensor input found by index (of
+      // numbers: bind_number_sequence; empty: guarded so).
       std::vector<Value> items;
       guards::PathRoot root;
       root.arg = i;
@@ -191,7 +192,7 @@ Status Tracer::bind_arguments() {
         items.push_back(Value::tensor(n, item));
       }
       if (items.empty()) bind_number_sequence(a, src, &items);
-      Value v = items.empty() ? Value::constant(PyRef::borrow(a), src)
+      Value v = items.empty() && Py_SIZE(a) > 0 ? Value::constant(PyRef::borrow(a), src)
                               : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
       v.source = src;
       v.opaque = v.kind == ValueKind::Const;
@@ -489,6 +490,19 @@ Status Tracer::finish(const Value& ret) {
   ctx.output_index = &output_index;
   ctx.outputs = &outputs;
   FJ_TRY(convert(ret, &plan_->ret, ctx));
+  if (!global_names_.empty()) {
+    PlanValue stores;
+    stores.kind = PlanValue::Kind::Stores;
+    stores.items.push_back(std::move(plan_->ret));
+    for (size_t i = 0; i < global_names_.size(); ++i) {
+      PlanValue dict, name, value;
+      dict.obj = PyRef::borrow(global_names_[i].first);
+      name.obj = global_names_[i].second;
+      FJ_TRY(convert(global_writes_.locals[i], &value, ctx));
+      stores.items.insert(stores.items.end(), {std::move(dict), std::move(name), std::move(value)});
+    }
+    plan_->ret = std::move(stores);
+  }
   plan_->num_memos = ctx.num_memos;
   FJ_TRY(seal_writes(ctx));
   // A frame without tensor arguments and without tensor results is Python's work.

@@ -292,7 +292,7 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     return ok();
   }
   if (obj.kind != ValueKind::Const || obj.fresh || is_super(obj)) return std::nullopt;
-  if (Value out; PyModule_Check(obj.obj.get()) && module_attr(obj, name, &out, guards()).ok()) {  // as LOAD_ATTR
+  if (Value out; PyModule_Check(obj.obj.get()) && module_attr_of(obj, name, &out).ok()) {  // as LOAD_ATTR
     push(has ? Value::constant(PyRef::borrow(Py_True)) : std::move(out));
     return ok();
   }

@@ -374,6 +374,19 @@ Expected<const DecodedCode*> decoded_code(PyCodeObject* co) {
   return static_cast<const DecodedCode*>(cs->decoded.get());
 }
 
+// Cells of the returning frame fs's locals: a function that outlives the frame
+// (returned, stored) still reads and writes them, in returned_cells_ (one slot per
+// local, as CPython has one cell per variable).
+void Tracer::keep_returned_cells(FrameState& fs) {
+  std::unordered_map<int, int> moved;
+  for (auto& [cell, at] : traced_cells_) {
+    if (at.first != &fs) continue;
+    auto [it, fresh] = moved.emplace(at.second, static_cast<int>(returned_cells_.locals.size()));
+    if (fresh) returned_cells_.locals.push_back(fs.locals[static_cast<size_t>(at.second)]);
+    at = {&returned_cells_, it->second};
+  }
+}
+
 // Traces a call of the Python function `fn` in a frame of its own, binding
 // arguments as CPython does (positional, keyword, defaults, *args).
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
@@ -383,20 +396,25 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   if (cur_.depth >= kMaxInlineDepth) {
     return unsupported("calls nested deeper than " + std::to_string(kMaxInlineDepth) + " (at " + qualname + ")");
   }
-  // A generator expression is run to its end here: its items become an iterator.
-  // Its body interleaves with the consumer in eager, so one that writes a tensor in
-  // place is not run early (see below).
-  const bool genexpr = (co->co_flags & CO_GENERATOR) && qualname.size() >= 9 &&
-                       qualname.compare(qualname.size() - 9, 9, "<genexpr>") == 0;
-  if ((co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) && !genexpr) {
-    return unsupported("call of the generator or coroutine " + qualname);
+  // A generator (a generator expression, a generator function's call) is run to its end
+  // here: its items become an iterator. Its body interleaves with the consumer in
+  // eager, so one that writes (a tensor in place, a list, an attribute, a variable
+  // closures read) is not run early, nor one with a try or with block (its cleanup
+  // and its context belong between the items), and the consumer may not write while
+  // items remain (Value::writes).
+  const bool generator = (co->co_flags & CO_GENERATOR) != 0;
+  if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
+    return unsupported("call of the coroutine " + qualname);
   }
   guards().add_function(fn);
   const DecodedCode* decoded = FJ_TRY(decoded_code(co));
+  if (generator && !decoded->exception_table.empty()) {
+    return unsupported("call of the generator " + qualname + ", which has a try or with block (not supported yet)");
+  }
 
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
-  if (genexpr) fs.yields.emplace();
+  if (generator) fs.yields.emplace();
   const int writes_before = writes_;
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   const size_t npos = args.size() - nkw;
@@ -496,21 +514,12 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
       if (at >= e.start && at < e.end) attribute_error_proved_ = false;
     }
   }
-  // Cells of this frame's locals: a function that outlives the frame (returned, stored)
-  // still reads and writes them, in returned_cells_ (one slot per local, as CPython
-  // has one cell per variable).
-  std::unordered_map<int, int> moved;
-  for (auto& [cell, at] : traced_cells_) {
-    if (at.first != &fs) continue;
-    auto [it, fresh] = moved.emplace(at.second, static_cast<int>(returned_cells_.locals.size()));
-    if (fresh) returned_cells_.locals.push_back(fs.locals[static_cast<size_t>(at.second)]);
-    at = {&returned_cells_, it->second};
-  }
+  keep_returned_cells(fs);
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s.failed()) return s;
-  if (genexpr) {
-    if (writes_ != writes_before) return unsupported("a generator expression that writes tensors in place (not supported yet)");
+  if (generator) {
+    if (writes_ != writes_before) return unsupported("a generator that writes (a tensor in place, a list, an attribute; not supported yet)");
     Value it;
     it.kind = ValueKind::Iterator;
     it.items = std::move(*fs.yields);

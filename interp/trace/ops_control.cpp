@@ -384,7 +384,7 @@ Status Tracer::op_return_value(const Instruction&) {
   return ok();
 }
 
-// ( -- ): the start of a generator expression run to its end (inline_call). CPython
+// ( -- ): the start of a generator run to its end (inline_call). CPython
 // returns the generator here and the first resumption pushes None for the POP_TOP
 // that follows; both are skipped.
 Status Tracer::op_return_generator(const Instruction&) {
@@ -399,7 +399,7 @@ Status Tracer::op_return_generator(const Instruction&) {
 
 // (value -- sent): the value is kept as the generator's next item; next() sends None.
 Status Tracer::op_yield_value(const Instruction&) {
-  if (!cur_.fs->yields) return unsupported("yield outside a generator expression (not supported yet)");
+  if (!cur_.fs->yields) return unsupported("yield outside a generator run to its end (not supported yet)");
   if (cur_.fs->yields->size() >= kMaxUnroll) return unsupported("a generator of more than " + std::to_string(kMaxUnroll) + " items");
   cur_.fs->yields->push_back(pop());
   push(Value::constant(PyRef::borrow(Py_None)));

@@ -105,7 +105,7 @@ Status Tracer::op_import_name(const Instruction& ins) {
 Status Tracer::op_import_from(const Instruction& ins) {
   const std::string name = FJ_TRY(guards::utf8_of(PyTuple_GET_ITEM(cur_.co->co_names, ins.arg)));
   Value out;
-  FJ_TRY(module_attr(top(), name, &out, guards()));
+  FJ_TRY(module_attr_of(top(), name, &out));
   push(std::move(out));
   return ok();
 }

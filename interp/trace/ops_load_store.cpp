@@ -111,17 +111,20 @@ bool Tracer::has_traced_cells(PyObject* obj) const {
   return false;
 }
 
-// (value -- )
+// (value -- ). A variable that closures read counts as a write (writes_): a generator
+// run ahead of its consumer (inline_call) read the value before this one.
 Status Tracer::op_store_deref(const Instruction& ins) {
   PyCodeObject* code = cur_.co;
   if (PyObject* cell = traced_cell(ins.arg)) {  // `nonlocal n; n += 1` in a function made in the trace
     const auto& [fs, slot] = traced_cells_.at(cell);
     fs->locals[static_cast<size_t>(slot)] = pop();
+    ++writes_;
     return ok();
   }
   if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
     return unsupported("assignment to a variable of an enclosing function");
   }
+  ++writes_;
   return op_store_fast(ins);
 }
 
@@ -140,6 +143,11 @@ Status Tracer::op_load_const(const Instruction& ins) {
 // ( -- [NULL], value)
 Status Tracer::op_load_global(const Instruction& ins) {
   PyObject* name = PyTuple_GET_ITEM(cur_.co->co_names, ins.arg >> 1);
+  if (Value* written = global_written(cur_.globals, name)) {  // assigned by the frame earlier
+    if (ins.arg & 1) push(Value::null());
+    push(*written);
+    return ok();
+  }
   bool from_builtins = false;
   PyObject* v = PyDict_GetItemWithError(cur_.globals, name);
   if (v == nullptr && !PyErr_Occurred() && PyDict_Check(cur_.builtins)) {
@@ -166,6 +174,46 @@ Status Tracer::op_load_global(const Instruction& ins) {
   }
   push(std::move(value));
   return ok();
+}
+
+// The value the frame assigned to global `name` of `globals`, or nullptr.
+Value* Tracer::global_written(PyObject* globals, PyObject* name) {
+  for (size_t i = 0; i < global_names_.size(); ++i) {
+    const auto& [g, n] = global_names_[i];
+    if (g == globals && PyUnicode_Compare(n.get(), name) == 0) return &global_writes_.locals[i];
+  }
+  return nullptr;
+}
+
+// (value -- ): `global n; n = value`. Stored when the plan returns (global_writes_).
+Status Tracer::op_store_global(const Instruction& ins) {
+  PyObject* name = PyTuple_GET_ITEM(cur_.co->co_names, ins.arg);
+  if (!PyDict_CheckExact(cur_.globals)) return unsupported("an assignment to a global of a frame whose globals are not a dict");
+  Value* slot = global_written(cur_.globals, name);
+  if (slot == nullptr) {
+    global_names_.emplace_back(cur_.globals, PyRef::borrow(name));
+    global_writes_.locals.emplace_back();
+    slot = &global_writes_.locals.back();
+  }
+  *slot = pop();
+  ++writes_;  // a generator run ahead may have read the old value
+  return ok();
+}
+
+// module.name for a module read from a global: not one the frame assigned (its store
+// waits for the return).
+Status Tracer::module_attr_of(const Value& base, const std::string& name, Value* out) {
+  if (base.kind == ValueKind::Const && PyModule_Check(base.obj.get()) && !global_names_.empty()) {
+    PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    if (!key) {
+      guards::clear_error();
+      return unsupported("attribute '" + name + "' of a module");
+    }
+    if (global_written(PyModule_GetDict(base.obj.get()), key.get()) != nullptr) {
+      return unsupported("global '" + name + "' read through its module after the frame assigned it (not supported yet)");
+    }
+  }
+  return module_attr(base, name, out, guards());
 }
 
 // Reads `name` of a module value read from a global (guarded by its attribute path).
@@ -469,7 +517,7 @@ Status Tracer::load_attr(Value owner, const std::string& name) {
   if (std::optional<Status> s = class_attr(owner, name, /*method=*/false)) return std::move(*s);
   Value out;
   if (is_global_module(owner)) {
-    FJ_TRY(module_attr(owner, name, &out, guards()));
+    FJ_TRY(module_attr_of(owner, name, &out));
   } else if (Status plain = attr_of(owner, name, &out); plain.failed()) {
     // Not a plain attribute: a property, a method read as a value, __getattr__.
     if (std::optional<Status> s = computed_attr(owner, name)) return std::move(*s);
@@ -556,7 +604,7 @@ Status Tracer::load_method(Value owner, const std::string& name) {
   }
   Value out;
   if (is_global_module(owner)) {
-    FJ_TRY(module_attr(owner, name, &out, guards()));
+    FJ_TRY(module_attr_of(owner, name, &out));
     push(Value::null());
     push(std::move(out));
     return ok();

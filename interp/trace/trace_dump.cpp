@@ -124,6 +124,13 @@ std::string describe_value(const PlanValue& v) {
       }
       return s + ")";
     }
+    case PlanValue::Kind::Stores: {
+      std::string s = describe_value(v.items[0]) + " after storing";
+      for (size_t i = 1; i + 2 < v.items.size(); i += 3) {
+        s += (i > 1 ? ", " : " ") + guards::utf8_lossy(v.items[i + 1].obj.get()) + "=" + describe_value(v.items[i + 2]);
+      }
+      return s;
+    }
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List:
     case PlanValue::Kind::Size: {

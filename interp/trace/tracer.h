@@ -211,6 +211,7 @@ class Tracer {
   Status op_store_deref(const Instruction&);
   Status op_load_const(const Instruction&);
   Status op_load_global(const Instruction&);
+  Status op_store_global(const Instruction&);
   Status op_load_attr(const Instruction&);
   Status op_load_method(const Instruction&);
   Status load_attr(Value owner, const std::string& name);
@@ -608,9 +609,18 @@ class Tracer {
   // Locals of inlined frames that returned while functions made there read them (a
   // closure its maker returned): they live on here (see traced_cells_).
   FrameState returned_cells_;
-  // The frames whose values the trace holds besides the root's: returned_cells_ first,
-  // then those of inlined calls, innermost last.
-  std::vector<FrameState*> inlined_frames_{&returned_cells_};
+  void keep_returned_cells(FrameState& fs);
+  // Globals the frame assigned (STORE_GLOBAL): each value in global_writes_.locals,
+  // its (globals dict, name) in global_names_. Reads in the trace see them; the plan
+  // stores them as it returns (PlanValue::Kind::Stores), and no break or branch may
+  // come before (can_resume).
+  FrameState global_writes_;
+  std::vector<std::pair<PyObject*, PyRef>> global_names_;
+  Value* global_written(PyObject* globals, PyObject* name);
+  Status module_attr_of(const Value& base, const std::string& name, Value* out);
+  // The frames whose values the trace holds besides the root's: returned_cells_ and
+  // global_writes_ first, then those of inlined calls, innermost last.
+  std::vector<FrameState*> inlined_frames_{&returned_cells_, &global_writes_};
   // Cells made by LOAD_CLOSURE for a function defined in the frame (a comprehension,
   // a lambda): each stands for a local of a traced frame, read when the function's
   // inlined call binds its free variables. When that frame returns, the local moves

@@ -417,6 +417,78 @@ def test_generator_expressions_run_to_their_end():
     assert framejit.stats(genexprs)["fallbacks"] == 0
 
 
+def countdown(n):
+    for i in range(n, 0, -1):
+        yield i
+
+
+def pairs(xs):
+    for a, b in zip(xs, xs[1:]):
+        yield a, b
+
+
+def generator_functions(x, ts, n):
+    y = x
+    for k in countdown(n):
+        y = y + k
+    diffs = [u - v for u, v in pairs(ts)]
+
+    def evens():
+        for i in range(n):
+            if i % 2 == 0:
+                yield x * i
+    return y, diffs, torch.stack(list(evens())), sum(countdown(n))
+
+
+def test_generator_functions_run_to_their_end():
+    x, ts = torch.randn(3), [torch.randn(3) for _ in range(3)]
+    for n in (3, 4):
+        one_graph(generator_functions, x, ts, n)
+    cf = framejit.compile(generator_functions)
+    for n in (3, 4, 3):
+        assert_same(cf(x, ts, n), generator_functions(x, ts, n))
+    assert framejit.stats(generator_functions)["fallbacks"] == 0
+
+
+def rebinds_what_a_generator_reads(x, n):
+    # The generator reads k each time it resumes in eager: the consumer's new k counts.
+    k = 1
+    out = []
+    for v in (i * k for i in range(n)):
+        k = k + v + 1
+        out = out + [x * v]
+
+    def scaled():
+        for i in range(n):
+            yield i * k
+    for v in scaled():
+        k = k + 1
+        out = out + [x * v]
+    return out, k
+
+
+def guarded(x):
+    # A with block around the yield: its context belongs between the items.
+    with torch.no_grad():
+        yield x * 2
+    yield x * 3
+
+
+def with_block_generator(x):
+    return [t.requires_grad for t in guarded(x)], sum(guarded(x))
+
+
+def test_a_generator_is_not_run_ahead_of_what_changes_under_it():
+    x = torch.randn(3)
+    cf = framejit.compile(rebinds_what_a_generator_reads)
+    assert_same(cf(x, 3), rebinds_what_a_generator_reads(x, 3))
+    w = torch.randn(3, requires_grad=True)
+    cg = framejit.compile(with_block_generator)
+    got, want = cg(w), with_block_generator(w)
+    assert got[0] == want[0] == [False, True]
+    assert_same(got[1], want[1])
+
+
 def test_parameter_count_through_a_generator_expression():
     class M(nn.Module):
         def __init__(self, n):
@@ -593,3 +665,48 @@ def test_gradients_reach_a_closure_module_parameters():
     f(x).backward(gy)
     for g, p in zip(got, (lin.weight, lin.bias, norm.weight)):
         assert_same(g, p.grad)
+
+
+# ---- assignments to globals ----
+
+LAST_SIZE = None
+HISTORY = None
+
+
+def records_its_size(x):
+    global LAST_SIZE, HISTORY
+    LAST_SIZE = x.shape[0]
+    HISTORY = [LAST_SIZE]
+    HISTORY.append(LAST_SIZE * 2)
+    return x * LAST_SIZE
+
+
+def test_a_global_assignment_is_stored_when_the_plan_returns():
+    global LAST_SIZE, HISTORY
+    cf = framejit.compile(records_its_size)
+    for n in (3, 5, 4):
+        x = torch.randn(n)
+        want = records_its_size(x)
+        want_globals = (LAST_SIZE, list(HISTORY))
+        LAST_SIZE = HISTORY = None
+        assert_same(cf(x), want)
+        assert (LAST_SIZE, HISTORY) == want_globals
+    s = framejit.stats(records_its_size)
+    assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["graph_breaks"] == 0
+
+
+def reads_the_global_in_cpython(x):
+    global LAST_SIZE
+    LAST_SIZE = x.shape[0] + 1
+    seen = eval("LAST_SIZE")  # noqa: S307 - a call framejit runs in CPython, which reads the global
+    return x * seen
+
+
+def test_code_run_in_cpython_after_a_global_assignment_sees_it():
+    global LAST_SIZE
+    cf = framejit.compile(reads_the_global_in_cpython)
+    for n in (3, 4):
+        x = torch.randn(n)
+        LAST_SIZE = None
+        assert_same(cf(x), reads_the_global_in_cpython(x))
+        assert LAST_SIZE == n + 1

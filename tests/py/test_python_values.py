@@ -255,7 +255,7 @@ CALLS = []
 
 
 def opaque_mutator(lst):
-    global CALLS  # STORE_GLOBAL is not traced: the call is a graph break
+    global CALLS  # list + list of a global list is not traced: the call is a graph break
     CALLS = CALLS + [len(lst)]
     lst.append(lst[0] + 1)
 
