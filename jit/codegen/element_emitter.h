@@ -250,6 +250,7 @@ class ElementEmitter {
   Value* int_pow(const Node& n, Value* x);
   Value* emit_pow(const Node& n, Value* x, Value* exponent);
   Value* exponent_sign(Value* x, Value* y, Value* r);
+  Value* runtime_special_pow(Value* x, Value* y, Value* r);
 
   const Graph& g_;
   const LowerOptions& options_;

@@ -473,10 +473,31 @@ Value* ElementEmitter::emit_pow(const Node& n, Value* x, Value* exponent) {
     if (p == 1) return x;
     if (p == 0) return fconst(ty, 1);
   }
-  if (exponent->getType() == ty) return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
+  if (exponent->getType() == ty) {
+    Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, exponent);
+    return constant ? r : runtime_special_pow(x, exponent, r);
+  }
   Value* r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, b_.CreateFPTrunc(exponent, ty));
   if (constant && static_cast<double>(static_cast<float>(p)) == p) return r;
-  return exponent_sign(x, exponent, r);
+  r = exponent_sign(x, exponent, r);
+  return constant ? r : runtime_special_pow(x, exponent, r);
+}
+
+// Eager checks a runtime exponent for the values it special-cases too (sqrt, rsqrt,
+// reciprocal, products), whose signed zeros and infinities differ from pow's
+// ((-0.) ** 0.5 is -0., (-inf) ** 0.5 NaN): r where y is none of them.
+Value* ElementEmitter::runtime_special_pow(Value* x, Value* y, Value* r) {
+  llvm::Type* ty = x->getType();
+  auto is = [&](double p) { return b_.CreateFCmpOEQ(y, fconst(y->getType(), p)); };
+  Value* one = fconst(ty, 1);
+  Value* sq = b_.CreateFMul(x, x);
+  Value* root = unary(llvm::Intrinsic::sqrt, x);
+  r = b_.CreateSelect(is(2), sq, r);
+  r = b_.CreateSelect(is(3), b_.CreateFMul(sq, x), r);
+  r = b_.CreateSelect(is(-2), b_.CreateFDiv(one, sq), r);
+  r = b_.CreateSelect(is(0.5), root, r);
+  r = b_.CreateSelect(is(-0.5), b_.CreateFDiv(one, root), r);
+  return b_.CreateSelect(is(-1), b_.CreateFDiv(one, x), r);
 }
 
 // pow(x, y) for x with its sign bit set, y the float64 exponent and r = pow(x, y

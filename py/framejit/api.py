@@ -114,10 +114,11 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         m = self._orig_mod
+        mm = torch.nn.modules.module
+        # Hooks, or a class's own __call__: the module's call runs them as eager does.
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks
-                or torch.nn.modules.module._global_backward_hooks):
+                or mm._global_forward_hooks or mm._global_forward_pre_hooks or mm._global_backward_hooks
+                or mm._global_backward_pre_hooks or type(m).__call__ is not torch.nn.Module.__call__):
             return m(*args, **kwargs)
         return self._compiled_forward(*args, **kwargs)
 

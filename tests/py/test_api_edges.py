@@ -184,3 +184,42 @@ def test_tracing_runs_no_user_repr():
     assert framejit.stats(uses_a_chatty_object)["graph_breaks"] >= 1
     framejit.explain(uses_a_chatty_object, x, obj)
     assert obj.reprs == 0 and obj.compares == 0
+
+
+def test_a_compiled_module_runs_global_backward_pre_hooks_and_its_own_call():
+    from torch.nn.modules import module as mm
+
+    seen = []
+    h = mm.register_module_full_backward_pre_hook(lambda m, go: (seen.append(type(m).__name__), (go[0] * 3,))[1])
+    try:
+        lin = torch.nn.Linear(3, 2)
+        x1, x2 = torch.ones(2, 3, requires_grad=True), torch.ones(2, 3, requires_grad=True)
+        lin(x1).sum().backward()
+        framejit.compile(lin)(x2).sum().backward()
+    finally:
+        h.remove()
+    assert seen == ["Linear", "Linear"]
+    assert_same(x2.grad, x1.grad)
+
+    class Tenfold(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+        def __call__(self, x):
+            return super().__call__(x) * 10
+
+    m, x = Tenfold(), torch.ones(2)
+    assert_same(framejit.compile(m)(x), m(x))
+
+
+def test_pow_with_a_runtime_exponent_takes_eagers_special_cases():
+    def f(x, p):
+        return x ** p
+
+    x = torch.tensor([-0.0, 0.0, float("-inf"), float("inf"), 1.0000001, 4.0, -2.0])
+    cf = framejit.compile(f)
+    for p in (0.5, -0.5, -1.0, 2.0, 3.0, -2.0, 1.5):
+        got, want = cf(x, p), f(x, p)
+        assert torch.equal(got.isnan(), want.isnan()), p
+        keep = ~want.isnan()
+        assert torch.equal(got[keep], want[keep]) and torch.equal(got[keep].signbit(), want[keep].signbit()), p
