@@ -269,6 +269,7 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
   if (!failure.empty() || *now < 0) return unsupported(what + ": " + failure);
   sync_scalar_inputs();
   ++writes_;
+  note_write(-1);
   return ok();
 }
 

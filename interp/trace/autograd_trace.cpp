@@ -401,6 +401,7 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
   fargs.insert(fargs.end(), args.begin(), args.end());
   const bool outer = grad_enabled_;
   grad_enabled_ = false;
+  note_write(-1);  // grad mode: a generator run ahead saw another
   Status s = inline_call(forward.get(), std::move(fargs), nullptr);
   Value result;
   if (s.ok()) result = pop();
@@ -409,6 +410,7 @@ Status Tracer::apply_function(PyObject* cls, std::vector<Value> args) {
     if (s.ok()) pop();
   }
   grad_enabled_ = outer;
+  note_write(-1);
   if (s.failed()) {
     raising_.reset();  // a forward that raises is not unwound into the caller's handler
     return s;
@@ -477,8 +479,10 @@ Status Tracer::trace_custom_backward(const Value& ctx_value, PyObject* backward,
   }
   const bool outer = grad_enabled_;
   grad_enabled_ = false;
+  note_write(-1);  // grad mode: a generator run ahead saw another
   Status s = inline_call(backward, std::move(bargs), nullptr);
   grad_enabled_ = outer;
+  note_write(-1);
   if (s.failed()) raising_.reset();
   jit::CustomGrad custom;
   if (s.ok()) {

@@ -60,12 +60,14 @@ Status Tracer::can_resume() const {
     // What convert cannot hand over: an iterator of a list (iter(l)), an exception or a
     // bound method made while tracing.
     made |= v.kind == ValueKind::Iterator && v.fresh;
+    // A generator run ahead: what CPython (the break's call) changes it would not see.
+    made |= v.kind == ValueKind::Iterator && v.writes >= 0 && v.next < v.items.size();
     made |= v.kind == ValueKind::Const && v.fresh && v.obj && (PyExceptionInstance_Check(v.obj.get()) || !v.items.empty());
   });
   if (grad_block) return Error{"inside a with block"};
   if (slice) return Error{"with a symbolic slice on the stack"};
   if (closure) return Error{"with a closure over the frame's variables alive"};
-  if (made) return Error{"with an iterator, exception or bound method made in the frame alive"};
+  if (made) return Error{"with an iterator (a generator run ahead), exception or bound method made in the frame alive"};
   return ok();
 }
 
@@ -579,6 +581,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   if (Status s = can_cut(*last_ins_); s.failed()) {
     return unsupported(what + " (not supported yet; no graph break " + s.error() + ")");
   }
+  note_write(-1);  // the call may change anything
   // A list the call receives may change there; a live loop over it could not follow.
   {
     std::unordered_set<int> passed;

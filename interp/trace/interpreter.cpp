@@ -165,9 +165,11 @@ Status Tracer::bind_arguments() {
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
     } else if (std::optional<Value> v = numpy_argument(a, src, -1)) {
       cur_.fs->locals[static_cast<size_t>(i)] = std::move(*v);
-    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) <= 16) {
+    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) <= 16 &&
+               (Py_SIZE(a) > 0 || PyTuple_CheckExact(a))) {
       // A list or tuple of tensors: each item is a tensor input found by index (of
-      // numbers: bind_number_sequence; empty: guarded so).
+      // numbers: bind_number_sequence; an empty tuple: guarded so). An empty list stays
+      // the caller's object (log.append(...) of it is a graph break).
       std::vector<Value> items;
       guards::PathRoot root;
       root.arg = i;
@@ -210,6 +212,12 @@ Status Tracer::bind_arguments() {
       FJ_TRY(bind_star_parameter(a, src, &cur_.fs->locals[static_cast<size_t>(i)]));
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       guards().add_scalar(i, name, a);
+      cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
+    } else if (PyCFunction_Check(a)) {
+      // A builtin passed in (torch.exp, len): guarded by identity, so its calls are traced.
+      guards::PathRoot root;
+      root.arg = i;
+      guards().add_path("L['" + name + "']", root, {}, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
     } else {
       // Any other object: passed through unguarded; using it ends the trace.

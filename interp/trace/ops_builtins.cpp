@@ -422,6 +422,8 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
   if (start_arg && t.int_arg(*start_arg, "enumerate() start", &start).failed()) return std::nullopt;
   std::vector<std::vector<Value>> columns;
   int ahead = -1;
+  std::vector<int> reads;
+  bool reads_any = false;
   for (size_t k = 0; k < (is_zip ? npos : 1); ++k) {
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
@@ -429,7 +431,11 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
     if (t.iterator_held(it)) return std::nullopt;  // eager takes its items one by one, later
     if (it.identity >= 0) t.iterated_lists_.insert(it.identity);  // zip reads it lazily: later changes are unseen
     columns.emplace_back(it.items.begin() + static_cast<std::ptrdiff_t>(it.next), it.items.end());
-    if (it.writes >= 0) ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);  // a generator expression's
+    if (it.writes >= 0) {  // a generator run ahead: so is the zip, reading what it reads
+      ahead = ahead < 0 ? it.writes : std::min(ahead, it.writes);
+      reads_any |= !it.reads;
+      if (it.reads) reads.insert(reads.end(), it.reads->begin(), it.reads->end());
+    }
   }
   size_t n = columns[0].size();
   for (const auto& column : columns) {
@@ -440,6 +446,7 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
   it.kind = ValueKind::Iterator;
   it.identity = t.own_iterator_id();
   it.writes = ahead;
+  if (!reads_any) it.reads = std::make_shared<const std::vector<int>>(std::move(reads));
   for (size_t i = 0; i < n; ++i) {
     std::vector<Value> row;
     if (!is_zip) row.push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(start + static_cast<int64_t>(i)))));
@@ -626,7 +633,7 @@ std::optional<Status> BuiltinCalls::next_of(Tracer& t, const CallSite& c) {
   if (c.args.empty() || c.args.size() > 2) return std::nullopt;
   Value it = c.args[0];
   if (it.kind != ValueKind::Iterator || it.identity > -2 || it.obj) return std::nullopt;
-  if (it.writes >= 0 && it.writes != t.writes_ && it.next < it.items.size()) {
+  if (t.run_ahead_stale(it)) {
     return unsupported("next() of a generator expression after a write it may read (not supported yet)");
   }
   if (it.next < it.items.size()) {

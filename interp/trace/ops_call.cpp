@@ -266,6 +266,7 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
     if (!grad_outer_.empty()) {
       grad_enabled_ = grad_outer_.back();
       grad_outer_.pop_back();
+      note_write(-1);  // a generator run ahead saw the mode of the block
     }
     push(Value::constant(PyRef::borrow(Py_None)));
     return ok();
@@ -415,7 +416,6 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   FrameState fs;
   fs.locals.resize(static_cast<size_t>(co->co_nlocalsplus));
   if (generator) fs.yields.emplace();
-  const int writes_before = writes_;
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   const size_t npos = args.size() - nkw;
   const size_t argcount = static_cast<size_t>(co->co_argcount);
@@ -502,6 +502,9 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
                   same_globals ? nullptr : func->func_globals, same_globals ? nullptr : func->func_builtins,
                   caller.depth + 1, func->func_closure};
   Value ret;
+  // A generator reads what its arguments and free variables hold (Value::reads).
+  std::shared_ptr<const std::vector<int>> reads = generator ? identities_in(state_roots(fs)) : nullptr;
+  const size_t log_before = write_log_.size();
   inlined_frames_.push_back(&fs);
   callers_.push_back(caller);
   Status s = execute(&ret);
@@ -518,17 +521,37 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s.failed()) return s;
-  if (generator) {
-    if (writes_ != writes_before) return unsupported("a generator that writes (a tensor in place, a list, an attribute; not supported yet)");
-    Value it;
-    it.kind = ValueKind::Iterator;
-    it.items = std::move(*fs.yields);
-    it.writes = writes_;
-    it.identity = own_iterator_id();
-    push(std::move(it));
-    return ok();
-  }
+  if (generator) return ran_ahead(std::move(*fs.yields), log_before, *reads);
   push(std::move(ret));
+  return ok();
+}
+
+// A generator run to its end (inline_call): the iterator of what it yielded, unless it
+// changed something since the write_log_ position `since`. It reads `reads` (what its
+// arguments and free variables held), what it yields, and the globals the frame assigned.
+Status Tracer::ran_ahead(std::vector<Value> items, size_t since, std::vector<int> reads) {
+  for (size_t k = since; k < write_log_.size(); ++k) {
+    // Items it took from an iterator the frame still holds: eager takes them later.
+    Value taken;
+    taken.kind = ValueKind::Iterator;
+    taken.identity = write_log_[k];
+    if (taken.identity > -2 || iterator_held(taken)) {
+      return unsupported("a generator that writes (a tensor in place, a list, an attribute, an iterator the frame "
+                         "holds; not supported yet)");
+    }
+  }
+  Value it;
+  it.kind = ValueKind::Iterator;
+  it.items = std::move(items);
+  it.writes = static_cast<int>(write_log_.size());
+  std::vector<Value*> more;
+  for (Value& v : it.items) more.push_back(&v);
+  for (Value& v : global_writes_.locals) more.push_back(&v);
+  const std::shared_ptr<const std::vector<int>> seen = identities_in(std::move(more));
+  reads.insert(reads.end(), seen->begin(), seen->end());
+  it.reads = std::make_shared<const std::vector<int>>(std::move(reads));
+  it.identity = own_iterator_id();
+  push(std::move(it));
   return ok();
 }
 

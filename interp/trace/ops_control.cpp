@@ -1,4 +1,5 @@
 // Handlers for sequences, the value stack, jumps and RETURN_VALUE.
+#include <algorithm>
 #include <string_view>
 
 #include "interp/trace/tracer.h"
@@ -244,7 +245,7 @@ Status Tracer::op_get_iter(const Instruction&) {
   it.kind = ValueKind::Iterator;
   if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
     // list(g), zip(g), *g of a generator expression run ahead of a write since then.
-    if (seq.writes >= 0 && seq.writes != writes_ && seq.next < seq.items.size()) {
+    if (run_ahead_stale(seq)) {
       return unsupported("a generator expression consumed after a write it may read (not supported yet)");
     }
     push(std::move(seq));
@@ -331,13 +332,34 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
   return ok();
 }
 
+// Whether `it`, run ahead of its consumer, has items left that a change since it ran
+// may make stale: one of what it reads (Value::reads), or of anything.
+bool Tracer::run_ahead_stale(const Value& it) const {
+  if (it.writes < 0 || it.next >= it.items.size()) return false;
+  for (size_t k = static_cast<size_t>(it.writes); k < write_log_.size(); ++k) {
+    const int id = write_log_[k];
+    if (id <= -2) continue;  // an own iterator advanced (what a generator took from one: inline_call)
+    if (id == -1 || !it.reads || std::find(it.reads->begin(), it.reads->end(), id) != it.reads->end()) return true;
+  }
+  return false;
+}
+
+// The identities of the lists, dicts and objects in `roots` and inside them.
+std::shared_ptr<const std::vector<int>> Tracer::identities_in(std::vector<Value*> roots) const {
+  auto ids = std::make_shared<std::vector<int>>();
+  walk_values(roots, [&](Value& v) {
+    if (v.identity >= 0) ids->push_back(v.identity);
+  });
+  return ids;
+}
+
 // (iterator -- iterator, item) or, when exhausted, (iterator -- ) and jump
 Status Tracer::op_for_iter(const Instruction& ins) {
   Value& it = top();
   if (it.kind != ValueKind::Iterator) return unsupported("FOR_ITER over " + describe(it));
   // A generator expression's items were computed when it was made: after an in-place
   // write, eager would compute the next ones from the new values.
-  if (it.writes >= 0 && it.writes != writes_ && it.next < it.items.size()) {
+  if (run_ahead_stale(it)) {
     return unsupported("a generator expression consumed by a loop that writes tensors in place (not supported yet)");
   }
   if (it.obj && PySet_CheckExact(it.obj.get()) && static_cast<size_t>(PySet_GET_SIZE(it.obj.get())) != it.items.size()) {
@@ -363,6 +385,7 @@ Status Tracer::op_before_with(const Instruction&) {
   // grad mode change is not real while tracing): the block runs there from its start.
   if (committed_ && cur_.depth == 0) return unsupported("a with block after a graph break");
   Value mgr = pop();
+  if (mgr.kind == ValueKind::Object) return enter_object(mgr);
   if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
     return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
   }
@@ -370,12 +393,33 @@ Status Tracer::op_before_with(const Instruction&) {
                        std::string_view::npos;
   grad_outer_.push_back(grad_enabled_);
   grad_enabled_ = enables;
+  note_write(-1);  // a generator run ahead saw the mode outside
   autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
   Value exit;
   exit.kind = ValueKind::GradModeExit;
   push(std::move(exit));
   push(Value::constant(PyRef::borrow(Py_None)));
   return ok();
+}
+
+// BEFORE_WITH of an object made in the frame whose class has Python __enter__ and
+// __exit__: its bound __exit__ (which the block's end calls with three Nones) and what
+// __enter__ returns, both traced. An exception leaving the block (WITH_EXCEPT_START)
+// ends the trace.
+Status Tracer::enter_object(const Value& mgr) {
+  static PyObject* enter_name = PyUnicode_InternFromString("__enter__");
+  static PyObject* exit_name = PyUnicode_InternFromString("__exit__");
+  auto* type = reinterpret_cast<PyTypeObject*>(mgr.obj.get());
+  PyObject* enter = _PyType_Lookup(type, enter_name);
+  PyObject* exit = _PyType_Lookup(type, exit_name);
+  if (enter == nullptr || exit == nullptr || !PyFunction_Check(enter) || !PyFunction_Check(exit)) {
+    return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
+  }
+  Value bound = Value::constant(PyRef::borrow(exit));
+  bound.fresh = true;  // a method bound to the object, as object_attr makes one
+  bound.items.push_back(mgr);
+  push(std::move(bound));
+  return inline_call(enter, {mgr}, nullptr);
 }
 
 // (value -- )

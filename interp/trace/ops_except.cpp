@@ -177,8 +177,22 @@ Status Tracer::op_pop_except(const Instruction&) {
 Status Tracer::op_check_exc_match(const Instruction&) {
   const Value type = pop();
   const Value& exc = top();
-  if (type.kind != ValueKind::Const || is_opaque(type) || type.reg >= 0) return unsupported("except " + describe(type));
-  PyObject* t = type.obj.get();
+  PyRef built;  // except (TypeError, IndexError): a tuple the frame built of known classes
+  if (type.kind == ValueKind::Tuple) {
+    built = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(type.items.size())));
+    for (size_t i = 0; built && i < type.items.size(); ++i) {
+      const Value& item = type.items[i];
+      if (item.kind != ValueKind::Const || is_opaque(item) || item.reg >= 0) return unsupported("except " + describe(type));
+      PyTuple_SET_ITEM(built.get(), static_cast<Py_ssize_t>(i), Py_NewRef(item.obj.get()));
+    }
+    if (!built) {
+      guards::clear_error();
+      return unsupported("except " + describe(type));
+    }
+  } else if (type.kind != ValueKind::Const || is_opaque(type) || type.reg >= 0) {
+    return unsupported("except " + describe(type));
+  }
+  PyObject* t = built ? built.get() : type.obj.get();
   bool classes = PyExceptionClass_Check(t);
   if (PyTuple_Check(t)) {
     classes = true;

@@ -346,7 +346,10 @@ Status Tracer::raise_python_error(const std::string& why) {
 // call's steps) with symbolic numbers made concrete.
 std::optional<Status> Tracer::call_folded(const CallSite& c, bool specialize) {
   if (!pure_callable(c.callable, c.args)) return std::nullopt;
-  if (!c.args.empty() && fresh_set(c.args[0])) ++changes_;  // a set method may change the set
+  if (!c.args.empty() && fresh_set(c.args[0])) {  // a set method may change the set
+    ++changes_;
+    note_write(-1);
+  }
   // torch.Size([n, m]) of symbolic sizes: a torch.Size of them, still symbolic
   if (c.callable.obj.get() == guards::torch_refs().size_type && c.args.size() == 1 && !c.kw_names &&
       (c.args[0].kind == ValueKind::List || (c.args[0].kind == ValueKind::Tuple && !c.args[0].obj))) {
@@ -370,7 +373,10 @@ std::optional<Status> Tracer::call_folded(const CallSite& c, bool specialize) {
 std::optional<Status> Tracer::fold_operator(const char* name, const Value& lhs, const Value& rhs, bool specialize) {
   // (a list or dict value is handed over as a new object: a change to it would be lost)
   if (operator_changes(name) && (lhs.kind == ValueKind::List || lhs.kind == ValueKind::Dict)) return std::nullopt;
-  if (operator_changes(name) && fresh_set(lhs)) ++changes_;
+  if (operator_changes(name) && fresh_set(lhs)) {
+    ++changes_;
+    note_write(-1);
+  }
   static std::unordered_map<std::string, PyObject*> fns;  // operator's functions, kept for the process
   auto it = fns.find(name);
   if (it == fns.end()) it = fns.emplace(name, operator_function(name)).first;
@@ -455,6 +461,7 @@ Status Tracer::op_build_set(const Instruction& ins) {
 
 Status Tracer::set_add(size_t depth) {
   ++changes_;
+  note_write(-1);
   Value item = pop();
   if (depth == 0 || depth > cur_.fs->stack.size()) return unsupported("SET_ADD below the value stack");
   Value set = cur_.fs->stack[cur_.fs->stack.size() - depth];

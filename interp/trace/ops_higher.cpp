@@ -360,7 +360,7 @@ std::optional<Status> Tracer::call_function_applying(const CallSite& c) {
   Value it;
   it.kind = ValueKind::Iterator;
   it.items = std::move(out);
-  it.writes = writes_;
+  it.writes = static_cast<int>(write_log_.size());  // reads: anything
   it.identity = own_iterator_id();
   push(std::move(it));
   return ok();

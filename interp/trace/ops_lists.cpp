@@ -79,6 +79,7 @@ Status Tracer::set_list_items(const Value& list, std::vector<Value> items, const
   }
   ++writes_;
   ++changes_;
+  note_write(list.identity);
   return ok();
 }
 

@@ -111,20 +111,21 @@ bool Tracer::has_traced_cells(PyObject* obj) const {
   return false;
 }
 
-// (value -- ). A variable that closures read counts as a write (writes_): a generator
-// run ahead of its consumer (inline_call) read the value before this one.
+// (value -- ). A variable that closures read counts as a change (write_log_): a
+// generator run ahead of its consumer (inline_call) read the value before this one.
 Status Tracer::op_store_deref(const Instruction& ins) {
   PyCodeObject* code = cur_.co;
   if (PyObject* cell = traced_cell(ins.arg)) {  // `nonlocal n; n += 1` in a function made in the trace
     const auto& [fs, slot] = traced_cells_.at(cell);
     fs->locals[static_cast<size_t>(slot)] = pop();
     ++writes_;
+    note_write(-1);
     return ok();
   }
   if (ins.arg >= code->co_nlocalsplus - code->co_nfreevars) {
     return unsupported("assignment to a variable of an enclosing function");
   }
-  ++writes_;
+  note_write(-1);  // the frame's own variable: not a write outside it (writes_)
   return op_store_fast(ins);
 }
 
@@ -197,6 +198,7 @@ Status Tracer::op_store_global(const Instruction& ins) {
   }
   *slot = pop();
   ++writes_;  // a generator run ahead may have read the old value
+  note_write(-1);
   return ok();
 }
 

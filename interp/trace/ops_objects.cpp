@@ -456,7 +456,10 @@ Status Tracer::object_store_attr(const Value& obj, const std::string& name, Valu
     now.items.push_back(Value::constant(std::move(key)));
     now.items.push_back(std::move(value));
   }
-  if (obj.identity < construct_floor_) ++writes_;
+  if (obj.identity < construct_floor_) {
+    ++writes_;
+    note_write(obj.identity);
+  }
   for (Value* r : list_roots()) replace_object(*r, now);
   return ok();
 }

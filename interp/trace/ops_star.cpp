@@ -418,6 +418,7 @@ Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
 // frame's locals and stack and inside other containers, becomes `now` (same identity).
 void Tracer::advance_everywhere(const Value& it) {
   if (it.kind != ValueKind::Iterator || it.identity > -2) return;
+  note_write(it.identity);  // see inline_call: a generator that takes items of an iterator held elsewhere
   std::vector<Value*> roots = state_roots(root_fs_);
   for (FrameState* fs : inlined_frames_) {
     std::vector<Value*> more = state_roots(*fs);
@@ -442,6 +443,7 @@ bool Tracer::iterator_held(const Value& v) {
 
 void Tracer::replace_everywhere(const Value& now) {
   ++changes_;
+  note_write(now.identity);
   replace_in(root_fs_.locals, now);
   replace_in(root_fs_.stack, now);
   for (FrameState* fs : inlined_frames_) {

@@ -414,6 +414,7 @@ class Tracer {
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);
+  Status enter_object(const Value& mgr);
   Status op_for_iter(const Instruction&);
 
   // ---- autograd (interp/trace/autograd_trace.cpp) ----
@@ -610,6 +611,7 @@ class Tracer {
   // closure its maker returned): they live on here (see traced_cells_).
   FrameState returned_cells_;
   void keep_returned_cells(FrameState& fs);
+  Status ran_ahead(std::vector<Value> items, size_t since, std::vector<int> reads);
   // Globals the frame assigned (STORE_GLOBAL): each value in global_writes_.locals,
   // its (globals dict, name) in global_names_. Reads in the trace see them; the plan
   // stores them as it returns (PlanValue::Kind::Stores), and no break or branch may
@@ -667,6 +669,14 @@ class Tracer {
   int steps_ = 0;
   int next_identity_ = 0;  // for tuples and lists the frame builds
   long changes_ = 0;       // changes of dicts, lists, objects and sets the trace holds (call_unchanging)
+  // Every change of what the trace holds, in order: the identity of the list, dict or
+  // object changed, or -1 (a tensor written in place, a set, a variable closures read, a
+  // global). An iterator run ahead of its consumer (Value::writes: a position here) is
+  // stale after a change it may read.
+  std::vector<int> write_log_;
+  void note_write(int identity) { write_log_.push_back(identity); }
+  bool run_ahead_stale(const Value& it) const;
+  std::shared_ptr<const std::vector<int>> identities_in(std::vector<Value*> roots) const;
   // An iterator of its own (a generator expression, map, zip, enumerate, reversed,
   // itertools): its copies share an identity below -1 (not a list's), so that a loop or
   // a call that takes items from one copy advances them all (advance_everywhere).

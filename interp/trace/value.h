@@ -14,6 +14,7 @@
 
 #include "interp/compat.h"
 
+#include <memory>
 #include <string>
 #include <optional>
 #include <utility>
@@ -80,8 +81,10 @@ struct Value {
                                // Dict (key, value, key, value, ...; keys are constants),
                                // Object (its class, then name, value, name, value, ...)
   size_t next = 0;             // Iterator: position of the next item
-  int writes = -1;             // Iterator of a generator expression run ahead: the tracer's in-place
-                               // write count then (a later write would make its items stale)
+  int writes = -1;             // Iterator run ahead (a generator, map, filter): the tracer's
+                               // write_log_ position then (a later write it may read makes its
+                               // items stale, Tracer::run_ahead_stale)
+  std::shared_ptr<const std::vector<int>> reads;  // ... the identities it may read (null: anything)
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
                                // method descriptor when self is a Dict
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace

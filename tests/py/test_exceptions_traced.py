@@ -300,3 +300,19 @@ def test_an_untraceable_handler_after_a_graph_break_resumes_in_cpython():
         assert_same(cf(x, got_log), handler_after_a_break(x, want_log))
         assert got_log == want_log == [1]
     assert framejit.stats(handler_after_a_break)["fallbacks"] == 0
+
+
+def test_except_with_a_tuple_of_classes():
+    from conftest import compiled_whole
+
+    def f(x, kind):
+        try:
+            if kind == 2:
+                raise TypeError("t")
+            if kind == 3:
+                raise IndexError("i")
+            return x
+        except (TypeError, IndexError) as e:
+            return x * 2, type(e).__name__
+
+    compiled_whole(f, [(torch.randn(3), 2), (torch.randn(3), 3), (torch.randn(3), 4)])

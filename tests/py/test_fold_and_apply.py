@@ -396,3 +396,15 @@ def test_a_partial_that_leaves_the_frame_or_is_changed_runs_as_eager():
     assert got.func is _scale and torch.equal(got.args[0], torch.ones(2))
     x = torch.randn(3)
     assert_same(framejit.compile(changed)(x), changed(x))
+
+
+def test_a_builtin_passed_as_an_argument_is_traced():
+    def f(x, fn):
+        return fn(x) + 1
+
+    out = whole(f, [(torch.randn(3), torch.exp), (torch.randn(4), torch.exp)], compiles=1)
+    assert len(out) == 2
+    cf = framejit.compile(f)
+    x = torch.randn(3)
+    assert_same(cf(x, torch.neg), f(x, torch.neg))  # another builtin: its own entry
+    assert framejit.stats(f)["graphs"] >= 1

@@ -467,6 +467,29 @@ def rebinds_what_a_generator_reads(x, n):
     return out, k
 
 
+def set_read_by_a_generator(x):
+    s = {100}
+    out = []
+    for v in (len(s) for _ in range(3)):
+        s.add(v)
+        out.append(x * v)
+    return out
+
+
+def appends_while_a_generator_yields(x, ts):
+    out = []
+    for u, v in pairs(ts):  # out is not the generator's: its items stay good
+        out.append(u - v + x)
+    return out
+
+
+def appends_to_what_a_generator_reads(x, ts):
+    acc = [x]
+    for t in (a * acc[-1] for a in ts):  # acc is read by the generator: not run ahead
+        acc.append(t)
+    return acc
+
+
 def guarded(x):
     # A with block around the yield: its context belongs between the items.
     with torch.no_grad():
@@ -482,6 +505,13 @@ def test_a_generator_is_not_run_ahead_of_what_changes_under_it():
     x = torch.randn(3)
     cf = framejit.compile(rebinds_what_a_generator_reads)
     assert_same(cf(x, 3), rebinds_what_a_generator_reads(x, 3))
+    ts = [torch.randn(3) for _ in range(3)]
+    for fn, args in ((set_read_by_a_generator, (x,)), (appends_to_what_a_generator_reads, (x, ts))):
+        assert_same(framejit.compile(fn)(*args), fn(*args))
+    ca = framejit.compile(appends_while_a_generator_yields)
+    for _ in range(2):
+        assert_same(ca(x, ts), appends_while_a_generator_yields(x, ts))
+    assert framejit.stats(appends_while_a_generator_yields)["fallbacks"] == 0
     w = torch.randn(3, requires_grad=True)
     cg = framejit.compile(with_block_generator)
     got, want = cg(w), with_block_generator(w)
@@ -710,3 +740,107 @@ def test_code_run_in_cpython_after_a_global_assignment_sees_it():
         LAST_SIZE = None
         assert_same(cf(x), reads_the_global_in_cpython(x))
         assert LAST_SIZE == n + 1
+
+
+# ---- with blocks on objects of the frame's own context managers ----
+
+
+class Scope:
+    def __init__(self, scale):
+        self.scale = scale
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self.scale * 2
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+def uses_a_context_manager(x, s):
+    cm = Scope(s)
+    with cm as k:
+        y = x * k
+        inside = cm.depth
+    with Scope(3):
+        y = y + 1
+    return y, inside, cm.depth
+
+
+def test_a_with_block_on_a_user_context_manager_is_traced():
+    for s in (2.0, 0.5):
+        one_graph(uses_a_context_manager, torch.randn(3), s)
+    cf = framejit.compile(uses_a_context_manager)
+    for n, s in ((3, 2.0), (4, 0.5)):
+        x = torch.randn(n)
+        assert_same(cf(x, s), uses_a_context_manager(x, s))
+    assert framejit.stats(uses_a_context_manager)["fallbacks"] == 0
+
+
+# ---- generators run ahead: what the review found (each was a wrong result) ----
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+
+
+def yields_count(c):
+    for _ in range(3):
+        yield c.n
+
+
+def bumps_through_a_method(x, c):
+    out = []
+    for v in yields_count(c):
+        c.bump()  # a graph break that changes what the generator reads
+        out.append(x + v)
+    return out
+
+
+def takes_from_a_shared_iterator(x, items):
+    it = iter(items)
+    g = (next(it) for _ in range(2))
+    return [(a, next(it)) for a in g], x
+
+
+def pulls(it):
+    for _ in range(2):
+        yield next(it)
+
+
+def interleaves_with_a_generator(x, items):
+    it = iter(items)
+    g = pulls(it)
+    a = next(g)
+    b = next(it)
+    return a, b, next(g), x
+
+
+def yields_grad_mode():
+    for _ in range(2):
+        yield torch.is_grad_enabled()
+
+
+def consumed_under_no_grad(x):
+    g = yields_grad_mode()
+    h = (torch.is_grad_enabled() for _ in range(2))
+    with torch.no_grad():
+        return x, list(g), list(h)
+
+
+def test_a_generator_sees_what_its_consumer_changed_as_in_eager():
+    x = torch.tensor([1.0])
+    cases = [(bumps_through_a_method, lambda: (x, Counter())),
+             (takes_from_a_shared_iterator, lambda: (x, [1, 2, 3, 4])),
+             (interleaves_with_a_generator, lambda: (x, [1, 2, 3, 4])),
+             (consumed_under_no_grad, lambda: (x,))]
+    for fn, args in cases:
+        cf = framejit.compile(fn)
+        for _ in range(2):
+            assert_same(cf(*args()), fn(*args()))
