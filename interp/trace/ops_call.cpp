@@ -247,6 +247,10 @@ Status Tracer::call_tensor_method(CallSite& c) {
     if (c.kw_names) return unsupported("keyword arguments to list." + method + "() (CPython raises)");
     return call_list_method(method, c.args);
   }
+  if (!c.args.empty() && c.args[0].kind == ValueKind::Tuple && (method == "index" || method == "count") &&
+      c.args.size() == 2 && !c.kw_names) {
+    return list_find(method, c.args[0].items, c.args[1]);
+  }
   if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());

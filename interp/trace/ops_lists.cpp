@@ -134,6 +134,24 @@ Status Tracer::list_find(const std::string& name, const std::vector<Value>& item
   const auto plain = [](const Value& v) {
     return v.kind == ValueKind::Const && !is_opaque(v) && v.reg < 0 && is_foldable(v.obj.get());
   };
+  // Python ints and floats, symbolic or not: compared as == does, each answer guarded.
+  const auto number = [&](const Value& v) {
+    if (is_tensor(v) || is_number(v) || is_numpy_scalar(v)) return false;
+    const std::optional<jit::SymExpr> e = as_sym(v);
+    return e && e->type() != jit::SymType::Bool && (v.kind == ValueKind::Sym || !PyBool_Check(v.obj.get()));
+  };
+  if (number(x) && std::all_of(items.begin(), items.end(), number)) {
+    long found = -1, count = 0;
+    for (size_t k = 0; k < items.size() && !(name == "index" && found >= 0); ++k) {
+      bool eq = false;
+      FJ_TRY(guard_truth(jit::eq(*as_sym(items[k]), *as_sym(x)), &eq));
+      if (eq && found < 0) found = static_cast<long>(k);
+      count += eq;
+    }
+    if (name == "index" && found < 0) return unsupported("index() of a missing item (CPython raises ValueError)");
+    push(Value::constant(PyRef::steal(PyLong_FromLong(name == "index" ? found : count))));
+    return ok();
+  }
   if (!plain(x)) return unsupported("list." + name + "() of " + describe(x) + " (not supported yet)");
   long found = -1, count = 0;
   for (size_t k = 0; k < items.size() && !(name == "index" && found >= 0); ++k) {

@@ -551,6 +551,12 @@ std::optional<Status> Tracer::opaque_attr(const Value& owner, const std::string&
 // attribute, list's own method called on this call's list (a graph break), whichever
 // list of that length it is. nullopt: not a list, or not such a method.
 std::optional<Status> Tracer::list_method(const Value& owner, const std::string& name) {
+  if (owner.kind == ValueKind::Tuple && (name == "index" || name == "count")) {  // tuple's own readers
+    Value method = Value::tensor_method(name);
+    push(std::move(method));
+    push(owner);
+    return ok();
+  }
   if (owner.kind != ValueKind::List) return std::nullopt;
   const bool reads = name == "index" || name == "count" || name == "copy";
   const bool changes = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "clear" ||

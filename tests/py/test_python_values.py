@@ -747,3 +747,16 @@ def test_an_item_at_a_symbolic_index_is_chosen_by_its_value_guarded():
     no_fallback(item_at_a_symbolic_index)
     with pytest.raises(IndexError):
         cf(torch.randn(3), 5)
+
+
+def test_index_and_count_of_numbers_symbolic_or_not():
+    from conftest import compiled_whole
+
+    def f(x, v, t):
+        vals = [1, 3, 3, 9, 3]
+        return x * vals.index(v), vals.count(v), t.index(t[-1]), t.count(1), (2.5, v).index(v)
+
+    compiled_whole(f, [(torch.randn(3), 3, (1, 2, 3)), (torch.randn(3), 9, (7,)), (torch.randn(3), 3, (1, 1))])
+    cf = framejit.compile(f)
+    with pytest.raises(ValueError):
+        cf(torch.randn(3), 4, (1,))  # not in the list: CPython raises, as eager
