@@ -597,6 +597,9 @@ Status Tracer::op_is_op(const Instruction& ins) {
     return v.kind == ValueKind::Const && !is_opaque(v) &&
            ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || is_singleton(v.obj.get()));
   };
+  // None, True, False against a constant guarded by value (its type and value fixed).
+  const auto singleton = [&](const Value& v) { return known(v) && is_singleton(v.obj.get()); };
+  const auto pinned = [&](const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v) && v.path_slot < 0 && v.reg < 0; };
   if (known(lhs) && known(rhs)) {
     same = lhs.obj.get() == rhs.obj.get();
   } else if ((lhs.kind == ValueKind::Tensor && known(rhs)) || (rhs.kind == ValueKind::Tensor && known(lhs))) {
@@ -616,6 +619,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = lhs.identity == rhs.identity;  // dicts the frame made: one object per identity
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
+  } else if ((singleton(lhs) && pinned(rhs)) || (singleton(rhs) && pinned(lhs))) {
+    same = lhs.obj.get() == rhs.obj.get();  // v is None of an argument guarded by its value
   } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {
     same = *s;
   } else if (std::optional<bool> s = paths_same(lhs, rhs); s.has_value()) {

@@ -760,3 +760,12 @@ def test_index_and_count_of_numbers_symbolic_or_not():
     cf = framejit.compile(f)
     with pytest.raises(ValueError):
         cf(torch.randn(3), 4, (1,))  # not in the list: CPython raises, as eager
+
+
+def test_is_none_of_an_argument_guarded_by_value():
+    from conftest import compiled_whole
+
+    def f(x, v):
+        return x * 2, v is None, v is not None, v is True
+
+    compiled_whole(f, [(torch.randn(3), 1), (torch.randn(3), 0), (torch.randn(3), "a"), (torch.randn(3), None)])
