@@ -295,15 +295,17 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
     return call_dict_method(name, {traced});
   }
   if (name == "get" && (args.size() == 2 || args.size() == 3)) {
-    if (!plain_key(args[1])) return unsupported("dict.get() with " + describe(args[1]));
-    const long at = dict_find(d, args[1].obj.get());
+    Value key;
+    FJ_TRY(dict_key(args[1], "dict.get()", &key));
+    const long at = dict_find(d, key.obj.get());
     push(at >= 0 ? d.items[static_cast<size_t>(at) + 1]
                  : args.size() == 3 ? args[2] : Value::constant(PyRef::borrow(Py_None)));
     return ok();
   }
   if (name == "pop" && (args.size() == 2 || args.size() == 3) && d.identity >= 0) {
-    if (!plain_key(args[1])) return unsupported("dict.pop() with " + describe(args[1]));
-    const long at = dict_find(d, args[1].obj.get());
+    Value key;
+    FJ_TRY(dict_key(args[1], "dict.pop()", &key));
+    const long at = dict_find(d, key.obj.get());
     if (at < 0 && args.size() == 2) return unsupported("dict.pop() of a missing key (CPython raises KeyError)");
     Value out = at >= 0 ? d.items[static_cast<size_t>(at) + 1] : args[2];
     if (at >= 0) {
@@ -330,9 +332,37 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
   return unsupported("dict." + name + "() with these arguments (not supported yet)");
 }
 
+// A dict key as a constant the trace hashes: a plain one as it is, a Python number
+// that is symbolic as its value now (guarded), a tuple of such keys as a tuple.
+Status Tracer::dict_key(const Value& v, const std::string& what, Value* out) {
+  if (plain_key(v)) {
+    *out = v;
+    return ok();
+  }
+  PyRef key;
+  if (v.kind == ValueKind::Sym && !v.obj) {
+    FJ_TRY(concrete_number(v, what + " key", &key));
+  } else if (v.kind == ValueKind::Tuple && !v.obj && !v.torch_size) {
+    key = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items.size())));
+    for (size_t i = 0; key && i < v.items.size(); ++i) {
+      Value item;
+      FJ_TRY(dict_key(v.items[i], what, &item));
+      PyTuple_SET_ITEM(key.get(), static_cast<Py_ssize_t>(i), Py_NewRef(item.obj.get()));
+    }
+  }
+  if (!key) {
+    guards::clear_error();
+    return unsupported(what + " with " + describe(v));
+  }
+  *out = Value::constant(std::move(key));
+  if (!plain_key(*out)) return unsupported(what + " with " + describe(v));
+  return ok();
+}
+
 // d[key] of a dict the frame holds.
-Status Tracer::dict_subscript(const Value& d, const Value& key) {
-  if (!plain_key(key)) return unsupported("dict subscript with " + describe(key));
+Status Tracer::dict_subscript(const Value& d, const Value& index) {
+  Value key;
+  FJ_TRY(dict_key(index, "dict subscript", &key));
   const long at = dict_find(d, key.obj.get());
   if (at < 0) return raise_key_error(key);
   push(d.items[static_cast<size_t>(at) + 1]);
@@ -403,8 +433,9 @@ std::vector<PyRef> Tracer::path_dict_keys(const Value& d) {
 }
 
 // d[key] = value of a dict the frame built: every copy of it sees the new item.
-Status Tracer::dict_store(const Value& d, const Value& key, Value value) {
-  if (!plain_key(key)) return unsupported("dict item assignment with " + describe(key));
+Status Tracer::dict_store(const Value& d, const Value& index, Value value) {
+  Value key;
+  FJ_TRY(dict_key(index, "dict item assignment", &key));
   if (d.identity < 0) return unsupported("item assignment to a dict of unknown identity (not supported yet)");
   FJ_TRY(may_change_dict(d));
   Value after = d;
@@ -499,14 +530,15 @@ std::optional<Status> Tracer::dict_change_method(const std::string& name, const 
   }
   if (nkw != 0) return std::nullopt;
   if (name == "setdefault" && (args.size() == 2 || args.size() == 3)) {
-    if (!plain_key(args[1])) return unsupported("dict.setdefault() with " + describe(args[1]));
-    const long at = dict_find(d, args[1].obj.get());
+    Value key;
+    FJ_TRY(dict_key(args[1], "dict.setdefault()", &key));
+    const long at = dict_find(d, key.obj.get());
     if (at >= 0) {
       push(d.items[static_cast<size_t>(at) + 1]);
       return ok();
     }
     const Value v = args.size() == 3 ? args[2] : Value::constant(PyRef::borrow(Py_None));
-    FJ_TRY(dict_store(d, args[1], v));
+    FJ_TRY(dict_store(d, key, v));
     push(v);
     return ok();
   }

@@ -411,6 +411,7 @@ class Tracer {
   Status dict_store(const Value& d, const Value& key, Value value);
   Status may_change_dict(const Value& d) const;
   Status dict_subscript(const Value& d, const Value& key);
+  Status dict_key(const Value& v, const std::string& what, Value* out);
   Status op_get_iter(const Instruction&);
   Status container_items(const Value& seq, std::vector<Value>* items);
   Status op_before_with(const Instruction&);

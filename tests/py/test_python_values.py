@@ -769,3 +769,15 @@ def test_is_none_of_an_argument_guarded_by_value():
         return x * 2, v is None, v is not None, v is True
 
     compiled_whole(f, [(torch.randn(3), 1), (torch.randn(3), 0), (torch.randn(3), "a"), (torch.randn(3), None)])
+
+
+def test_dict_keys_with_symbolic_numbers_are_their_values():
+    from conftest import compiled_whole
+
+    def f(x, n):
+        seen = {(2, "s"): 1.0, (3, "s"): 2.0}
+        table = {2: x * 2, 3: x * 3}
+        table[n] = table.get(n, x) + 1
+        return x * seen.get((n, "s"), 0.0), table[n], seen.pop((n, "s"), None), len(table)
+
+    compiled_whole(f, [(torch.randn(3), 2), (torch.randn(3), 3), (torch.randn(3), 7)])
