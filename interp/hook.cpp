@@ -68,7 +68,9 @@ void set_give_up_counters(CodeState& st) {
 // The same fallback again and again: stop tracing calls with this signature (0: every
 // call). What the code compiled stays in use (calls that match an entry still hit it).
 void give_up(CodeState& st, uint64_t signature) {
-  if (signature != 0 && static_cast<int>(st.given_up.size()) + 1 < config().cache_limit) {
+  // A frame watched for a caller's break (watch_nested) gives up whole: its calls then
+  // cost nothing (eval_hook's skip), however many a recursion makes.
+  if (signature != 0 && !st.nested && static_cast<int>(st.given_up.size()) + 1 < config().cache_limit) {
     st.given_up.push_back(signature);
   } else if (st.entries.empty()) {
     st.skip = true;

@@ -213,8 +213,9 @@ Status Tracer::bind_arguments() {
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
-    } else if (PyCFunction_Check(a)) {
-      // A builtin passed in (torch.exp, len): guarded by identity, so its calls are traced.
+    } else if (PyCFunction_Check(a) || PyType_Check(a)) {
+      // A builtin or a class passed in (torch.exp, len, int): guarded by identity, so its
+      // calls are traced.
       guards::PathRoot root;
       root.arg = i;
       guards().add_path("L['" + name + "']", root, {}, a);

@@ -30,6 +30,14 @@ Status Tracer::op_call(const Instruction& ins) {
 Status Tracer::dispatch_call(CallSite& c) {
   const Instruction& ins = *c.ins;
   if (std::optional<Status> s = autograd_call(c.callable, c.args, c.kw_names.get())) return std::move(*s);
+  if (is_opaque(c.callable) && c.callable.reg < 0) {
+    // An object passed through unguarded (a function argument): the next call's may be
+    // another, so nothing is decided from it: the call runs as it is (a graph break).
+    c.can_break = !c.no_break && can_cut(ins).ok();
+    c.before = graph_.mark();
+    if (c.can_break) c.orig_args = c.args;
+    return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
+  }
   if (std::optional<Status> s = call_partial(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/false)) return std::move(*s);
   if (std::optional<Status> s = call_operator(c)) return std::move(*s);
@@ -525,7 +533,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
   cur_ = caller;
   stack_drift_ = caller_drift;
   if (s.failed()) return s;
-  if (generator) return ran_ahead(std::move(*fs.yields), log_before, *reads);
+  if (generator) return ran_ahead(std::move(*fs.yields), log_before, reads);
   push(std::move(ret));
   return ok();
 }
@@ -533,7 +541,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
 // A generator run to its end (inline_call): the iterator of what it yielded, unless it
 // changed something since the write_log_ position `since`. It reads `reads` (what its
 // arguments and free variables held), what it yields, and the globals the frame assigned.
-Status Tracer::ran_ahead(std::vector<Value> items, size_t since, std::vector<int> reads) {
+Status Tracer::ran_ahead(std::vector<Value> items, size_t since, std::shared_ptr<const std::vector<int>> reads) {
   for (size_t k = since; k < write_log_.size(); ++k) {
     // Items it took from an iterator the frame still holds: eager takes them later.
     Value taken;
@@ -552,8 +560,11 @@ Status Tracer::ran_ahead(std::vector<Value> items, size_t since, std::vector<int
   for (Value& v : it.items) more.push_back(&v);
   for (Value& v : global_writes_.locals) more.push_back(&v);
   const std::shared_ptr<const std::vector<int>> seen = identities_in(std::move(more));
-  reads.insert(reads.end(), seen->begin(), seen->end());
-  it.reads = std::make_shared<const std::vector<int>>(std::move(reads));
+  if (reads && seen) {
+    std::vector<int> all = *reads;
+    all.insert(all.end(), seen->begin(), seen->end());
+    it.reads = std::make_shared<const std::vector<int>>(std::move(all));
+  }  // else null: it reads anything
   it.identity = own_iterator_id();
   push(std::move(it));
   return ok();

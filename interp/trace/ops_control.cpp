@@ -335,7 +335,7 @@ Status Tracer::container_items(const Value& seq, std::vector<Value>* items) {
 // Whether `it`, run ahead of its consumer, has items left that a change since it ran
 // may make stale: one of what it reads (Value::reads), or of anything.
 bool Tracer::run_ahead_stale(const Value& it) const {
-  if (it.writes < 0 || it.next >= it.items.size()) return false;
+  if (it.writes < 0 || (it.next >= it.items.size() && !it.dict_view)) return false;
   for (size_t k = static_cast<size_t>(it.writes); k < write_log_.size(); ++k) {
     const int id = write_log_[k];
     if (id <= -2) continue;  // an own iterator advanced (what a generator took from one: inline_call)
@@ -344,13 +344,21 @@ bool Tracer::run_ahead_stale(const Value& it) const {
   return false;
 }
 
-// The identities of the lists, dicts and objects in `roots` and inside them.
+// The identities of the lists, dicts and objects in `roots` and inside them; null
+// (anything) where they hold what may read more: an iterator run ahead that reads
+// anything, or a function over the frame's variables (a closure called later).
 std::shared_ptr<const std::vector<int>> Tracer::identities_in(std::vector<Value*> roots) const {
   auto ids = std::make_shared<std::vector<int>>();
+  bool anything = false;
   walk_values(roots, [&](Value& v) {
     if (v.identity >= 0) ids->push_back(v.identity);
+    if (v.kind == ValueKind::Iterator && v.writes >= 0) {
+      if (!v.reads) anything = true;
+      else ids->insert(ids->end(), v.reads->begin(), v.reads->end());
+    }
+    anything |= v.kind == ValueKind::Const && v.fresh && v.obj && has_traced_cells(v.obj.get());
   });
-  return ids;
+  return anything ? nullptr : ids;
 }
 
 // (iterator -- iterator, item) or, when exhausted, (iterator -- ) and jump

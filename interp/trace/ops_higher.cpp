@@ -425,6 +425,13 @@ std::optional<Status> Tracer::call_structural(const CallSite& c) {
   Value out;
   out.kind = ValueKind::Iterator;
   out.identity = own_iterator_id();
+  // Run ahead of its consumer (itertools reads lazily): stale after a change of what
+  // its arguments hold (Value::reads).
+  out.writes = static_cast<int>(write_log_.size());
+  std::vector<Value> read_args = c.args;
+  std::vector<Value*> read_roots;
+  for (Value& a : read_args) read_roots.push_back(&a);
+  out.reads = identities_in(std::move(read_roots));
   while (PyObject* item = PyIter_Next(it.get())) {
     Value v;
     const bool known = known_result(item, made, &v);

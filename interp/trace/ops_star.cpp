@@ -326,6 +326,11 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
       else if (name == "values") it.items.push_back(d.items[j + 1]);
       else it.items.push_back(Value::sequence(ValueKind::Tuple, {d.items[j], d.items[j + 1]}));
     }
+    if (d.identity >= 0) {  // a view of the dict is live: a later change of it makes this one stale
+      it.writes = static_cast<int>(write_log_.size());
+      it.reads = std::make_shared<const std::vector<int>>(std::vector<int>{d.identity});
+      it.dict_view = true;
+    }
     push(std::move(it));
     return ok();
   }

@@ -612,7 +612,7 @@ class Tracer {
   // closure its maker returned): they live on here (see traced_cells_).
   FrameState returned_cells_;
   void keep_returned_cells(FrameState& fs);
-  Status ran_ahead(std::vector<Value> items, size_t since, std::vector<int> reads);
+  Status ran_ahead(std::vector<Value> items, size_t since, std::shared_ptr<const std::vector<int>> reads);
   // Globals the frame assigned (STORE_GLOBAL): each value in global_writes_.locals,
   // its (globals dict, name) in global_names_. Reads in the trace see them; the plan
   // stores them as it returns (PlanValue::Kind::Stores), and no break or branch may

@@ -85,6 +85,7 @@ struct Value {
                                // write_log_ position then (a later write it may read makes its
                                // items stale, Tracer::run_ahead_stale)
   std::shared_ptr<const std::vector<int>> reads;  // ... the identities it may read (null: anything)
+  bool dict_view = false;      // ... of a dict view: stale at its end too (CPython raises when the size changed)
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
                                // method descriptor when self is a Dict
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace

@@ -408,3 +408,14 @@ def test_a_builtin_passed_as_an_argument_is_traced():
     x = torch.randn(3)
     assert_same(cf(x, torch.neg), f(x, torch.neg))  # another builtin: its own entry
     assert framejit.stats(f)["graphs"] >= 1
+
+
+def test_a_class_passed_as_an_argument_is_guarded():
+    import math
+
+    def f(fn, n):
+        return torch.ones(2) * fn(n)
+
+    cf = framejit.compile(f)
+    for fn, n in ((int, 3), (math.factorial, 4), (abs, -5), (float, 2), (int, 7)):
+        assert_same(cf(fn, n), f(fn, n))

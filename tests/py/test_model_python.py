@@ -4,6 +4,8 @@ getattr() with a default, properties and __getattr__, Module.parameters() and th
 other structure generators. Each case is compared against eager, checked to trace
 as one graph without a break, and checked to retrace (not reuse a stale result) when
 what it read changes."""
+import itertools
+
 import pytest
 import torch
 import torch.nn as nn
@@ -844,3 +846,51 @@ def test_a_generator_sees_what_its_consumer_changed_as_in_eager():
         cf = framejit.compile(fn)
         for _ in range(2):
             assert_same(cf(*args()), fn(*args()))
+
+
+def view_then_change(x):
+    d = {"a": 1, "b": 2}
+    vs = d.values()
+    d["a"] = 5
+    out = []
+    for v in d.values():
+        out.append(x * v)
+        d["b"] = 10
+    return x * sum(vs), out
+
+
+def chain_then_change(x):
+    lst = [1, 2, 3]
+    it = itertools.chain(lst)
+    lst[2] = 10
+    return [x * v for v in it]
+
+
+def closure_read_by_a_generator(x):
+    k = [1]
+    getk = lambda: k[0]  # noqa: E731
+    gen = (x * getk() for _ in range(3))
+    a = next(gen)
+    k[0] = 10
+    return a, list(gen)
+
+
+def items_grow_while_iterated(x):
+    d = {"a": 1}
+    out = []
+    for key, v in d.items():
+        out.append(x * v)
+        d["z"] = 5  # eager raises RuntimeError
+    return out
+
+
+def test_dict_views_itertools_and_closures_see_later_changes():
+    x = torch.tensor([1.0, 2.0])
+    for fn in (view_then_change, chain_then_change, closure_read_by_a_generator):
+        cf = framejit.compile(fn)
+        for _ in range(2):
+            assert_same(cf(x), fn(x))
+    cf = framejit.compile(items_grow_while_iterated)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+            cf(x)
