@@ -259,6 +259,15 @@ Status Tracer::call_tensor_method(CallSite& c) {
       c.args.size() == 2 && !c.kw_names) {
     return list_find(method, c.args[0].items, c.args[1]);
   }
+  if (c.args.size() == 1 && c.args[0].kind == ValueKind::Tuple && c.args[0].torch_size && method == "numel" && !c.kw_names) {
+    jit::SymExpr n = jit::SymExpr::constant(int64_t{1});
+    for (const Value& d : c.args[0].items) {
+      const std::optional<jit::SymExpr> e = as_sym(d);
+      if (!e || e->type() != jit::SymType::Int) return unsupported("torch.Size.numel() of " + describe(c.args[0]));
+      n = jit::mul(n, *e);
+    }
+    return push_sym(n, "torch.Size.numel()");
+  }
   if (!c.args.empty() && is_number(c.args[0])) return unsupported("method ." + method + "() of a Python number");
   FJ_TRY(require_tensor_attr(method));
   if (is_inplace_method(method)) return call_inplace_method(method, std::move(c.args), c.kw_names.get());

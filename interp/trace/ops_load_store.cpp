@@ -453,6 +453,20 @@ Status Tracer::op_load_attr(const Instruction& ins) {
   return load_attr(pop(), name);
 }
 
+// torch.Tensor.name of a method the tracer records (torch.Tensor.add(x, 1)): called, it
+// is x.name(...) with its first argument as self (call_tensor_method checks that the
+// method is torch's own). False: not such a read; nothing pushed.
+bool Tracer::unbound_tensor_method(const Value& owner, const std::string& name, bool method) {
+  if (owner.kind != ValueKind::Const || is_opaque(owner) || owner.reg >= 0 ||
+      owner.obj.get() != guards::torch_refs().tensor_type) {
+    return false;
+  }
+  if (!is_traced_tensor_method(name) && !is_inplace_method(name)) return false;
+  if (method) push(Value::null());
+  push(Value::tensor_method(name));
+  return true;
+}
+
 // (owner -- owner.name), for LOAD_ATTR and for handlers (attrgetter).
 Status Tracer::load_attr(Value owner, const std::string& name) {
   if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/false);
@@ -466,6 +480,7 @@ Status Tracer::load_attr(Value owner, const std::string& name) {
     return ok();
   }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/false);
+  if (unbound_tensor_method(owner, name, /*method=*/false)) return ok();
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (is_number(owner)) return unsupported("attribute '." + name + "' of a Python number");
@@ -551,7 +566,8 @@ std::optional<Status> Tracer::opaque_attr(const Value& owner, const std::string&
 // attribute, list's own method called on this call's list (a graph break), whichever
 // list of that length it is. nullopt: not a list, or not such a method.
 std::optional<Status> Tracer::list_method(const Value& owner, const std::string& name) {
-  if (owner.kind == ValueKind::Tuple && (name == "index" || name == "count")) {  // tuple's own readers
+  if (owner.kind == ValueKind::Tuple && (name == "index" || name == "count" || (owner.torch_size && name == "numel"))) {
+    // tuple's own readers, and torch.Size's numel()
     Value method = Value::tensor_method(name);
     push(std::move(method));
     push(owner);
@@ -589,6 +605,7 @@ Status Tracer::load_method(Value owner, const std::string& name) {
     return object_attr(owner, name, /*method=*/true);
   }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
+  if (unbound_tensor_method(owner, name, /*method=*/true)) return ok();
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = known_attr(owner, name, /*method=*/true)) return std::move(*s);

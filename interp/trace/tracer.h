@@ -215,6 +215,7 @@ class Tracer {
   Status op_load_attr(const Instruction&);
   Status op_load_method(const Instruction&);
   Status load_attr(Value owner, const std::string& name);
+  bool unbound_tensor_method(const Value& owner, const std::string& name, bool method);
   Status load_method(Value owner, const std::string& name);
   Status op_push_null(const Instruction&);
   Status op_make_function(const Instruction&);

@@ -781,3 +781,23 @@ def test_dict_keys_with_symbolic_numbers_are_their_values():
         return x * seen.get((n, "s"), 0.0), table[n], seen.pop((n, "s"), None), len(table)
 
     compiled_whole(f, [(torch.randn(3), 2), (torch.randn(3), 3), (torch.randn(3), 7)])
+
+
+def test_numel_of_a_torch_size():
+    from conftest import compiled_whole
+
+    def f(x):
+        s = x.shape
+        return x * s.numel(), s.numel(), x.view(-1)[: s.numel() - 1]
+
+    compiled_whole(f, [(torch.randn(3, 4),), (torch.randn(5, 2),)], compiles=1)
+
+
+def test_a_tensor_method_read_from_the_class():
+    from conftest import compiled_whole
+
+    def f(x, y):
+        add = torch.Tensor.add
+        return torch.Tensor.mul(x, 2), add(x, y), torch.Tensor.sum(x, 0), torch.Tensor.relu(x - y)
+
+    compiled_whole(f, [(torch.randn(3), torch.randn(3)), (torch.randn(5), torch.randn(5))], compiles=1)
