@@ -124,12 +124,11 @@ float ref_op(const Graph& g, const Node& n, const std::vector<float>& a,
       return std::isnan(a[0]) || std::isnan(a[1]) ? kNaN : std::min(a[0], a[1]);
     case Op::Where: return a[0] != 0 ? a[1] : a[2];
     case Op::PowScalar: {
+      // Eager's special cases, for a constant and a runtime exponent alike (eager
+      // checks the Scalar at run time), else powf.
       const Node& exponent = g.node(n.inputs[1]);
       const float x = a[0];
-      if (exponent.op == Op::ScalarInput) {  // a runtime exponent: always powf
-        return std::pow(x, static_cast<float>(scalars[static_cast<size_t>(exponent.index)]));
-      }
-      const double e = exponent.scalar;
+      const double e = exponent.op == Op::ScalarInput ? scalars[static_cast<size_t>(exponent.index)] : exponent.scalar;
       if (e == 2) return x * x;
       if (e == 3) return x * x * x;
       if (e == 0.5) return std::sqrt(x);
