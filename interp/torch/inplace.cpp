@@ -328,7 +328,7 @@ bool Tracer::is_inplace_method(const std::string& name) {
   const PyOp* op = op_by_name(name.substr(0, name.size() - 1));
   if (op == nullptr) return false;
   switch (op->binding) {
-    case Binding::Plain: case Binding::ClampBounds: case Binding::GeluApprox: return true;
+    case Binding::Plain: case Binding::ClampBounds: case Binding::GeluApprox: case Binding::Alpha: return true;
     case Binding::Tensor:
       return op->tensor_op == TensorOp::Tril || op->tensor_op == TensorOp::Triu || op->tensor_op == TensorOp::CumSum;
     case Binding::CastFixed: return false;

@@ -73,7 +73,10 @@ std::vector<PyOp> make_table() {
   auto binary = [&](const char* name, Op op) {
     t.push_back(PyOp{name, op, {"input", "other"}, {kReq, kReq}, 2});
   };
-  for (auto [n, o] : {std::pair{"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div},
+  for (auto [n, o] : {std::pair{"add", Op::Add}, {"sub", Op::Sub}}) {
+    t.push_back(PyOp{n, o, {"input", "other", "alpha"}, {kReq, kReq, integer(1)}, 2, Binding::Alpha});
+  }
+  for (auto [n, o] : {std::pair{"mul", Op::Mul}, {"div", Op::Div},
                       {"floor_divide", Op::FloorDiv}, {"remainder", Op::Remainder},
                       {"maximum", Op::Maximum}, {"minimum", Op::Minimum}, {"eq", Op::Eq}, {"ne", Op::Ne},
                       {"lt", Op::Lt}, {"le", Op::Le}, {"gt", Op::Gt}, {"ge", Op::Ge},

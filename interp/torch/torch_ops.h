@@ -18,6 +18,7 @@ enum class Binding : uint8_t {
   Plain,        // the operand parameters are the op's operands, in order
   ClampBounds,  // clamp(input, min=None, max=None): a None bound drops (clamp_min / clamp_max)
   GeluApprox,   // gelu(input, approximate='none'): 'tanh' records GeluTanh
+  Alpha,        // add / sub(input, other, alpha=1): other * alpha, then the op
   CastFixed,    // x.float() & co: a Cast to PyOp::dtype
   Tensor,       // a row of interp/torch/torch_ops.def: PyOp::tensor_op, lowered by
                 // Tracer::call_tensor_op (interp/torch/tensor_ops.cpp)

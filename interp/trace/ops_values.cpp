@@ -234,6 +234,33 @@ Status Tracer::call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_
   return record_py_op(op, bound, inplace);
 }
 
+// add / sub(input, other, alpha): input op other * alpha. Eager takes an int alpha
+// for integral results and no bool alpha but for bool results: it raises otherwise.
+Status Tracer::add_with_alpha(const PyOp& op, std::vector<Value> operands, const Value& alpha, bool inplace) {
+  const std::string what = op.name + "()";
+  const size_t first_new = graph_.size();
+  PyObject* o = nullptr;
+  int overflow = 0;
+  const bool one = is_const(alpha, &o) && PyLong_CheckExact(o) && PyLong_AsLongLongAndOverflow(o, &overflow) == 1 &&
+                   overflow == 0;
+  if (!one) {
+    const std::optional<jit::SymExpr> a = is_tensor(alpha) || is_number(alpha) || is_numpy_scalar(alpha) ? std::nullopt : as_sym(alpha);
+    if (!a || a->type() == jit::SymType::Bool || !is_tensor(operands[0]) || !is_tensor(operands[1])) {
+      return unsupported(what + " with alpha=" + describe(alpha) + " (not supported yet)");
+    }
+    const jit::DType d = jit::promote_types(graph_.node(operands[0].node).dtype, graph_.node(operands[1].node).dtype);
+    if (d == jit::DType::Bool) return unsupported(what + " of bool tensors with alpha= (not supported)");
+    if (a->type() == jit::SymType::Float && !jit::is_floating(d)) {
+      return unsupported(what + " of integral tensors with a float alpha (eager raises)");
+    }
+    FJ_TRY(call_op(jit::Op::Mul, {operands[1], alpha}));
+    operands[1] = pop();
+  }
+  if (Status s = call_op(op.op, operands); s.failed() || !inplace) return s;
+  const Value result = pop();
+  return finish_inplace(operands[0], result.node, first_new, {operands[1]}, what);
+}
+
 // The node of a table op whose Binding is not Tensor, from its bound arguments.
 Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, bool inplace) {
   const std::string what = op.name + "()";
@@ -262,6 +289,8 @@ Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, boo
       if (mode == "tanh") return call_op(jit::Op::GeluTanh, operands);
       return unsupported("gelu(approximate='" + mode + "') (eager raises)");
     }
+    case Binding::Alpha:
+      return add_with_alpha(op, operands, bound[2], inplace);
     case Binding::Tensor:
       break;  // call_tensor_op
     case Binding::CastFixed: {

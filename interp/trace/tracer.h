@@ -191,6 +191,7 @@ class Tracer {
   Status call_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
   Expected<std::vector<Value>> bind_py_op(const PyOp& op, std::vector<Value> args, PyObject* kw_names);
   Status record_py_op(const PyOp& op, const std::vector<Value>& bound, bool inplace);
+  Status add_with_alpha(const PyOp& op, std::vector<Value> operands, const Value& alpha, bool inplace);
   Value dim_value(jit::NodeId node, size_t d);
   Value shape_tuple(jit::NodeId node);
   Status call_shape_method(const std::string& name, const std::vector<Value>& args);

@@ -765,3 +765,24 @@ def test_item_assignment_of_a_number_out_of_the_dtype_s_range_raises_as_eager():
         for v in vals:
             framejit.reset()
             same_outcome(framejit.compile(store), store, torch.zeros(1, dtype=dt), v, errors=(RuntimeError,))
+
+
+def test_add_and_sub_with_alpha_as_an_optimizer_step_writes_them():
+    def step(p, g, lr):
+        p.add_(g, alpha=-lr)
+        return torch.add(p, g, alpha=2), p.sub(g, alpha=0.5)
+
+    def ints(x, y, k):
+        return torch.add(x, y, alpha=k), x.sub(y, alpha=3)
+
+    cs, ci = framejit.compile(step), framejit.compile(ints)
+    for n, lr in ((3, 0.1), (5, 0.01)):
+        p, g = torch.randn(n), torch.randn(n)
+        p2 = p.clone()
+        assert_same(cs(p, g, lr), step(p2, g, lr))
+        assert_same(p, p2)
+        x, y = torch.arange(n), torch.arange(n) * 2
+        assert_same(ci(x, y, n), ints(x, y, n))
+    assert framejit.stats(step)["fallbacks"] == 0 and framejit.stats(ints)["fallbacks"] == 0
+    with pytest.raises(RuntimeError, match="alpha"):
+        ci(torch.arange(3), torch.arange(3), 0.5)  # eager raises: a float alpha for int tensors
