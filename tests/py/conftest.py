@@ -102,3 +102,11 @@ def compiled_whole(fn, calls, compiles=None):
     if compiles is not None:
         assert s["compiles"] == compiles, s
     return out
+
+
+def one_graph(fn, *args, **kwargs):
+    """fn traced on these arguments is one graph with no break (explain); resets framejit."""
+    e = framejit.explain(fn, *args, **kwargs)
+    assert e.graph_breaks == [], [b.reason for b in e.graph_breaks]
+    assert e.graph_count == 1
+    framejit.reset()
