@@ -461,7 +461,7 @@ bool Tracer::unbound_tensor_method(const Value& owner, const std::string& name, 
       owner.obj.get() != guards::torch_refs().tensor_type) {
     return false;
   }
-  if (!is_traced_tensor_method(name) && !is_inplace_method(name)) return false;
+  if (!is_traced_tensor_method(name)) return false;  // in-place methods included
   if (method) push(Value::null());
   push(Value::tensor_method(name));
   return true;
