@@ -38,8 +38,10 @@ struct CodeState;
 
 struct PlanValue {
   enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object, Method, Stores } kind = Kind::Const;
-  // Stores: items[0], the frame's result, built; then the frame's global assignments,
-  // (globals dict, name, value) triples in items[1...], stored in order (STORE_GLOBAL).
+  // Stores: items[0] built; then (target, key, value) triples in items[1...], stored in
+  // order as `target[key] = value`: the frame's global assignments (globals dict, name,
+  // value: STORE_GLOBAL) and the new items of argument lists it changed (the list,
+  // slice(None), a List), as the frame returns or as a graph break's call starts.
   // View: a view of an input, made from it at run time so that it aliases it as eager's
   // does: items[0] the input, then one Tuple per step: ("permute", dims),
   // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).

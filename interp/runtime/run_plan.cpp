@@ -162,6 +162,18 @@ static PyObject* build_object(const PlanValue& v, PlanRun& run, const std::vecto
   return o;
 }
 
+// A result with stores after it (target[key] = value, in order: a global, an argument
+// list's items). The result first: the stored values may repeat its parts.
+PyObject* build_stores(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo) {
+  PyRef result = PyRef::steal(build_value(v.items[0], run, outs, memo));
+  for (size_t i = 1; result && i + 2 < v.items.size(); i += 3) {
+    PyRef target = PyRef::steal(build_value(v.items[i], run, outs, memo));
+    PyRef x = target ? PyRef::steal(build_value(v.items[i + 2], run, outs, memo)) : PyRef();
+    if (!x || PyObject_SetItem(target.get(), v.items[i + 1].obj.get(), x.get()) < 0) return nullptr;
+  }
+  return result.release();
+}
+
 PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                       std::vector<PyObject*>& memo) {
   const guards::CallInputs& in = run.in;
@@ -209,14 +221,8 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       return nullptr;
     case PlanValue::Kind::View:
       return build_view(v, run, outs, memo);
-    case PlanValue::Kind::Stores: {  // the result first: the stored values may repeat its parts
-      PyRef result = PyRef::steal(build_value(v.items[0], run, outs, memo));
-      for (size_t i = 1; result && i + 2 < v.items.size(); i += 3) {
-        PyRef x = PyRef::steal(build_value(v.items[i + 2], run, outs, memo));
-        if (!x || PyDict_SetItem(v.items[i].obj.get(), v.items[i + 1].obj.get(), x.get()) < 0) return nullptr;
-      }
-      return result.release();
-    }
+    case PlanValue::Kind::Stores:
+      return build_stores(v, run, outs, memo);
     case PlanValue::Kind::Const:
       return Py_NewRef(v.obj.get());
     case PlanValue::Kind::Size: {

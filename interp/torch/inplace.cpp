@@ -258,13 +258,7 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
     const NodeId n = renew(v.node);
     if (n >= 0) v.node = n;
   };
-  std::vector<FrameState*> frames{&root_fs_};
-  frames.insert(frames.end(), inlined_frames_.begin(), inlined_frames_.end());
-  for (FrameState* fs : frames) {
-    for (Value& v : fs->locals) walk(v, rebind);
-    for (Value& v : fs->stack) walk(v, rebind);
-    if (fs->ret) walk(*fs->ret, rebind);
-  }
+  for (Value* v : list_roots()) walk(*v, rebind);  // frames, argument lists, autograd ctxs
   *now = renew(dst.node);
   if (!failure.empty() || *now < 0) return unsupported(what + ": " + failure);
   sync_scalar_inputs();

@@ -42,13 +42,14 @@ jit::DType item_dtype(jit::ScalarKind k) {
 
 // ---- conditions ----
 
-Status Tracer::can_resume() const {
+Status Tracer::can_resume(bool at_call) const {
   if (st_.fullgraph) return Error{"fullgraph=True"};
   if (cur_.depth != 0) return Error{"inside an inlined call"};
   if (cur_.fs->kw_names) return Error{"between KW_NAMES and CALL"};
   // CPython's state would lack the exception being handled (sys.exc_info(), a bare raise).
   if (!cur_.fs->handling.empty()) return Error{"inside an except block"};
   if (!global_names_.empty()) return Error{"after an assignment to a global (its store waits for the return)"};
+  if (!at_call && caller_lists_changed()) return Error{"after a change of an argument list (its store waits for the return)"};
   bool grad_block = false, slice = false, closure = false, made = false;
   std::vector<Value*> roots = state_roots(*cur_.fs);
   walk_values(roots, [&](Value& v) {
@@ -71,7 +72,8 @@ Status Tracer::can_resume() const {
   return ok();
 }
 
-Status Tracer::can_cut(const Instruction&) const { return can_resume(); }
+// A graph break's call: the argument lists the frame changed are stored as it starts.
+Status Tracer::can_cut(const Instruction&) const { return can_resume(/*at_call=*/true); }
 
 // Whether an exception raised at `ins` goes to a handler of the frame (a try block).
 bool Tracer::in_try_block(const Instruction& ins) const {
@@ -326,6 +328,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   }
   std::vector<Value*> roots = state_roots(root_fs_);
   roots.insert(roots.end(), extra.begin(), extra.end());
+  for (CallerList& c : caller_lists_) roots.push_back(&c.now);  // stored as the break's call starts
   std::vector<jit::NodeId> live;
   std::unordered_map<jit::NodeId, int> seen;
   std::vector<Value*> items;  // Python numbers read from tensors: they become registers too
@@ -609,6 +612,8 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   ctx.next_reg = &num_regs_;
   FJ_TRY(convert(callable, &step.callable, ctx));
   FJ_TRY(convert(Value::sequence(ValueKind::Tuple, args), &step.args, ctx));
+  const bool stores = caller_lists_changed();  // then the step changes the caller's lists: never redone
+  if (stores) FJ_TRY(store_caller_lists(&step.args, ctx));
   step.num_memos = ctx.num_memos;
   step.kw_names = PyRef::borrow(kw_names);
   step.result_reg = new_reg();
@@ -664,7 +669,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   step.outcomes = std::make_shared<CallOutcomes>();
   step.outcomes->resume = resume_point(num_inputs, root_fs_.pc + 1);
   push(std::move(result));
-  if (!pure) committed_ = true;
+  if (!pure || stores) committed_ = true;
   if (committed_) block_guards_ = new_block_guards();
   FJ_TRY(save_state(root_fs_, root_fs_.pc + 1, "after the " + what, &step.deopt));
   after_call_ = step.deopt;
@@ -697,7 +702,7 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
 // `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
 // other one the first time it occurs.
 Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
-  if (Status s = can_cut(ins); s.failed()) return unsupported("a branch on a tensor's value (no plan branch " + s.error() + ")");
+  if (Status s = can_resume(); s.failed()) return unsupported("a branch on a tensor's value (no plan branch " + s.error() + ")");
   const jit::Node& n = graph_.node(cond.node);
   int64_t numel = 1;
   for (const jit::SymExpr& e : n.sym) numel = e.is_constant() ? numel * *e.as_int() : -1;

@@ -38,6 +38,14 @@ bool is_foldable(PyObject* o) {
   return false;
 }
 
+// Arguments guarded by identity, not value: builtins, classes and enum members (each a
+// singleton of its class); `is` on them is answered while tracing.
+bool guarded_by_identity(PyObject* o) {
+  if (PyCFunction_Check(o) || PyType_Check(o)) return true;
+  static PyObject* const meta = lookup_attr("enum", "EnumType");
+  return meta != nullptr && PyObject_TypeCheck(reinterpret_cast<PyObject*>(Py_TYPE(o)), reinterpret_cast<PyTypeObject*>(meta));
+}
+
 // ---- setup ----
 
 // A tensor input of the graph: its placeholder, with sizes that are symbols (except
@@ -165,11 +173,10 @@ Status Tracer::bind_arguments() {
       cur_.fs->locals[static_cast<size_t>(i)] = Value::sym(jit::SymExpr::symbol(id, type), src);
     } else if (std::optional<Value> v = numpy_argument(a, src, -1)) {
       cur_.fs->locals[static_cast<size_t>(i)] = std::move(*v);
-    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) <= 16 &&
-               (Py_SIZE(a) > 0 || PyTuple_CheckExact(a))) {
+    } else if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && Py_SIZE(a) <= 16) {
       // A list or tuple of tensors: each item is a tensor input found by index (of
-      // numbers: bind_number_sequence; an empty tuple: guarded so). An empty list stays
-      // the caller's object (log.append(...) of it is a graph break).
+      // numbers: bind_number_sequence; empty: guarded so). A list is the caller's list
+      // (bind_caller_list): changes of it are traced and stored back.
       std::vector<Value> items;
       guards::PathRoot root;
       root.arg = i;
@@ -198,6 +205,7 @@ Status Tracer::bind_arguments() {
                               : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
       v.source = src;
       v.opaque = v.kind == ValueKind::Const;
+      if (v.kind == ValueKind::List) bind_caller_list(a, i, name, &v);
       cur_.fs->locals[static_cast<size_t>(i)] = std::move(v);
     } else if (is_module_instance(a)) {
       // An nn.Module (a training step's `model`): guarded by class, as a module found
@@ -213,9 +221,9 @@ Status Tracer::bind_arguments() {
     } else if (a == Py_None || PyUnicode_CheckExact(a)) {
       guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
-    } else if (PyCFunction_Check(a) || PyType_Check(a)) {
-      // A builtin or a class passed in (torch.exp, len, int): guarded by identity, so its
-      // calls are traced.
+    } else if (guarded_by_identity(a)) {
+      // A builtin, a class or an enum member passed in (torch.exp, len, int, Act.RELU):
+      // guarded by identity, so its calls and operators are traced.
       guards::PathRoot root;
       root.arg = i;
       guards().add_path("L['" + name + "']", root, {}, a);
@@ -499,6 +507,7 @@ Status Tracer::finish(const Value& ret) {
   ctx.output_index = &output_index;
   ctx.outputs = &outputs;
   FJ_TRY(convert(ret, &plan_->ret, ctx));
+  if (caller_lists_changed()) FJ_TRY(store_caller_lists(&plan_->ret, ctx));
   if (!global_names_.empty()) {
     PlanValue stores;
     stores.kind = PlanValue::Kind::Stores;

@@ -13,6 +13,7 @@
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -85,6 +86,47 @@ bool is_operator_getter_class(PyObject* cls) {
   return cls != nullptr && (cls == kClasses[0] || cls == kClasses[1] || cls == kClasses[2]);
 }
 
+// An enum class (its metaclass enum's own EnumType) whose operations run only the enum
+// module's code and C: no class of its MRO outside the enum module defines a dunder or
+// _missing_ (the member lookup's fallback) of its own, except __new__ and __init__,
+// which ran when the class was made. Its members are fixed singletons: ==, |, in,
+// Act(value), Act[name], .value, iteration, computed now, give what they give each call.
+bool is_plain_enum_class(PyObject* cls) {
+  static PyObject* const meta = lookup_attr("enum", "EnumType");
+  if (meta == nullptr || !PyType_Check(cls) || reinterpret_cast<PyObject*>(Py_TYPE(cls)) != meta) return false;
+  static PyObject* const module_key = PyUnicode_InternFromString("__module__");
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
+  for (Py_ssize_t i = 0; mro != nullptr && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* k = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (!PyType_HasFeature(k, Py_TPFLAGS_HEAPTYPE)) continue;
+    PyObject* module = PyDict_GetItemWithError(k->tp_dict, module_key);
+    if (module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "enum") == 0) continue;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(k->tp_dict, &pos, &key, &value)) {
+      const char* c = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+      if (c == nullptr) return false;
+      const std::string_view name(c);
+      const bool dunder = name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
+      if (!dunder && name != "_missing_") continue;
+      if (name == "__new__" || name == "__init__" || name == "__module__" || name == "__qualname__" || name == "__doc__" ||
+          (!PyCallable_Check(value) && !PyObject_HasAttrString(value, "__get__"))) {
+        continue;  // made at class creation, or plain data
+      }
+      if (Py_IS_TYPE(value, &PyMethodDescr_Type) || Py_IS_TYPE(value, &PyWrapperDescr_Type) || PyCFunction_Check(value)) {
+        continue;  // C: a data type's own (IntEnum's int.__format__)
+      }
+      PyRef owner = PyRef::steal(PyObject_GetAttr(value, module_key));  // a function's module (enum's own __hash__)
+      const bool enum_own = owner && PyUnicode_Check(owner.get()) && PyUnicode_CompareWithASCIIString(owner.get(), "enum") == 0;
+      guards::clear_error();
+      if (!enum_own) return false;
+    }
+  }
+  return !PyErr_Occurred();
+}
+
+bool is_plain_enum_member(PyObject* o) { return is_plain_enum_class(reinterpret_cast<PyObject*>(Py_TYPE(o))); }
+
 // Objects that never change and whose operations run no user code: numbers, strings,
 // bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of them.
 bool is_immutable_known(PyObject* o) {
@@ -92,6 +134,7 @@ bool is_immutable_known(PyObject* o) {
       is_numpy_metadata(o)) {
     return true;
   }
+  if (is_plain_enum_member(o) || is_plain_enum_class(o)) return true;
   if (PyType_Check(o)) return PyType_HasFeature(reinterpret_cast<PyTypeObject*>(o), Py_TPFLAGS_IMMUTABLETYPE);
   if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
     PyRef it = PyRef::steal(PyObject_GetIter(o));
@@ -115,7 +158,7 @@ bool Tracer::pure_callable(const Value& callable, const std::vector<Value>& args
   if (callable.kind != ValueKind::Const || is_opaque(callable) || callable.reg >= 0) return false;
   PyObject* fn = callable.obj.get();
   if (pure_builtins().count(fn) || fn == guards::torch_refs().size_type || is_operator_getter_class(fn) ||
-      is_pure_numpy_callable(fn)) {
+      is_pure_numpy_callable(fn) || is_plain_enum_class(fn)) {
     return true;
   }
   if (PyCFunction_Check(fn)) {

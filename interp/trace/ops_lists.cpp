@@ -9,13 +9,14 @@
 // that each alias sees it as CPython's one object would. A list that has escaped to
 // code the trace does not see (an opaque call's argument, breaks.cpp) is an opaque
 // object from then on and never reaches here; a list of the caller (an argument) is
-// not modelled. A mutation counts as a write (writes_): an inlined call that mutated
+// modelled alike and given its new items by the plan (below). A mutation counts as a write (writes_): an inlined call that mutated
 // a list cannot be re-run as an opaque step, and a generator expression run ahead of
 // it would have read stale items.
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
 #include <functional>
+#include <unordered_set>
 
 namespace fj::interp {
 namespace {
@@ -32,11 +33,75 @@ void walk_all(Value& v, const std::function<void(Value&)>& fn) {
 
 }  // namespace
 
-bool Tracer::is_traced_list(const Value& v) {
-  return v.kind == ValueKind::List && !v.obj && v.identity >= 0 && v.source.kind == Source::Kind::None;
+bool Tracer::is_traced_list(const Value& v) const {
+  if (v.kind != ValueKind::List || v.obj || v.identity < 0) return false;
+  if (v.source.kind == Source::Kind::None) return true;
+  return std::any_of(caller_lists_.begin(), caller_lists_.end(), [&](const CallerList& c) { return c.identity == v.identity; }) &&
+         v.source.kind == Source::Kind::Arg && v.source.attrs.empty();
 }
 
-// Every root of the traced state that may hold a copy of a list.
+// ---- the caller's lists ----
+//
+// A list argument (`out.append(y)`, `vals[0] = v`) is modelled as a list the frame
+// built, with an identity of its own; two arguments that are one list share it, and
+// whether they are is guarded. The caller's object itself gets the new items when the
+// plan returns, or when a graph break's call starts (that call, and CPython after it,
+// see the list as eager's frame left it): `arg[:] = items`, a PlanValue::Kind::Stores.
+// A branch, a deopt or an exception in between would leave it unchanged: can_resume
+// refuses them while a change waits.
+
+Tracer::CallerList* Tracer::caller_list(const Value& v) {
+  if (v.kind != ValueKind::List || v.source.kind != Source::Kind::Arg || !v.source.attrs.empty()) return nullptr;
+  for (CallerList& c : caller_lists_) {
+    if (c.identity == v.identity) return &c;
+  }
+  return nullptr;
+}
+
+bool Tracer::caller_lists_changed() const {
+  return std::any_of(caller_lists_.begin(), caller_lists_.end(), [](const CallerList& c) { return c.changed; });
+}
+
+void Tracer::bind_caller_list(PyObject* list, int arg, const std::string& name, Value* v) {
+  guards::PathRoot root;
+  root.arg = arg;
+  int identity = -1;
+  for (const CallerList& c : caller_lists_) {
+    PyObject* other = in_.args[c.arg];
+    guards::PathRoot other_root;
+    other_root.arg = c.arg;
+    const bool same = other == list;
+    guards().add_paths_same("L['" + name + "'] is L[" + std::to_string(c.arg) + "]", root, {}, other_root, {}, same);
+    if (same) identity = c.identity;
+  }
+  if (identity < 0) identity = next_identity_++;
+  v->identity = identity;
+  caller_lists_.push_back(CallerList{identity, arg, false, *v});
+}
+
+// The stores that give each changed caller list its items, around *value (the frame's
+// result, or a break's arguments): built first, then stored.
+Status Tracer::store_caller_lists(PlanValue* value, ConvertCtx& ctx) {
+  PlanValue stores;
+  stores.kind = PlanValue::Kind::Stores;
+  stores.items.push_back(std::move(*value));
+  static PyObject* all = PySlice_New(nullptr, nullptr, nullptr);
+  std::unordered_set<int> done;
+  for (CallerList& c : caller_lists_) {
+    if (!c.changed || !done.insert(c.identity).second) continue;
+    PlanValue target, key, items;
+    target.kind = PlanValue::Kind::Arg;
+    target.index = c.arg;
+    key.obj = PyRef::borrow(all);
+    FJ_TRY(convert(Value::sequence(ValueKind::List, c.now.items), &items, ctx));
+    stores.items.insert(stores.items.end(), {std::move(target), std::move(key), std::move(items)});
+  }
+  for (CallerList& c : caller_lists_) c.changed = false;
+  *value = std::move(stores);
+  return ok();
+}
+
+// Every root of the traced state that may hold a copy of a list or a tensor value.
 std::vector<Value*> Tracer::list_roots() {
   std::vector<Value*> roots;
   std::vector<FrameState*> frames{&root_fs_};
@@ -49,6 +114,7 @@ std::vector<Value*> Tracer::list_roots() {
       for (Value& v : *fs->yields) roots.push_back(&v);
     }
   }
+  for (CallerList& c : caller_lists_) roots.push_back(&c.now);  // what the caller's list will hold
   for (AutogradCtx& ctx : ctxs_) {
     for (auto& attr : ctx.attrs) roots.push_back(&attr.second);
     for (Value& v : ctx.saved) roots.push_back(&v);
@@ -77,6 +143,7 @@ Status Tracer::set_list_items(const Value& list, std::vector<Value> items, const
       if ((v.kind == ValueKind::List || v.kind == ValueKind::Iterator) && v.identity == list.identity) v.items = items;
     });
   }
+  for (CallerList& c : caller_lists_) c.changed |= c.identity == list.identity;
   ++writes_;
   ++changes_;
   note_write(list.identity);

@@ -379,14 +379,12 @@ Status Tracer::dict_subscript(const Value& d, const Value& index) {
 namespace fj::interp {
 
 namespace {
-void replace_in(std::vector<Value>& values, const Value& now) {
-  for (Value& v : values) {
-    if (v.identity == now.identity && v.kind == now.kind) {
-      v = now;
-    } else {
-      replace_in(v.items, now);
-    }
+void replace_in(Value& v, const Value& now) {
+  if (v.identity == now.identity && v.kind == now.kind) {
+    v = now;
+    return;
   }
+  for (Value& item : v.items) replace_in(item, now);
 }
 }  // namespace
 
@@ -450,16 +448,11 @@ Status Tracer::dict_store(const Value& d, const Value& index, Value value) {
   return ok();
 }
 
-// A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each traced
-// frame's locals and stack and inside other containers, becomes `now` (same identity).
+// An iterator the frame made advanced: every copy of it (list_roots) is at its position.
 void Tracer::advance_everywhere(const Value& it) {
   if (it.kind != ValueKind::Iterator || it.identity > -2) return;
   note_write(it.identity);  // see inline_call: a generator that takes items of an iterator held elsewhere
-  std::vector<Value*> roots = state_roots(root_fs_);
-  for (FrameState* fs : inlined_frames_) {
-    std::vector<Value*> more = state_roots(*fs);
-    roots.insert(roots.end(), more.begin(), more.end());
-  }
+  std::vector<Value*> roots = list_roots();
   walk_values(roots, [&](Value& v) {
     if (v.kind == ValueKind::Iterator && v.identity == it.identity) v.next = it.next;
   });
@@ -467,25 +460,19 @@ void Tracer::advance_everywhere(const Value& it) {
 
 bool Tracer::iterator_held(const Value& v) {
   if (v.kind != ValueKind::Iterator || v.identity > -2) return false;
-  std::vector<Value*> roots = state_roots(root_fs_);
-  for (FrameState* fs : inlined_frames_) {
-    std::vector<Value*> more = state_roots(*fs);
-    roots.insert(roots.end(), more.begin(), more.end());
-  }
+  std::vector<Value*> roots = list_roots();
   bool held = false;
   walk_values(roots, [&](Value& w) { held |= w.kind == ValueKind::Iterator && w.identity == v.identity; });
   return held;
 }
 
+// A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each
+// traced frame, an argument list or an autograd ctx (list_roots) and inside other
+// containers, becomes `now` (same identity).
 void Tracer::replace_everywhere(const Value& now) {
   ++changes_;
   note_write(now.identity);
-  replace_in(root_fs_.locals, now);
-  replace_in(root_fs_.stack, now);
-  for (FrameState* fs : inlined_frames_) {
-    replace_in(fs->locals, now);
-    replace_in(fs->stack, now);
-  }
+  for (Value* v : list_roots()) replace_in(*v, now);
 }
 
 // d.copy(), d.update(other, **kw), d.setdefault(k[, v]), d.popitem(), d.clear() and
@@ -571,11 +558,7 @@ std::optional<Status> Tracer::dict_change_method(const std::string& name, const 
 // The dict value with d's identity as the frame holds it now (after a change).
 Value Tracer::dict_now(const Value& d) {
   Value found = d;
-  std::vector<Value*> roots = state_roots(root_fs_);
-  for (FrameState* fs : inlined_frames_) {
-    std::vector<Value*> more = state_roots(*fs);
-    roots.insert(roots.end(), more.begin(), more.end());
-  }
+  std::vector<Value*> roots = list_roots();
   walk_values(roots, [&](Value& v) {
     if (v.kind == ValueKind::Dict && v.identity == d.identity) found = v;
   });

@@ -624,10 +624,12 @@ Status Tracer::op_is_op(const Instruction& ins) {
   // An object guarded by class (path_slot) may be another one at each call.
   const auto known = [&](const Value& v) {
     return v.kind == ValueKind::Const && !is_opaque(v) &&
-           ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || is_singleton(v.obj.get()));
+           ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || is_singleton(v.obj.get()) ||
+            (v.source.kind == Source::Kind::Arg && v.source.attrs.empty() && guarded_by_identity(v.obj.get())));
   };
   // None, True, False against a constant guarded by value (its type and value fixed).
   const auto singleton = [&](const Value& v) { return known(v) && is_singleton(v.obj.get()); };
+  const auto made_list = [&](const Value& v) { return is_traced_list(v) && v.source.kind == Source::Kind::None; };
   const auto pinned = [&](const Value& v) { return v.kind == ValueKind::Const && !is_opaque(v) && v.path_slot < 0 && v.reg < 0; };
   if (known(lhs) && known(rhs)) {
     same = lhs.obj.get() == rhs.obj.get();
@@ -636,10 +638,10 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if ((lhs.kind == ValueKind::Sym && known(rhs) && rhs.obj.get() == Py_None) ||
              (rhs.kind == ValueKind::Sym && known(lhs) && lhs.obj.get() == Py_None)) {
     same = false;  // a number is never None
-  } else if (is_traced_list(lhs) && (is_traced_list(rhs) || known(rhs))) {
-    same = rhs.kind == ValueKind::List && lhs.identity == rhs.identity;  // a list made here is a new object
-  } else if (is_traced_list(rhs) && known(lhs)) {
-    same = false;
+  } else if (is_traced_list(lhs) && is_traced_list(rhs)) {
+    same = lhs.identity == rhs.identity;  // one list (argument lists: guarded so, bind_caller_list)
+  } else if ((made_list(lhs) && known(rhs)) || (made_list(rhs) && known(lhs))) {
+    same = false;  // a list made here is a new object
   } else if (lhs.kind == ValueKind::Object || rhs.kind == ValueKind::Object) {
     // An object made in the frame (not yet given to any call) is no other object.
     same = lhs.kind == rhs.kind && lhs.identity == rhs.identity;

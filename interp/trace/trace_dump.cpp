@@ -127,7 +127,9 @@ std::string describe_value(const PlanValue& v) {
     case PlanValue::Kind::Stores: {
       std::string s = describe_value(v.items[0]) + " after storing";
       for (size_t i = 1; i + 2 < v.items.size(); i += 3) {
-        s += (i > 1 ? ", " : " ") + guards::utf8_lossy(v.items[i + 1].obj.get()) + "=" + describe_value(v.items[i + 2]);
+        const std::string target = v.items[i].kind == PlanValue::Kind::Const ? guards::utf8_lossy(v.items[i + 1].obj.get())
+                                                                        : describe_value(v.items[i]) + "[:]";
+        s += (i > 1 ? ", " : " ") + target + "=" + describe_value(v.items[i + 2]);
       }
       return s;
     }

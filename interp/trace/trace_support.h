@@ -38,6 +38,11 @@ bool is_foldable(PyObject* o);
 bool compares_in_c(PyObject* o);
 // Objects that never change and whose operations run no user code (ops_fold.cpp).
 bool is_immutable_known(PyObject* o);
+// Enum classes whose operations run only the enum module's code, and their members.
+bool is_plain_enum_class(PyObject* cls);
+bool is_plain_enum_member(PyObject* o);
+// Builtins, classes and enum members: arguments guarded by identity (interpreter.cpp).
+bool guarded_by_identity(PyObject* o);
 // operator's function names for BINARY_OP's and COMPARE_OP's arguments ("" if none).
 const char* binary_operator_name(int nb_op);
 const char* compare_operator_name(int cmp);

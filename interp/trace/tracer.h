@@ -122,7 +122,8 @@ class Tracer {
   std::shared_ptr<guards::GuardSet> new_block_guards();
   int path_slots_ = 0;  // path slots used by the plan's guard sets so far (new_block_guards)
   // Whether the root state could be handed to CPython here; the Error says why not.
-  Status can_resume() const;
+  // at_call: a graph break's call would come here (it stores the changed argument lists).
+  Status can_resume(bool at_call = false) const;
   Status can_cut(const Instruction& ins) const;  // ... and a plan step could start here
   bool in_try_block(const Instruction& ins) const;
   Status convert(const Value& v, PlanValue* out, ConvertCtx& ctx);
@@ -385,8 +386,22 @@ class Tracer {
   Status call_dict_method(const std::string& name, const std::vector<Value>& args);
   std::optional<Status> dict_change_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
   Value dict_now(const Value& d);
-  // Lists the trace built, mutated on their symbolic value (ops_lists.cpp).
-  static bool is_traced_list(const Value& v);
+  // Lists the trace built, and the caller's lists (arguments), mutated on their
+  // symbolic value (ops_lists.cpp).
+  bool is_traced_list(const Value& v) const;
+  // Argument lists, by identity: each one's argument slot, and whether the frame changed
+  // it (the plan then gives it its new items as it returns: `arg[:] = items`).
+  struct CallerList {
+    int identity;
+    int arg;
+    bool changed = false;
+    Value now;  // a copy of it (in list_roots: changes reach it)
+  };
+  std::vector<CallerList> caller_lists_;
+  CallerList* caller_list(const Value& v);
+  bool caller_lists_changed() const;
+  void bind_caller_list(PyObject* list, int arg, const std::string& name, Value* v);
+  Status store_caller_lists(PlanValue* stores, ConvertCtx& ctx);
   std::vector<Value*> list_roots();
   // Every copy of `list` in the traced state gets `items`.
   Status set_list_items(const Value& list, std::vector<Value> items, const std::string& what);

@@ -517,7 +517,7 @@ def test_view_passed_to_an_opaque_call_aliases_its_base():
     def f(x, log):
         y = x * 2
         v = y[0]
-        log.append(v)  # the callee keeps the view
+        log.append(v)  # the caller's list keeps the view
         y.add_(1)      # after the break: seen through the kept view
         return y
     compiled = framejit.compile(f)
