@@ -35,7 +35,8 @@ struct BuiltinCalls {
   static std::optional<Status> reversed(Tracer& t, const CallSite& c);
   static std::optional<Status> abs(Tracer& t, const CallSite& c);
   static std::optional<Status> dict(Tracer& t, const CallSite& c);
-  static std::optional<Status> setattr(Tracer& t, const CallSite& c);
+  static std::optional<Status> setattr_on(Tracer& t, const CallSite& c, bool direct);
+  static std::optional<Status> setattr(Tracer& t, const CallSite& c) { return setattr_on(t, c, false); }
   static std::optional<Status> iter_of(Tracer& t, const CallSite& c);
   static std::optional<Status> next_of(Tracer& t, const CallSite& c);
   static std::optional<Status> torch_state(Tracer& t, const CallSite& c);
@@ -91,6 +92,13 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
     PyObject* name = PyUnicode_InternFromString("__getattribute__");
     if (PyObject* ga = name ? _PyType_Lookup(&PyBaseObject_Type, name) : nullptr) {
       (*t)[Py_NewRef(ga)] = [](Tracer& tr, const CallSite& c) { return tr.call_object_getattribute(c); };
+    }
+    Py_XDECREF(name);
+    // object.__setattr__(obj, "name", value) (a frozen dataclass's __init__): the store
+    // itself, past the class's own __setattr__.
+    name = PyUnicode_InternFromString("__setattr__");
+    if (PyObject* sa = name ? _PyType_Lookup(&PyBaseObject_Type, name) : nullptr) {
+      (*t)[Py_NewRef(sa)] = [](Tracer& tr, const CallSite& c) { return BuiltinCalls::setattr_on(tr, c, /*direct=*/true); };
     }
     Py_XDECREF(name);
     // dict.get, unbound (super().get in a dict subclass).
@@ -593,13 +601,14 @@ std::optional<Status> BuiltinCalls::dict(Tracer& t, const CallSite& c) {
   return ok();
 }
 
-// setattr(obj, "name", value) of an object made in the frame: as STORE_ATTR.
-std::optional<Status> BuiltinCalls::setattr(Tracer& t, const CallSite& c) {
-  if (c.args.size() != 3 || c.args[0].kind != ValueKind::Object || c.args[1].kind != ValueKind::Const ||
+// setattr(obj, "name", value) of an object made in the frame: as STORE_ATTR (`direct`:
+// object.__setattr__, past the class's own).
+std::optional<Status> BuiltinCalls::setattr_on(Tracer& t, const CallSite& c, bool direct) {
+  if (c.args.size() != 3 || c.kw_names || c.args[0].kind != ValueKind::Object || c.args[1].kind != ValueKind::Const ||
       !PyUnicode_CheckExact(c.args[1].obj.get())) {
     return std::nullopt;
   }
-  FJ_TRY(t.object_store_attr(c.args[0], guards::utf8_lossy(c.args[1].obj.get()), c.args[2]));
+  FJ_TRY(t.object_store_attr(c.args[0], guards::utf8_lossy(c.args[1].obj.get()), c.args[2], direct));
   t.push(Value::constant(PyRef::borrow(Py_None)));
   return ok();
 }

@@ -13,6 +13,7 @@
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -126,6 +127,14 @@ bool is_plain_enum_class(PyObject* cls) {
 }
 
 bool is_plain_enum_member(PyObject* o) { return is_plain_enum_class(reinterpret_cast<PyObject*>(Py_TYPE(o))); }
+
+// A class of the builtins module (object, int, str, list): its attributes are fixed.
+bool builtin_class(PyObject* o) {
+  if (!PyType_Check(o) || PyType_HasFeature(reinterpret_cast<PyTypeObject*>(o), Py_TPFLAGS_HEAPTYPE)) return false;
+  PyObject* b = PyEval_GetBuiltins();  // borrowed
+  const char* name = reinterpret_cast<PyTypeObject*>(o)->tp_name;
+  return b != nullptr && std::strchr(name, '.') == nullptr && PyDict_GetItemString(b, name) == o;
+}
 
 // Objects that never change and whose operations run no user code: numbers, strings,
 // bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of them.
@@ -458,6 +467,17 @@ std::optional<Status> Tracer::known_attr(const Value& owner, const std::string& 
     return std::nullopt;
   }
   if (name.size() > 4 && name.compare(0, 2, "__") == 0 && !(names_class && PyType_Check(owner.obj.get()))) {
+    if (owner.kind == ValueKind::Const && builtin_class(owner.obj.get())) {
+      // object.__setattr__, int.__add__: a builtin class's own slots never change
+      PyRef slot = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), name.c_str()));
+      if (!slot) {
+        guards::clear_error();
+        return std::nullopt;
+      }
+      if (method) push(Value::null());
+      push(Value::constant(std::move(slot)));
+      return ok();
+    }
     return std::nullopt;  // dunders: the usual steps
   }
   if (plain_exception(owner) && name != "args") return std::nullopt;  // a class's own attributes may run code

@@ -5,8 +5,8 @@
 // traces the class's __init__ on it, and its attributes are values of the trace
 // (tensors stay graph nodes, ints stay symbolic). Only classes whose instances keep
 // every attribute in their __dict__ qualify (plain_instance_class): object's own
-// __new__, __getattribute__ and __setattr__, no __slots__, no C base but object, no
-// metaclass, no __del__. Whatever is read from the class (its __init__, methods,
+// __new__ and __getattribute__, object's or a Python __setattr__ (traced at each store),
+// no __slots__, no C base but object, no metaclass, no __del__. Whatever is read from the class (its __init__, methods,
 // properties, class attributes) is covered by one guard: the class and its bases are
 // not modified since (ClassUnchanged, CPython's type version tag).
 //
@@ -58,7 +58,12 @@ bool plain_instance_class(PyObject* cls) {
   static PyObject* delattr = interned("__delattr__");
   static PyObject* del = interned("__del__");
   static PyObject* slots = interned("__slots__");
-  if (!same_as_object(type, getattribute) || !same_as_object(type, setattr) || !same_as_object(type, delattr) ||
+  // A Python __setattr__ (a frozen dataclass's) is traced on each store; its own
+  // object.__setattr__(self, ...) stores directly.
+  const auto object_or_python = [&](PyObject* name) {
+    return same_as_object(type, name) || PyFunction_Check(_PyType_Lookup(type, name));
+  };
+  if (!same_as_object(type, getattribute) || !object_or_python(setattr) || !object_or_python(delattr) ||
       _PyType_Lookup(type, del) != nullptr) {
     return false;
   }
@@ -432,11 +437,19 @@ std::optional<Status> Tracer::call_object_init(const CallSite& c) {
   return ok();
 }
 
-// obj.name = value on an object made in the frame: a property's setter traced, else the
+// obj.name = value on an object made in the frame: its class's Python __setattr__ traced
+// (unless `direct`: object.__setattr__ itself), a property's setter traced, else the
 // attribute set (in place, keeping its position) on every copy of the object.
-Status Tracer::object_store_attr(const Value& obj, const std::string& name, Value value) {
+Status Tracer::object_store_attr(const Value& obj, const std::string& name, Value value, bool direct) {
   auto* type = reinterpret_cast<PyTypeObject*>(obj.obj.get());
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  static PyObject* setattr_name = interned("__setattr__");
+  PyObject* own_setattr = direct ? nullptr : _PyType_Lookup(type, setattr_name);
+  if (own_setattr != nullptr && PyFunction_Check(own_setattr)) {  // plain_instance_class: else object's
+    FJ_TRY(inline_call(own_setattr, {obj, Value::constant(key), std::move(value)}, nullptr));
+    pop();
+    return ok();
+  }
   PyObject* descr = _PyType_Lookup(type, key.get());
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
     PyRef fset = Py_IS_TYPE(descr, &PyProperty_Type) ? PyRef::steal(PyObject_GetAttrString(descr, "fset")) : PyRef();
@@ -462,6 +475,84 @@ Status Tracer::object_store_attr(const Value& obj, const std::string& name, Valu
   }
   for (Value* r : list_roots()) replace_object(*r, now);
   return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// a op b (`name` "__add__", reflected "__radd__"; a comparison's reflection is "__gt__"
+// for "__lt__") where a or b is an object made in the frame, as CPython dispatches it:
+// the left operand's Python method, then, where it has none or it returns
+// NotImplemented, the right one's reflected method (for numbers only when the classes
+// differ). An in-place operator (`inplace` "__iadd__") tries its own method first. A
+// number, str, None or tensor on either side answers NotImplemented to such an object.
+// nullopt: neither operand is such an object.
+std::optional<Status> Tracer::object_operator(const char* inplace, const char* name, const char* reflected,
+                                              bool compare, const Value& lhs, const Value& rhs) {
+  if (lhs.kind != ValueKind::Object && rhs.kind != ValueKind::Object) return std::nullopt;
+  const std::string what = std::string("operator ") + name + " on " + describe(lhs) + " and " + describe(rhs);
+  const auto plain = [&](const Value& v) {
+    return v.kind == ValueKind::Object || is_tensor(v) || v.kind == ValueKind::Sym ||
+           (v.kind == ValueKind::Const && !is_opaque(v) && v.reg < 0 && is_foldable(v.obj.get()));
+  };
+  if (!plain(lhs) || !plain(rhs)) return unsupported(what + " (not supported yet)");
+  const auto type_of = [](const Value& v) { return reinterpret_cast<PyTypeObject*>(v.obj.get()); };
+  const bool same_class = lhs.kind == rhs.kind && lhs.obj.get() == rhs.obj.get();
+  if (lhs.kind == ValueKind::Object && rhs.kind == ValueKind::Object && !same_class &&
+      PyType_IsSubtype(type_of(rhs), type_of(lhs))) {
+    return unsupported(what + ": a subclass on the right (not supported yet)");
+  }
+  // The method `m` of v's class: a Python function, none (nullptr), or unsupported.
+  const auto method = [&](const Value& v, const char* m, PyObject** fn) -> Status {
+    *fn = nullptr;
+    if (m == nullptr || v.kind != ValueKind::Object) return ok();
+    PyRef key = PyRef::steal(PyUnicode_InternFromString(m));
+    PyObject* found = _PyType_Lookup(type_of(v), key.get());
+    if (found == nullptr || found == _PyType_Lookup(&PyBaseObject_Type, key.get())) return ok();  // object's: NotImplemented
+    if (!PyFunction_Check(found)) return unsupported(what + ": " + m + " is not a Python function (not supported yet)");
+    *fn = found;
+    return ok();
+  };
+  const auto try_call = [&](PyObject* fn, const Value& a, const Value& b, bool* answered) -> Status {
+    *answered = false;
+    if (fn == nullptr) return ok();
+    FJ_TRY(inline_call(fn, {a, b}, nullptr));
+    if (top().kind == ValueKind::Const && top().obj.get() == Py_NotImplemented) {
+      pop();
+      return ok();
+    }
+    *answered = true;
+    return ok();
+  };
+  PyObject* fn = nullptr;
+  bool answered = false;
+  if (inplace != nullptr) {
+    FJ_TRY(method(lhs, inplace, &fn));
+    FJ_TRY(try_call(fn, lhs, rhs, &answered));
+    if (answered) return ok();
+  }
+  FJ_TRY(method(lhs, name, &fn));
+  FJ_TRY(try_call(fn, lhs, rhs, &answered));
+  if (answered) return ok();
+  if (compare || !same_class) {
+    FJ_TRY(method(rhs, reflected, &fn));
+    FJ_TRY(try_call(fn, rhs, lhs, &answered));
+    if (answered) return ok();
+  }
+  return unsupported(what + ": no method answers (CPython raises TypeError)");
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// -v (`name` "__neg__") of an object made in the frame: its class's Python method.
+Status Tracer::object_unary(const char* name, const Value& v) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  PyObject* fn = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(v.obj.get()), key.get());
+  if (fn == nullptr || !PyFunction_Check(fn)) return unsupported(std::string(name) + " of " + describe(v) + " (not supported yet)");
+  return inline_call(fn, {v}, nullptr);
 }
 
 }  // namespace fj::interp

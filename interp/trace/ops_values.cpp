@@ -395,9 +395,26 @@ std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, cons
   return ok();
 }
 
+// a op b with an object made in the frame on either side: its class's Python methods
+// (object_operator), named after operator's functions ("iadd": __iadd__, then __add__).
+std::optional<Status> Tracer::object_binary(int nb_op, const Value& lhs, const Value& rhs) {
+  if (lhs.kind != ValueKind::Object && rhs.kind != ValueKind::Object) return std::nullopt;
+  std::string op = binary_operator_name(nb_op);
+  if (op.empty()) return unsupported("binary operator " + std::to_string(nb_op) + " on " + describe(lhs));
+  if (op.back() == '_') op.pop_back();  // and_, or_
+  std::string inplace;
+  if (nb_op >= kNbInplaceAdd) {
+    inplace = "__" + op + "__";
+    op = op.substr(1);
+  }
+  const std::string name = "__" + op + "__", reflected = "__r" + op + "__";
+  return object_operator(inplace.empty() ? nullptr : inplace.c_str(), name.c_str(), reflected.c_str(), false, lhs, rhs);
+}
+
 Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if (std::optional<Status> s = object_binary(ins.arg, lhs, rhs)) return std::move(*s);
   if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {
     return numpy_operator(ins.arg, /*compare=*/false, lhs, rhs);
   }
@@ -454,6 +471,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
 // (value -- result)
 Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
+  if (v.kind == ValueKind::Object) return object_unary("__neg__", v);
   if (is_number(v)) return number_negative(v);
   if (v.kind == ValueKind::Tensor) {
     FJ_TRY(require_tensor_attr("__neg__"));
@@ -524,9 +542,49 @@ Status Tracer::sequence_equal(const Instruction& ins, const Value& lhs, const Va
   return ok();
 }
 
+// a < b (<=, >, >=) of two tuples or two lists, as CPython orders them: the first
+// items that differ (==, whose truth is guarded) decide; all equal, the lengths do. A
+// named tuple whose class orders as tuple does too.
+Status Tracer::sequence_order(int cmp, const Value& lhs, const Value& rhs) {
+  const auto tuple_order = [](const Value& v) {
+    return !v.obj || (Py_TYPE(v.obj.get()) == &PyType_Type &&
+                      reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_richcompare == PyTuple_Type.tp_richcompare);
+  };
+  if (!tuple_order(lhs) || !tuple_order(rhs)) return unsupported("comparison of " + describe(lhs) + " and " + describe(rhs));
+  const size_t n = std::min(lhs.items.size(), rhs.items.size());
+  for (size_t i = 0; i < n; ++i) {
+    const Value& a = lhs.items[i];
+    const Value& b = rhs.items[i];
+    if (a.kind == ValueKind::Tensor || b.kind == ValueKind::Tensor) {
+      return unsupported("ordering of sequences that hold tensors (not supported yet)");
+    }
+    Instruction op{};
+    op.arg = Py_EQ;
+    push(a);
+    push(b);
+    FJ_TRY(op_compare_op(op));
+    bool equal = false;
+    FJ_TRY(truth(pop(), &equal));
+    if (equal) continue;
+    op.arg = cmp;
+    push(a);
+    push(b);
+    return op_compare_op(op);
+  }
+  const size_t l = lhs.items.size(), r = rhs.items.size();
+  const bool result = cmp == Py_LT ? l < r : cmp == Py_LE ? l <= r : cmp == Py_GT ? l > r : l >= r;
+  push(Value::constant(PyRef::borrow(result ? Py_True : Py_False)));
+  return ok();
+}
+
 Status Tracer::op_compare_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
+  if ((lhs.kind == ValueKind::Object || rhs.kind == ValueKind::Object) && ins.arg != Py_EQ && ins.arg != Py_NE) {
+    static const char* const kCompare[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    static const char* const kReflected[] = {"__gt__", "__ge__", "__eq__", "__ne__", "__lt__", "__le__"};
+    return *object_operator(nullptr, kCompare[ins.arg], kReflected[ins.arg], true, lhs, rhs);
+  }
   if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {
     return numpy_operator(ins.arg, /*compare=*/true, lhs, rhs);
   }
@@ -552,6 +610,10 @@ Status Tracer::op_compare_op(const Instruction& ins) {
   }
   if ((lhs.kind == ValueKind::Object || rhs.kind == ValueKind::Object) && (ins.arg == Py_EQ || ins.arg == Py_NE)) {
     return object_equal(ins.arg == Py_NE, lhs, rhs);
+  }
+  if (lhs.kind == rhs.kind && (lhs.kind == ValueKind::Tuple || lhs.kind == ValueKind::List) && ins.arg != Py_EQ &&
+      ins.arg != Py_NE && !lhs.torch_size && !rhs.torch_size) {
+    return sequence_order(ins.arg, lhs, rhs);
   }
   const bool consts = lhs.kind == ValueKind::Const && rhs.kind == ValueKind::Const && !is_opaque(lhs) && !is_opaque(rhs);
   if (consts && (ins.arg == Py_EQ || ins.arg == Py_NE) && compares_in_c(lhs.obj.get()) &&

@@ -417,9 +417,14 @@ class Tracer {
   std::optional<Status> construct_object(const CallSite& c);
   std::optional<Status> call_tuple_new(const CallSite& c);
   Status object_attr(const Value& obj, const std::string& name, bool method);
-  Status object_store_attr(const Value& obj, const std::string& name, Value value);
+  Status object_store_attr(const Value& obj, const std::string& name, Value value, bool direct = false);
   std::optional<Status> object_getattr(const CallSite& c, bool has);
   Status object_equal(bool ne, const Value& lhs, const Value& rhs);
+  std::optional<Status> object_operator(const char* inplace, const char* name, const char* reflected, bool compare,
+                                        const Value& lhs, const Value& rhs);
+  Status sequence_order(int cmp, const Value& lhs, const Value& rhs);
+  std::optional<Status> object_binary(int nb_op, const Value& lhs, const Value& rhs);
+  Status object_unary(const char* name, const Value& v);
   Status sequence_equal(const Instruction& ins, const Value& lhs, const Value& rhs);
   std::optional<Status> class_attr(const Value& owner, const std::string& name, bool method);
   Status object_super_attr(const Value& obj, PyObject* after, const std::string& name, bool method);
