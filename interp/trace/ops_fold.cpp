@@ -496,7 +496,9 @@ std::optional<Status> Tracer::known_attr(const Value& owner, const std::string& 
     return std::nullopt;
   }
   // int.from_bytes, str.upper read from a builtin class: called by CALL (pure_callable)
-  const bool callable = method && (PyCFunction_Check(v.get()) || Py_IS_TYPE(v.get(), &PyMethodDescr_Type));
+  // ("{}x{}".format read as a value, for a call with *args: a builtin method of the known value)
+  const bool callable = (method && (PyCFunction_Check(v.get()) || Py_IS_TYPE(v.get(), &PyMethodDescr_Type))) ||
+                        (PyCFunction_Check(v.get()) && PyCFunction_GET_SELF(v.get()) == owner.obj.get());
   std::optional<Value> number = callable ? std::nullopt : numpy_scalar_constant(v.get());  // np.finfo(t).eps
   if (!callable && !number && !is_immutable_known(v.get())) return std::nullopt;
   if (method) push(Value::null());

@@ -528,6 +528,16 @@ Status Tracer::load_attr(Value owner, const std::string& name) {
     }
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
+  if (owner.kind == ValueKind::List && owner.path_slot < 0) {  // `push = out.append`: bound to the list until called
+    if (std::optional<Status> s = list_method(owner, name)) {
+      FJ_TRY(std::move(*s));
+      Value self = pop();
+      Value bound = pop();
+      bound.items.push_back(std::move(self));  // a copy of the list: its changes reach it (set_list_items)
+      push(std::move(bound));
+      return ok();
+    }
+  }
   if (std::optional<Status> s = metadata_object_attr(owner, name)) return std::move(*s);
   if (std::optional<Status> s = known_attr(owner, name, /*method=*/false)) return std::move(*s);
   if (std::optional<Status> s = function_attr(owner, name)) return std::move(*s);

@@ -367,6 +367,7 @@ Status Tracer::require_tensor_attr(const std::string& name) {
 // a + b of tuples (or of lists, out of place): a new sequence of their items.
 // nullopt: the operands are not two such sequences.
 std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, const Value& rhs) {
+  if (nb_op == NB_MULTIPLY || nb_op == NB_INPLACE_MULTIPLY) return repeat_sequence(nb_op, lhs, rhs);
   if (nb_op != NB_ADD && nb_op != NB_INPLACE_ADD) return std::nullopt;
   const auto items_of = [](const Value& v, ValueKind* kind, std::vector<Value>* out) {
     if ((v.kind == ValueKind::Tuple || v.kind == ValueKind::List) && !v.obj) {
@@ -390,6 +391,48 @@ std::optional<Status> Tracer::concat_sequences(int nb_op, const Value& lhs, cons
   a.insert(a.end(), b.begin(), b.end());
   Value v = Value::sequence(lk, std::move(a));
   v.torch_size = lhs.torch_size;  // torch.Size + tuple is a torch.Size
+  v.identity = next_identity_++;
+  push(std::move(v));
+  return ok();
+}
+
+// [x] * n, n * (a, b), lst *= n of a tuple or list the trace holds (not a constant
+// one: fold_operator's) and an int, with n's value now (guarded): the items again n
+// times, a new sequence (lst *= n: the same list, changed). nullopt: not such operands.
+std::optional<Status> Tracer::repeat_sequence(int nb_op, const Value& lhs, const Value& rhs) {
+  const auto seq = [](const Value& v) { return (v.kind == ValueKind::Tuple || v.kind == ValueKind::List) && !v.obj; };
+  const auto count = [](const Value& v) {
+    return (v.kind == ValueKind::Sym && v.expr.type() == jit::SymType::Int && !is_numpy_scalar(v)) ||
+           (v.kind == ValueKind::Const && !is_opaque(v) && PyLong_CheckExact(v.obj.get()));
+  };
+  const bool left = seq(lhs) && count(rhs);
+  if (!left && !(nb_op == NB_MULTIPLY && seq(rhs) && count(lhs))) return std::nullopt;
+  const Value& s = left ? lhs : rhs;
+  const Value& c = left ? rhs : lhs;
+  int64_t n = 0;
+  if (c.kind == ValueKind::Sym) {
+    FJ_TRY(specialize(c.expr, "a sequence repeated a symbolic number of times", &n));
+  } else {
+    int overflow = 0;
+    n = PyLong_AsLongLongAndOverflow(c.obj.get(), &overflow);
+    if (overflow != 0) return unsupported("a sequence repeated a huge number of times (CPython raises)");
+  }
+  n = std::max<int64_t>(n, 0);
+  if (!s.items.empty() && static_cast<size_t>(n) > kMaxUnroll / s.items.size()) {
+    return unsupported("a sequence repeated to more than " + std::to_string(kMaxUnroll) + " items");
+  }
+  std::vector<Value> items;
+  for (int64_t k = 0; k < n; ++k) items.insert(items.end(), s.items.begin(), s.items.end());
+  if (nb_op == NB_INPLACE_MULTIPLY && s.kind == ValueKind::List) {
+    if (!is_traced_list(s)) return unsupported("*= of " + describe(s) + " (not supported yet)");
+    FJ_TRY(set_list_items(s, items, "*="));
+    Value now = s;
+    now.items = std::move(items);
+    push(std::move(now));
+    return ok();
+  }
+  Value v = Value::sequence(s.kind, std::move(items));
+  v.torch_size = s.torch_size;  // torch.Size * n is a torch.Size
   v.identity = next_identity_++;
   push(std::move(v));
   return ok();

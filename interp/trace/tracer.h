@@ -424,6 +424,7 @@ class Tracer {
                                         const Value& lhs, const Value& rhs);
   Status sequence_order(int cmp, const Value& lhs, const Value& rhs);
   std::optional<Status> object_binary(int nb_op, const Value& lhs, const Value& rhs);
+  std::optional<Status> repeat_sequence(int nb_op, const Value& lhs, const Value& rhs);
   Status object_unary(const char* name, const Value& v);
   Status sequence_equal(const Instruction& ins, const Value& lhs, const Value& rhs);
   std::optional<Status> class_attr(const Value& owner, const std::string& name, bool method);
