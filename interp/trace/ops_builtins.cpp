@@ -17,6 +17,7 @@ struct BuiltinCalls {
 
   static std::optional<Status> len(Tracer& t, const CallSite& c);
   static std::optional<Status> isinstance(Tracer& t, const CallSite& c);
+  static std::optional<Status> issubclass(Tracer& t, const CallSite& c);
   static std::optional<Status> type_of(Tracer& t, const CallSite& c);
   static std::optional<Status> sum(Tracer& t, const CallSite& c);
   static std::optional<Status> range(Tracer& t, const CallSite& c);
@@ -53,7 +54,7 @@ constexpr const char* kTorchFlags[] = {"_get_deterministic_algorithms", "_get_de
 const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table() {
   static const auto* table = [] {
     static const std::pair<const char*, Handler> kHandlers[] = {
-        {"len", len},         {"isinstance", isinstance}, {"sum", sum},
+        {"len", len},         {"isinstance", isinstance}, {"issubclass", issubclass}, {"sum", sum},
         {"range", range},     {"zip", zip_or_enumerate},  {"enumerate", zip_or_enumerate},
         {"int", number_type}, {"float", number_type},     {"bool", number_type},
         {"super", super},     {"hasattr", hasattr},       {"getattr", getattr},
@@ -165,6 +166,7 @@ std::optional<Status> BuiltinCalls::len(Tracer& t, const CallSite& c) {
     t.push(Value::constant(PyRef::steal(PyLong_FromSsize_t(PyObject_Length(a.obj.get())))));  // a constant's own
     return ok();
   }
+  if (a.kind == ValueKind::Object) return t.object_len(a);
   return unsupported("len() of " + t.describe(a));
 }
 
@@ -223,6 +225,25 @@ std::optional<Status> BuiltinCalls::isinstance(Tracer& t, const CallSite& c) {
   if (r < 0) {
     guards::clear_error();
     return unsupported("isinstance() with " + t.describe(c.args[1]) + " (CPython raises)");
+  }
+  t.push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
+  return ok();
+}
+
+// issubclass(cls, classes) of a class the trace knows (guarded by identity): answered
+// now, as isinstance is.
+std::optional<Status> BuiltinCalls::issubclass(Tracer& t, const CallSite& c) {
+  if (c.args.size() != 2 || c.kw_names) return std::nullopt;
+  const Value& cls = c.args[0];
+  if (cls.kind != ValueKind::Const || is_opaque(cls) || cls.reg >= 0 || cls.path_slot >= 0 || !PyType_Check(cls.obj.get())) {
+    return std::nullopt;
+  }
+  const PyRef classes = classes_of(c.args[1]);
+  if (!classes) return std::nullopt;
+  const int r = PyObject_IsSubclass(cls.obj.get(), classes.get());
+  if (r < 0) {
+    guards::clear_error();
+    return unsupported("issubclass() with " + t.describe(c.args[1]) + " (CPython raises)");
   }
   t.push(Value::constant(PyRef::borrow(r ? Py_True : Py_False)));
   return ok();
@@ -501,8 +522,9 @@ std::optional<Status> BuiltinCalls::number_type(Tracer& t, const CallSite& c) {
 // class is the object the trace guarded), or an exception of a builtin class that
 // the trace made (its text is that of its constant arguments).
 std::optional<Status> BuiltinCalls::str_or_repr(Tracer& t, const CallSite& c) {
-  if (c.args.size() != 1) return std::nullopt;
+  if (c.args.size() != 1 || c.kw_names) return std::nullopt;
   const Value& a = c.args[0];
+  if (a.kind == ValueKind::Object) return t.object_text(a, c.callable.obj.get() == reinterpret_cast<PyObject*>(&PyUnicode_Type));
   if (a.kind != ValueKind::Const || is_opaque(a)) return std::nullopt;
   PyObject* o = a.obj.get();
   const bool made_exception = a.fresh && PyExceptionInstance_Check(o) && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);

@@ -556,3 +556,81 @@ Status Tracer::object_unary(const char* name, const Value& v) {
 }
 
 }  // namespace fj::interp
+
+namespace fj::interp {
+
+// The class's own Python method `name` of an object made in the frame: nullptr where
+// the class has none of its own (object's), `*bad` where it is not a Python function.
+PyObject* Tracer::object_dunder(const Value& v, const char* name, bool* bad) {
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  PyObject* found = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(v.obj.get()), key.get());
+  if (found == nullptr || found == _PyType_Lookup(&PyBaseObject_Type, key.get())) return nullptr;
+  *bad = !PyFunction_Check(found);
+  return *bad ? nullptr : found;
+}
+
+// len(obj): its class's Python __len__, traced; CPython's checks on the result (an int,
+// not negative) where the trace cannot prove them end the trace.
+Status Tracer::object_len(const Value& v) {
+  bool bad = false;
+  PyObject* fn = object_dunder(v, "__len__", &bad);
+  if (fn == nullptr) return unsupported("len() of " + describe(v) + (bad ? " (not supported yet)" : " (CPython raises TypeError)"));
+  FJ_TRY(inline_call(fn, {v}, nullptr));
+  const Value& r = top();
+  const bool int_const = r.kind == ValueKind::Const && !is_opaque(r) && PyLong_CheckExact(r.obj.get()) &&
+                         PyLong_AsLongLong(r.obj.get()) >= 0 && !PyErr_Occurred();
+  guards::clear_error();
+  if (int_const) return ok();
+  if (r.kind == ValueKind::Sym && r.expr.type() == jit::SymType::Int && !is_numpy_scalar(r)) {
+    bool negative = false;
+    FJ_TRY(guard_truth(jit::lt(r.expr, jit::SymExpr::integer(0)), &negative));
+    if (!negative) return ok();
+  }
+  return unsupported("__len__ of " + describe(v) + " gave " + describe(r) + " (CPython checks it)");
+}
+
+// The truth of an object made in the frame: its class's __bool__ (a bool), else its
+// __len__ (not zero), else true.
+Status Tracer::object_truth(const Value& v, bool* out) {
+  bool bad = false;
+  PyObject* fn = object_dunder(v, "__bool__", &bad);
+  if (bad) return unsupported("truth value of " + describe(v) + " (its __bool__ is not Python; not supported yet)");
+  if (fn != nullptr) {
+    FJ_TRY(inline_call(fn, {v}, nullptr));
+    Value r = pop();
+    const bool is_bool = (r.kind == ValueKind::Const && PyBool_Check(r.obj.get())) ||
+                         (r.kind == ValueKind::Sym && r.expr.type() == jit::SymType::Bool && !is_numpy_scalar(r));
+    if (!is_bool) return unsupported("__bool__ of " + describe(v) + " gave " + describe(r) + " (CPython raises TypeError)");
+    return truth(r, out);
+  }
+  PyObject* len = object_dunder(v, "__len__", &bad);
+  if (bad) return unsupported("truth value of " + describe(v) + " (its __len__ is not Python; not supported yet)");
+  if (len == nullptr) {
+    *out = true;
+    return ok();
+  }
+  FJ_TRY(object_len(v));
+  return truth(pop(), out);
+}
+
+// str(obj) / repr(obj): its class's Python __str__ (str; object's falls to __repr__) or
+// __repr__, traced; the result must be a str. nullopt: object's own repr (an address).
+std::optional<Status> Tracer::object_text(const Value& v, bool is_str) {
+  bool bad = false;
+  PyObject* fn = is_str ? object_dunder(v, "__str__", &bad) : nullptr;
+  if (fn == nullptr && !bad) fn = object_dunder(v, "__repr__", &bad);
+  if (bad || fn == nullptr) return std::nullopt;
+  const int writes = writes_;
+  if (Status s = inline_call(fn, {v}, nullptr); s.failed()) {
+    if (raising_ || writes_ != writes || call_raised_) return s;
+    return std::nullopt;  // not traceable inside (reprlib's id()): the call's other steps (an opaque call)
+  }
+  const Value& r = top();
+  if (r.kind != ValueKind::Const || is_opaque(r) || !PyUnicode_Check(r.obj.get())) {
+    return unsupported(std::string(is_str ? "__str__" : "__repr__") + " of " + describe(v) + " gave " + describe(r) +
+                       " (CPython checks it)");
+  }
+  return ok();
+}
+
+}  // namespace fj::interp

@@ -312,16 +312,7 @@ Status Tracer::truth(const Value& v, bool* out) {
     *out = !v.items.empty();
     return ok();
   }
-  if (v.kind == ValueKind::Object) {  // an object without __bool__ or __len__ is true
-    auto* type = reinterpret_cast<PyTypeObject*>(v.obj.get());
-    static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
-    static PyObject* len_name = PyUnicode_InternFromString("__len__");
-    if (_PyType_Lookup(type, bool_name) != nullptr || _PyType_Lookup(type, len_name) != nullptr) {
-      return unsupported("truth value of " + describe(v) + " with __bool__ or __len__ (not supported yet)");
-    }
-    *out = true;
-    return ok();
-  }
+  if (v.kind == ValueKind::Object) return object_truth(v, out);
   if (is_path_dict(v)) {  // `d or {}`: the dict keeps its keys (guarded), so its truth
     *out = !path_dict_keys(v).empty();
     return ok();

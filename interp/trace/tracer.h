@@ -426,6 +426,10 @@ class Tracer {
   std::optional<Status> object_binary(int nb_op, const Value& lhs, const Value& rhs);
   std::optional<Status> repeat_sequence(int nb_op, const Value& lhs, const Value& rhs);
   Status object_unary(const char* name, const Value& v);
+  PyObject* object_dunder(const Value& v, const char* name, bool* bad);
+  Status object_len(const Value& v);
+  Status object_truth(const Value& v, bool* out);
+  std::optional<Status> object_text(const Value& v, bool is_str);
   Status sequence_equal(const Instruction& ins, const Value& lhs, const Value& rhs);
   std::optional<Status> class_attr(const Value& owner, const std::string& name, bool method);
   Status object_super_attr(const Value& obj, PyObject* after, const std::string& name, bool method);

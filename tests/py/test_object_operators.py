@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import framejit
-from conftest import assert_same, same_outcome
+from conftest import assert_same, compiled_whole, same_outcome
 
 
 class Vec:
@@ -57,15 +57,6 @@ class Frozen:
 Shape = collections.namedtuple("Shape", "rows cols")
 
 
-def run_whole(fn, calls):
-    cf = framejit.compile(fn)
-    for args in calls:
-        same_outcome(cf, fn, *args)
-    s = framejit.stats(fn)
-    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, s
-    return s
-
-
 def arithmetic(x, y):
     v = (Vec(x) + Vec(y)) * 3
     w = 2 * Vec(x)
@@ -74,7 +65,7 @@ def arithmetic(x, y):
 
 
 def test_arithmetic_dunders_and_their_reflections():
-    run_whole(arithmetic, [(torch.randn(3), torch.randn(3)), (torch.randn(5), torch.randn(5))])
+    compiled_whole(arithmetic, [(torch.randn(3), torch.randn(3)), (torch.randn(5), torch.randn(5))])
 
 
 def test_a_method_that_returns_notimplemented_hands_over_to_the_reflection():
@@ -100,7 +91,7 @@ def versions(x, a, b):
 
 
 def test_dataclass_ordering_whole():
-    run_whole(versions, [(torch.randn(3), 0, 7), (torch.randn(3), 1, 2), (torch.randn(3), 1, 9), (torch.randn(3), 2, 1)])
+    compiled_whole(versions, [(torch.randn(3), 0, 7), (torch.randn(3), 1, 2), (torch.randn(3), 1, 9), (torch.randn(3), 2, 1)])
 
 
 def sequence_order(x, a, b):
@@ -109,7 +100,7 @@ def sequence_order(x, a, b):
 
 
 def test_tuple_and_list_ordering_of_symbols():
-    run_whole(sequence_order, [(torch.randn(3), 2, 3), (torch.randn(3), 3, 2), (torch.randn(3), 4, 4)])
+    compiled_whole(sequence_order, [(torch.randn(3), 2, 3), (torch.randn(3), 3, 2), (torch.randn(3), 4, 4)])
 
 
 def frozen(x, a):

@@ -1,0 +1,93 @@
+"""len(), truth, str() and repr() of objects made in the frame, through their class's
+Python __len__, __bool__, __str__ and __repr__; issubclass of known classes. Compared
+against eager, CPython's checks on what those methods return included."""
+import pytest
+import torch
+
+import framejit
+from conftest import compiled_whole, same_outcome
+
+
+class Sized:
+    def __init__(self, k):
+        self.k = k
+
+    def __repr__(self):
+        return f"Sized({self.k})"
+
+    def __len__(self):
+        return self.k
+
+
+class Truthy:
+    def __init__(self, v):
+        self.v = v
+
+    def __bool__(self):
+        return self.v > 1
+
+
+class Named:
+    def __str__(self):
+        return "named"
+
+
+class BadBool:
+    def __bool__(self):
+        return 1  # CPython raises TypeError
+
+
+class Base:
+    pass
+
+
+class Child(Base):
+    pass
+
+
+def sized(x, k):
+    w = Sized(k)
+    return repr(w), x * len(w), bool(w), str(w), str(Named()), "yes" if Truthy(k) else "no"
+
+
+def test_len_truth_str_repr_whole():
+    compiled_whole(sized, [(torch.randn(3), 2), (torch.randn(3), 4), (torch.randn(3), 0)])
+
+
+def subclass(x, cls):
+    return x * (2 if issubclass(cls, Child) else 1), issubclass(cls, (Base, int))
+
+
+def test_issubclass_of_a_class_passed_in():
+    compiled_whole(subclass, [(torch.randn(3), Child), (torch.randn(3), Base), (torch.randn(3), int)])
+
+
+@pytest.mark.parametrize("k", [-1, 2])
+def test_a_negative_len_raises_as_eager(k):
+    def f(x, k):
+        return x * len(Sized(k))
+    same_outcome(framejit.compile(f), f, torch.randn(3), k)
+
+
+def test_a_bool_that_is_not_a_bool_raises_as_eager():
+    def f(x):
+        return x * 2 if BadBool() else x
+    same_outcome(framejit.compile(f), f, torch.randn(3))
+
+
+def test_a_repr_that_cannot_be_traced_inside_runs_as_a_call():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Rec:  # its __repr__ (reprlib.recursive_repr) calls id(): not traced
+        a: int
+        t: float
+
+    def f(x, a):
+        y = x * 2
+        r = Rec(a, 1.5)
+        return repr(r), y + a
+    cf = framejit.compile(f)
+    for a in (1, 2):
+        same_outcome(cf, f, torch.randn(3), a)
+    assert framejit.stats(f)["fallbacks"] == 0
