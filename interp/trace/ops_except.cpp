@@ -61,7 +61,7 @@ bool Tracer::handler_on_stack() const {
     if (handler_at(*c->code, c->code->instructions[c->fs->pc].offset) != nullptr) return true;
     if (c->fs->yields) return false;
   }
-  return false;
+  return attribute_error_catchers_ > 0;  // hasattr() around a traced __getattr__: it may catch it
 }
 
 // `exc` (an exception instance) is raised by the current instruction. A handler on

@@ -280,8 +280,9 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
 }
 
 // hasattr(obj, name) / getattr(obj, name[, default]) of an object made in the frame
-// with a constant name: a name the object and its class lack, with no __getattr__ to
-// make one, gives False or the default; else as LOAD_ATTR.
+// with a constant name: a name the object and its class lack gives False or the
+// default, or what the class's Python __getattr__ gives (traced; its AttributeError
+// means False or the default); else as LOAD_ATTR.
 std::optional<Status> Tracer::object_getattr(const CallSite& c, bool has) {
   const Value& obj = c.args[0];
   const Value& name_v = c.args[1];
@@ -289,8 +290,25 @@ std::optional<Status> Tracer::object_getattr(const CallSite& c, bool has) {
   auto* type = reinterpret_cast<PyTypeObject*>(obj.obj.get());
   static PyObject* getattr_name = interned("__getattr__");
   const bool found = attr_index(obj, name_v.obj.get()) >= 0 || _PyType_Lookup(type, name_v.obj.get()) != nullptr;
-  if (!found && _PyType_Lookup(type, getattr_name) == nullptr) {
+  PyObject* hook = _PyType_Lookup(type, getattr_name);
+  if (!found && hook == nullptr) {
     if (!has && c.args.size() != 3) return std::nullopt;  // AttributeError, raised by LOAD_ATTR's path
+    push(has ? Value::constant(PyRef::borrow(Py_False)) : c.args[2]);
+    return ok();
+  }
+  if (!found && PyFunction_Check(hook) && (has || c.args.size() == 3)) {
+    // the class's Python __getattr__ answers: an AttributeError it raises means False
+    // (or the default)
+    ++attribute_error_catchers_;
+    Status s = inline_call(hook, {obj, name_v}, nullptr);
+    --attribute_error_catchers_;
+    if (s.ok() && has) {
+      pop();
+      push(Value::constant(PyRef::borrow(Py_True)));
+    }
+    if (s.ok()) return ok();
+    if (!raising_attribute_error()) return s;
+    raising_.reset();
     push(has ? Value::constant(PyRef::borrow(Py_False)) : c.args[2]);
     return ok();
   }

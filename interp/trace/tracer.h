@@ -373,6 +373,7 @@ class Tracer {
   bool unwind();
   Expected<Value> exception_to_raise(const Value& v);
   bool raising_attribute_error() const;
+  int attribute_error_catchers_ = 0;  // hasattr/getattr calls tracing a __getattr__ (handler_on_stack)
   Status raise_key_error(const Value& key);
   Status hook_catches(PyTypeObject* tp, Status s);
   Status op_build_map(const Instruction&);

@@ -91,3 +91,38 @@ def test_a_repr_that_cannot_be_traced_inside_runs_as_a_call():
     for a in (1, 2):
         same_outcome(cf, f, torch.randn(3), a)
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+class Defaults:
+    def __getattr__(self, name):
+        if name.startswith("w_"):
+            return float(name[2:])
+        raise AttributeError(name)
+
+
+class KeyHook:
+    def __getattr__(self, name):
+        raise KeyError(name)  # not an AttributeError: hasattr lets it out
+
+
+def hooked(x):
+    d = Defaults()
+    return (x * (2 if hasattr(d, "bias") else 3), hasattr(d, "w_2"), getattr(d, "w_5", 0.0),
+            getattr(d, "nope", -1.0))
+
+
+def test_hasattr_and_getattr_through_a_python_getattr():
+    compiled_whole(hooked, [(torch.randn(3),), (torch.randn(4),)])
+
+
+def key_hook(x):
+    try:
+        return x * hasattr(KeyHook(), "a")
+    except KeyError as e:
+        return x - 1, str(e)
+
+
+def test_an_error_other_than_attribute_error_leaves_hasattr():
+    cf = framejit.compile(key_hook)
+    for _ in range(2):
+        same_outcome(cf, key_hook, torch.randn(3))
