@@ -424,6 +424,13 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value value = pop();
   if (is_traced_list(container)) return list_setitem(container, index, value);
   if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
+  if (container.kind == ValueKind::Object) {  // its class's Python __setitem__
+    std::optional<Status> s = python_dunder(container, "__setitem__", {index, std::move(value)});
+    if (!s) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
+    FJ_TRY(std::move(*s));
+    pop();  // its None
+    return ok();
+  }
   if (!is_tensor(container)) return unsupported("item assignment to " + describe(container) + " (not supported yet)");
   if (is_numpy_scalar(value) && value.obj.get() != numpy_attr("float64") && value.expr.type() != jit::SymType::Int) {
     return unsupported("assignment of a NumPy " + std::string(reinterpret_cast<PyTypeObject*>(value.obj.get())->tp_name) +

@@ -297,6 +297,14 @@ Status Tracer::op_get_iter(const Instruction&) {
     }
   } else if (container_items(seq, &it.items).ok()) {
     // an nn.Sequential or nn.ModuleList: its submodules
+  } else if (seq.kind == ValueKind::Object) {
+    // an object of the frame: its class's Python __iter__, which must give an iterator
+    if (std::optional<Status> s = python_dunder(seq, "__iter__", {})) {
+      FJ_TRY(std::move(*s));
+      if (top().kind != ValueKind::Iterator) return unsupported("__iter__ of " + describe(seq) + " gave " + describe(top()));
+      return ok();
+    }
+    return unsupported("iterating over " + describe(seq) + " (not supported yet)");
   } else {
     return unsupported("iterating over " + describe(seq) + " (not supported yet)");
   }

@@ -126,3 +126,60 @@ def test_an_error_other_than_attribute_error_leaves_hasattr():
     cf = framejit.compile(key_hook)
     for _ in range(2):
         same_outcome(cf, key_hook, torch.randn(3))
+
+
+class Stack:
+    def __init__(self):
+        self.items = []
+
+    def push(self, t):
+        self.items.append(t)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __setitem__(self, i, v):
+        self.items[i] = v
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class Evens:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):  # a generator
+        for i in range(self.n):
+            yield i * 2
+
+
+class NotAnIterator:
+    def __iter__(self):
+        return 5  # CPython raises TypeError
+
+
+def container(x, y, n):
+    st = Stack()
+    st.push(x)
+    st.push(y)
+    st[1] = y * 3
+    total = 0
+    for t in st:
+        total = total + t
+    return total, len(st), st[0], x * sum(Evens(n)), list(Evens(n))
+
+
+def test_iteration_and_item_assignment_through_python_dunders():
+    compiled_whole(container, [(torch.randn(3), torch.randn(3), 3), (torch.randn(4), torch.randn(4), 3)])
+
+
+def test_an_iter_that_gives_no_iterator_raises_as_eager():
+    def f(x):
+        for v in NotAnIterator():
+            x = x + v
+        return x
+    same_outcome(framejit.compile(f), f, torch.randn(3))
