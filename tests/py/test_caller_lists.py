@@ -195,3 +195,29 @@ def append_then_break(x, log):
 def test_an_argument_list_changed_before_a_graph_break():
     s = run_both(append_then_break, lambda k: (torch.randn(4 + k), []))
     assert s["graph_breaks"] >= 1 and s["fallbacks"] == 0
+
+
+class _Holder:
+    pass
+
+
+_HOLDER = _Holder()
+_HOLDER.items = []
+
+
+def append_and_read_attribute(x, log):
+    log.append(x)
+    return x * len(_HOLDER.items)  # the same list as log on some calls
+
+
+def test_an_argument_list_that_is_also_an_attribute_list():
+    cf = framejit.compile(append_and_read_attribute)
+    for alias in (False, True, False, True):  # distinct first: the guard must see the alias later
+        _HOLDER.items = []
+        want_log = _HOLDER.items if alias else []
+        want = append_and_read_attribute(torch.ones(2), want_log)
+        _HOLDER.items = []
+        got_log = _HOLDER.items if alias else []
+        got = cf(torch.ones(2), got_log)
+        assert_same(got, want)
+        assert len(got_log) == len(want_log)
