@@ -79,6 +79,22 @@ void Tracer::bind_caller_list(PyObject* list, int arg, const std::string& name, 
   caller_lists_.push_back(CallerList{identity, arg, false, *v});
 }
 
+// v, found at a path: an argument list is traced (its changes wait for the return), so
+// the same list found there too would be read stale. Guarded to stay another object;
+// the trace ends where it is one now.
+Status Tracer::not_a_caller_list(PyObject* v, const guards::PathRoot& root, const std::vector<std::string>& attrs,
+                                 const std::string& text) {
+  if (!PyList_CheckExact(v)) return ok();
+  for (const CallerList& c : caller_lists_) {
+    const std::string arg = "L[" + std::to_string(c.arg) + "]";
+    if (v == in_.args[c.arg]) return unsupported("the list argument " + arg + " found again at " + text + " (not supported yet)");
+    guards::PathRoot arg_root;
+    arg_root.arg = c.arg;
+    guards().add_paths_same(text + " is " + arg, root, attrs, arg_root, {}, false);
+  }
+  return ok();
+}
+
 // The stores that give each changed caller list its items, around *value (the frame's
 // result, or a break's arguments): built first, then stored.
 Status Tracer::store_caller_lists(PlanValue* value, ConvertCtx& ctx) {

@@ -305,16 +305,7 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
   Source child = base.source;
   child.attrs.push_back(step);
   const std::string text = source_text(child);
-  if (PyList_CheckExact(v)) {
-    // An argument list is traced (its changes wait for the return): the same list found
-    // here too would be read stale. Guarded to stay another object.
-    for (const CallerList& c : caller_lists_) {
-      if (v == in_.args[c.arg]) return unsupported("the list argument " + std::to_string(c.arg) + " found again at " + text + " (not supported yet)");
-      guards::PathRoot arg_root;
-      arg_root.arg = c.arg;
-      guards().add_paths_same(text + " is L[" + std::to_string(c.arg) + "]", root, child.attrs, arg_root, {}, false);
-    }
-  }
+  FJ_TRY(not_a_caller_list(v, root, child.attrs, text));
   if (std::optional<Status> s = path_tensor(v, root, child, out, is_module_instance(base.obj.get()))) return std::move(*s);
   if (is_module_instance(v) && !committed_) {
     // By class, not identity: every layer of a stack shares one entry. The plan takes

@@ -401,6 +401,8 @@ class Tracer {
   std::vector<CallerList> caller_lists_;
   CallerList* caller_list(const Value& v);
   bool caller_lists_changed() const;
+  Status not_a_caller_list(PyObject* v, const guards::PathRoot& root, const std::vector<std::string>& attrs,
+                           const std::string& text);
   void bind_caller_list(PyObject* list, int arg, const std::string& name, Value* v);
   Status store_caller_lists(PlanValue* stores, ConvertCtx& ctx);
   std::vector<Value*> list_roots();

@@ -110,3 +110,31 @@ def one_graph(fn, *args, **kwargs):
     assert e.graph_breaks == [], [b.reason for b in e.graph_breaks]
     assert e.graph_count == 1
     framejit.reset()
+
+
+def run_both(fn, make_args, calls=3):
+    """fn eagerly and compiled on equal fresh arguments; the results, the lists
+    afterwards and any exception must match."""
+    cf = framejit.compile(fn)
+    for k in range(calls):
+        torch.manual_seed(k)
+        want_args = make_args(k)
+        torch.manual_seed(k)
+        got_args = make_args(k)
+        want = got = want_exc = got_exc = None
+        try:
+            want = fn(*want_args)
+        except Exception as e:  # noqa: BLE001 - compared below
+            want_exc = e
+        try:
+            got = cf(*got_args)
+        except Exception as e:  # noqa: BLE001
+            got_exc = e
+        assert type(got_exc) is type(want_exc) and str(got_exc) == str(want_exc)
+        for a, b in zip(got_args, want_args):
+            if isinstance(b, list):
+                assert len(a) == len(b), (a, b)
+                assert_same(list(a), list(b))
+        if want_exc is None:
+            assert_same(got, want)
+    return framejit.stats(fn)

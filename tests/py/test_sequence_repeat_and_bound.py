@@ -5,19 +5,12 @@ break and no fallback; argument lists end as eager leaves them."""
 import torch
 
 import framejit
-from conftest import assert_same
+from conftest import run_both
 
 
 def run_whole(fn, make_args, calls=3):
-    cf = framejit.compile(fn)
-    for k in range(calls):
-        torch.manual_seed(k)
-        want_args = make_args(k)
-        torch.manual_seed(k)
-        got_args = make_args(k)
-        assert_same(cf(*got_args), fn(*want_args))
-        assert_same(got_args, want_args)  # argument lists changed as eager changes them
-    s = framejit.stats(fn)
+    """run_both (argument lists end as eager leaves them), with no break or fallback."""
+    s = run_both(fn, make_args, calls)
     assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, s
 
 
