@@ -105,6 +105,10 @@ struct DeoptState {
   std::vector<PlanValue> stack;
   int num_memos = 0;
   std::string reason;                      // why the rest runs in CPython (logs)
+  // The instruction is a raise that leaves the frame (no handler of the frame takes it):
+  // CPython runs that one instruction and unwinds out, so the frame ends there as a
+  // return would; not a graph break, not counted as a deopt.
+  bool raise_exit = false;
 };
 
 // What an opaque call's result must be for the trace after it to hold.

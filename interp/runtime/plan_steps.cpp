@@ -305,9 +305,9 @@ PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run, bool raising)
     stack.push_back(v.kind == PlanValue::Kind::Null ? nullptr : build_value(v, run, no_outs, memo));
     if (v.kind != PlanValue::Kind::Null && stack.back() == nullptr) return release();
   }
-  if (run.st != nullptr && !raising) run.st->counters.deopts++;
+  if (run.st != nullptr && !raising && !state.raise_exit) run.st->counters.deopts++;
   if (log::enabled(log::Channel::GraphBreaks) || log::enabled(log::Channel::Recompiles)) {
-    log::interp().info("{}: resuming {} in CPython at offset {}: {}", raising ? "exception" : "deopt",
+    log::interp().info("{}: resuming {} in CPython at offset {}: {}", raising ? "exception" : state.raise_exit ? "raise" : "deopt",
                        guards::utf8_lossy(co->co_qualname), state.offset, state.reason);
   }
   for (int i = 0; i < n; ++i) Py_XSETREF(f->localsplus[i], locals[static_cast<size_t>(i)]);

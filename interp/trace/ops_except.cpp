@@ -145,6 +145,7 @@ Status Tracer::op_raise_varargs(const Instruction& ins) {
   }
   if (cur_.depth == 0 && can_resume().ok()) {
     deopt_here_ = true;
+    raise_leaves_ = !handler_on_stack();
     take_snapshot();
   }
   return unsupported("raise");

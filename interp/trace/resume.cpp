@@ -89,17 +89,25 @@ bool Tracer::end_with_deopt(const Status& why) {
     return hand_to_cpython(*resume_at_);
   }
   std::shared_ptr<DeoptState> d;
-  const std::string reason = why.error() + " (the rest of the frame runs in CPython)";
+  const bool raise_exit = deopt_here_ && raise_leaves_;
+  const std::string reason =
+      raise_exit ? "the frame raises" : why.error() + " (the rest of the frame runs in CPython)";
   if (save_state(root_fs_, root_fs_.pc, reason, &d).failed()) return false;
-  return deopt_step(d, reason);
+  return deopt_step(d, reason, nullptr, raise_exit);
 }
 
-// The plan ends with a Deopt step at `d` (a graph break, counted), run now.
-bool Tracer::deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at) {
+// The plan ends with a Deopt step at `d` (a graph break, counted), run now; with
+// `raise_exit`, at a raise that leaves the frame (DeoptState::raise_exit: no break).
+bool Tracer::deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at,
+                        bool raise_exit) {
   PlanStep step;
   step.kind = PlanStep::Kind::Deopt;
   step.deopt = d;
   plan_->steps.push_back(std::move(step));
+  if (raise_exit) {
+    d->raise_exit = true;
+    return hand_to_cpython(*d);
+  }
   st_.counters.graph_breaks++;
   entry_->breaks.push_back({reason, location(at != nullptr ? *at : cur_.code->instructions[root_fs_.pc])});
   return hand_to_cpython(*d);

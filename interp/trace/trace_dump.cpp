@@ -163,7 +163,10 @@ std::string describe_plan(const Plan& plan) {
       case PlanStep::Kind::Call: s += "call " + describe_value(st.callable) + " -> r" + std::to_string(st.result_reg) + "\n"; break;
       case PlanStep::Kind::CheckGuards: s += "check " + std::to_string(st.guards->size()) + " guards read after a call\n"; break;
       case PlanStep::Kind::Branch: s += "branch on " + describe_value(st.cond) + " (outcomes traced as they occur)\n"; break;
-      case PlanStep::Kind::Deopt: s += "resume in CPython at offset " + std::to_string(st.deopt->offset) + "\n"; break;
+      case PlanStep::Kind::Deopt:
+        s += (st.deopt->raise_exit ? "raise in CPython at offset " : "resume in CPython at offset ") +
+             std::to_string(st.deopt->offset) + "\n";
+        break;
       case PlanStep::Kind::View: s += "r" + std::to_string(st.result_reg) + " = " + describe_value(st.view) + "\n"; break;
     }
   }

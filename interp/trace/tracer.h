@@ -155,7 +155,8 @@ class Tracer {
   bool end_with_deopt(const Status& why);
   bool deopt_after_last_call(const Status& why);
   bool hand_to_cpython(const DeoptState& state, bool raising = false);
-  bool deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at = nullptr);
+  bool deopt_step(const std::shared_ptr<DeoptState>& d, const std::string& reason, const Instruction* at = nullptr,
+                  bool raise_exit = false);
   Status end_with_unwind(PlanStep step, const std::string& what);
   // The root state before the current instruction, kept to resume CPython there.
   void take_snapshot() {
@@ -732,6 +733,7 @@ class Tracer {
   bool committed_ = false;  // an opaque call ran: from here the trace can only end by deopt
   bool continuation_ = false;  // tracing a branch outcome on a cache hit
   bool deopt_here_ = false;    // the failing instruction is meant to run in CPython (raise)
+  bool raise_leaves_ = false;  // ... and it raises out of the frame: no handler of the frame takes it
   bool call_raised_ = false;   // an opaque call raised while tracing: the frame raises it
   // The trace stopped at object.__getattribute__(obj, name) of a name obj certainly
   // lacks (guarded), in frames without a handler around it: eager raises
