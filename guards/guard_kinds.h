@@ -268,7 +268,7 @@ struct FunctionUnchanged {
   std::string name;  // qualname
   PyRef fn;
   PyRef code, defaults, kwdefaults;
-  PyRef fname, qualname;  // __name__ and __qualname__ (a trace may read them)
+  PyRef fname, qualname, doc, module;  // __name__, __qualname__, __doc__, __module__ (a trace may read them)
   bool check(const CallInputs& in, jit::Bindings& b) const noexcept;
   std::string failure(const CallInputs& in) const;
   std::string text() const;

@@ -192,7 +192,8 @@ void GuardSet::add_function(PyObject* fn) {
   auto* f = reinterpret_cast<PyFunctionObject*>(fn);
   guards_.push_back({FunctionUnchanged{utf8_lossy(f->func_qualname), PyRef::borrow(fn), PyRef::borrow(f->func_code),
                                        PyRef::borrow(f->func_defaults), PyRef::borrow(f->func_kwdefaults),
-                                       PyRef::borrow(f->func_name), PyRef::borrow(f->func_qualname)}});
+                                       PyRef::borrow(f->func_name), PyRef::borrow(f->func_qualname),
+                                       PyRef::borrow(f->func_doc), PyRef::borrow(f->func_module)}});
 }
 
 void GuardSet::add_dicts_empty(std::string name, const std::vector<PyObject*>& dicts) {

@@ -174,15 +174,16 @@ std::string PathMethodIs::text() const {
 bool FunctionUnchanged::check(const CallInputs&, jit::Bindings&) const noexcept {
   auto* f = reinterpret_cast<PyFunctionObject*>(fn.get());
   return f->func_code == code.get() && f->func_defaults == defaults.get() && f->func_kwdefaults == kwdefaults.get() &&
-         f->func_name == fname.get() && f->func_qualname == qualname.get();
+         f->func_name == fname.get() && f->func_qualname == qualname.get() && f->func_doc == doc.get() &&
+         f->func_module == module.get();
 }
 
 std::string FunctionUnchanged::failure(const CallInputs&) const {
-  return "the __code__, __defaults__, __kwdefaults__, __name__ or __qualname__ of inlined function " + name + " changed";
+  return "the __code__, __defaults__, __kwdefaults__, __name__, __qualname__, __doc__ or __module__ of function " + name + " changed";
 }
 
 std::string FunctionUnchanged::text() const {
-  return "inlined function " + name + " keeps its __code__, __defaults__, __kwdefaults__ and names";
+  return "function " + name + " keeps its __code__, __defaults__, __kwdefaults__, names, __doc__ and __module__";
 }
 
 // ---- ClassUnchanged ------------------------------------------------------------

@@ -41,6 +41,7 @@ HANDLERS = {
     "KW_NAMES": "kw_names", "STORE_SUBSCR": "store_subscr",
     # imports of modules already imported (ops_import.cpp)
     "IMPORT_NAME": "import_name", "IMPORT_FROM": "import_from",
+    "LOAD_BUILD_CLASS": "load_build_class",  # ops_classes.cpp
     # calls (ops_call.cpp)
     "CALL": "call", "CALL_FUNCTION_EX": "call_function_ex",
     # operators (ops_values.cpp)

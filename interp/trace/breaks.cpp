@@ -190,6 +190,7 @@ Status Tracer::convert_const(const Value& v, PlanValue* out, const ConvertCtx& c
   if (v.fresh && PyExceptionInstance_Check(v.obj.get())) {
     return unsupported("an exception object made while tracing, returned or live at a graph break");
   }
+  if (v.fresh && PyType_Check(v.obj.get())) return unsupported("a class defined in the frame, returned or live at a graph break");
   if (v.fresh && !ctx.frame_state) return unsupported("returning a function defined in the frame");
   if (v.fresh && has_traced_cells(v.obj.get())) return unsupported("a closure defined in the frame, live at a graph break");
   // A bound method or super() object the trace made holds the traced call's self.
@@ -282,6 +283,9 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
     if (v.identity >= 0) ctx.list_regs[v.identity] = out->reg;
   }
   const size_t first = v.kind == ValueKind::Object ? 1 : 0;  // an object's items start with its class
+  if (first == 1 && v.items[0].fresh) {  // eager's would be of a new class at each call
+    return unsupported("an object of a class defined in the frame, returned or live at a graph break");
+  }
   out->items.resize(v.items.size() - first);
   for (size_t i = first; i < v.items.size(); ++i) {
     FJ_TRY(convert(v.items[i], &out->items[i - first], ctx));

@@ -366,21 +366,34 @@ std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, c
 
 namespace fj::interp {
 
-// f.__code__, f.__name__, f.__qualname__ of a function the trace holds (guarded to keep
-// them, FunctionUnchanged), the co_* fields of a code object (immutable) where they are
+// f.__code__, __name__, __qualname__, __doc__, __module__, __defaults__, __kwdefaults__
+// of a function the trace holds (guarded to keep them, FunctionUnchanged), the co_* fields of a code object (immutable) where they are
 // constants, and a class's __name__, __qualname__ and plain class attributes (guarded by
 // path, see guards::object_attr).
 // nullopt: not one of these.
 std::optional<Status> Tracer::function_attr(const Value& owner, const std::string& name) {
-  if (owner.kind != ValueKind::Const || is_opaque(owner) || owner.fresh) return std::nullopt;
+  if (owner.kind != ValueKind::Const || is_opaque(owner)) return std::nullopt;
   PyObject* o = owner.obj.get();
-  if (PyFunction_Check(o) && (name == "__code__" || name == "__name__" || name == "__qualname__")) {
-    guards().add_function(o);
+  if (owner.fresh && PyType_Check(o)) return fresh_class_attr(owner, name);
+  if (PyFunction_Check(o)) {
+    // A function the frame made (MAKE_FUNCTION) has these as it was made, unless its
+    // defaults are traced values (made_defaults_).
+    if (owner.fresh && made_defaults_.count(o)) return std::nullopt;
     auto* f = reinterpret_cast<PyFunctionObject*>(o);
-    PyObject* v = name == "__code__" ? f->func_code : name == "__name__" ? f->func_name : f->func_qualname;
+    PyObject* v = name == "__code__"         ? f->func_code
+                  : name == "__name__"       ? f->func_name
+                  : name == "__qualname__"   ? f->func_qualname
+                  : name == "__doc__"        ? f->func_doc
+                  : name == "__module__"     ? f->func_module
+                  : name == "__defaults__"   ? (f->func_defaults ? f->func_defaults : Py_None)
+                  : name == "__kwdefaults__" ? (f->func_kwdefaults ? f->func_kwdefaults : Py_None)
+                                             : nullptr;
+    if (v == nullptr) return std::nullopt;
+    if (!owner.fresh) guards().add_function(o);
     push(Value::constant(PyRef::borrow(v)));
     return ok();
   }
+  if (owner.fresh) return std::nullopt;
   if (PyType_Check(o)) {
     Value out;
     if (attr_of(owner, name, &out, /*past_getattribute=*/true).failed()) return std::nullopt;
@@ -397,6 +410,33 @@ std::optional<Status> Tracer::function_attr(const Value& owner, const std::strin
     return ok();
   }
   return std::nullopt;
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// An attribute of a class the frame defined (ops_classes.cpp), from its own namespace
+// (a constant, a function, a property or static method, whose __get__ is C code) or
+// one of type's names (__doc__, __name__...): read now, unguarded, since nothing outside
+// the frame can reach the class to change it. What is not a constant was made by the
+// class statement, anew at each eager call: it must not escape the frame either (fresh).
+std::optional<Status> Tracer::fresh_class_attr(const Value& owner, const std::string& name) {
+  PyObject* cls = owner.obj.get();
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  PyObject* own = key ? PyDict_GetItemWithError(reinterpret_cast<PyTypeObject*>(cls)->tp_dict, key.get()) : nullptr;
+  const bool builtin_get = own != nullptr && (Py_TYPE(own)->tp_descr_get == nullptr || PyFunction_Check(own) ||
+                                              Py_IS_TYPE(own, &PyProperty_Type) || Py_IS_TYPE(own, &PyStaticMethod_Type));
+  const bool type_name = own == nullptr && (name == "__doc__" || name == "__name__" || name == "__qualname__" || name == "__module__");
+  PyRef v = builtin_get || type_name ? PyRef::steal(PyObject_GetAttr(cls, key.get())) : PyRef();
+  if (!v) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  Value out = Value::constant(v);
+  out.fresh = !is_foldable(v.get());
+  push(std::move(out));
+  return ok();
 }
 
 }  // namespace fj::interp

@@ -28,6 +28,7 @@ struct BuiltinCalls {
   static std::optional<Status> getattr(Tracer& t, const CallSite& c) { return t.call_getattr(c, false); }
   static std::optional<Status> list_or_tuple(Tracer& t, const CallSite& c);
   static std::optional<Status> torch_flag(Tracer& t, const CallSite& c);
+  static std::optional<Status> log_once(Tracer& t, const CallSite& c);
   static std::optional<Status> str_or_repr(Tracer& t, const CallSite& c);
   static std::optional<Status> dict_get(Tracer& t, const CallSite& c);
   static std::optional<Status> callable(Tracer& t, const CallSite& c);
@@ -64,6 +65,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
         {"min", min_or_max},  {"max", min_or_max},     {"reversed", reversed},
         {"abs", abs},         {"dict", dict},        {"setattr", setattr},
         {"iter", iter_of},    {"next", next_of},
+        {"__build_class__", [](Tracer& t, const CallSite& c) { return t.call_build_class(c); }},
     };
     // torch's readers of its global state, and its functions that read a tensor's metadata
     static const std::pair<const char*, Handler> kTorch[] = {
@@ -81,6 +83,9 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
       PyObject* f = torch_c ? PyObject_GetAttrString(torch_c, name) : nullptr;
       if (f != nullptr) (*t)[f] = torch_flag;  // the reference is kept with the table
     }
+    // torch._C._log_api_usage_once(key): logs a key the first time only, so calling it
+    // while tracing is what eager's first call does, and later calls do nothing.
+    if (PyObject* f = torch_c ? PyObject_GetAttrString(torch_c, "_log_api_usage_once") : nullptr) (*t)[f] = log_once;
     Py_XDECREF(torch_c);
     PyObject* torch = PyImport_ImportModule("torch");
     for (const auto& [name, handler] : kTorch) {
@@ -127,6 +132,20 @@ std::optional<Status> Tracer::call_builtin(const CallSite& c) {
     return std::nullopt;
   }
   return it->second(*this, c);
+}
+
+std::optional<Status> BuiltinCalls::log_once(Tracer& t, const CallSite& c) {
+  if (c.args.size() != 1 || c.kw_names || c.args[0].kind != ValueKind::Const || is_opaque(c.args[0]) ||
+      !PyUnicode_CheckExact(c.args[0].obj.get())) {
+    return std::nullopt;
+  }
+  PyRef r = PyRef::steal(PyObject_CallOneArg(c.callable.obj.get(), c.args[0].obj.get()));
+  if (!r) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  t.push(Value::constant(std::move(r)));
+  return ok();
 }
 
 // torch._C._get_deterministic_algorithms() & co: the flag's value now, guarded.
@@ -602,6 +621,7 @@ std::optional<Status> BuiltinCalls::list_or_tuple(Tracer& t, const CallSite& c) 
 
 // abs(n) of a symbolic number stays symbolic.
 std::optional<Status> BuiltinCalls::abs(Tracer& t, const CallSite& c) {
+  if (c.args.size() == 1 && t.is_number(c.args[0])) return t.number_unary(c.args[0], jit::Op::Abs, "abs()");
   if (c.args.size() != 1 || c.args[0].kind != ValueKind::Sym || is_numpy_scalar(c.args[0])) return std::nullopt;
   return t.push_sym(jit::abs(c.args[0].expr), "abs()");
 }

@@ -53,7 +53,7 @@ Status Tracer::dispatch_call(CallSite& c) {
   }
   // abs() and round() of a Python number are builtins of numbers, not torch ops.
   const bool numbers_only = pure_callable(c.callable, c.args) &&
-                            std::none_of(c.args.begin(), c.args.end(), [&](const Value& a) { return a.kind == ValueKind::Tensor; });
+                            std::none_of(c.args.begin(), c.args.end(), [&](const Value& a) { return is_tensor(a); });
   const PyOp* torch_op = c.callable.kind == ValueKind::Const && !is_opaque(c.callable) && !numbers_only
                              ? torch_function_op(c.callable.obj.get())
                              : nullptr;

@@ -169,15 +169,15 @@ Status Tracer::number_compare(int cmp, const Value& lhs, const Value& rhs) {
   return ok();
 }
 
-Status Tracer::number_negative(const Value& v) {
+Status Tracer::number_unary(const Value& v, jit::Op op, const std::string& what) {
   const jit::ScalarKind k = graph_.node(v.node).scalar_kind;
-  const jit::ScalarKind rk = k == jit::ScalarKind::Bool ? jit::ScalarKind::Int : k;
+  const jit::ScalarKind rk = k == jit::ScalarKind::Bool ? jit::ScalarKind::Int : k;  // -True, abs(True): ints
   auto t = graph_.full({}, v.node, python_dtype(rk));
-  if (!t) return unsupported("negation: " + t.error());
-  auto n = graph_.pointwise(jit::Op::Neg, {*t});
-  if (!n) return unsupported("negation: " + n.error());
+  if (!t) return unsupported(what + ": " + t.error());
+  auto n = graph_.pointwise(op, {*t});
+  if (!n) return unsupported(what + ": " + n.error());
   auto it = graph_.item(*n, rk);
-  if (!it) return unsupported("negation: " + it.error());
+  if (!it) return unsupported(what + ": " + it.error());
   push(Value::tensor(*it));
   return ok();
 }

@@ -158,7 +158,10 @@ std::string Tracer::object_class_name(const Value& obj) {
 // cls(...) of a plain class: a new object, its __init__ traced on it. nullopt: not such
 // a class (or its version tag cannot be guarded).
 std::optional<Status> Tracer::construct_object(const CallSite& c) {
-  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || c.callable.fresh) return std::nullopt;
+  // A fresh class: a class statement of the frame (ops_classes.cpp).
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || (c.callable.fresh && !PyType_Check(c.callable.obj.get()))) {
+    return std::nullopt;
+  }
   PyObject* cls = c.callable.obj.get();
   // torch.no_grad() & co are call_grad_mode's.
   if (!plain_instance_class(cls) || is_grad_mode_class(cls) || !guards().add_class_unchanged(cls)) return std::nullopt;

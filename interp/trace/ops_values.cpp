@@ -506,7 +506,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
 Status Tracer::op_unary_negative(const Instruction&) {
   Value v = pop();
   if (v.kind == ValueKind::Object) return object_unary("__neg__", v);
-  if (is_number(v)) return number_negative(v);
+  if (is_number(v)) return number_unary(v, jit::Op::Neg, "negation");
   if (v.kind == ValueKind::Tensor) {
     FJ_TRY(require_tensor_attr("__neg__"));
     return call_op(jit::Op::Neg, {v});

@@ -225,6 +225,7 @@ class Tracer {
   Status op_kw_names(const Instruction&);
   Status op_call(const Instruction&);
   Status op_import_name(const Instruction&);  // ops_import.cpp
+  Status op_load_build_class(const Instruction&);  // ops_classes.cpp
   Status op_import_from(const Instruction&);
 
   // ---- CALL, in steps (interp/trace/ops_call.cpp, builtins: ops_builtins.cpp) ----
@@ -281,6 +282,10 @@ class Tracer {
   Status context_var_value(PyObject* var, const Value* dflt);
   // object.__getattribute__(obj, name), as super().__getattribute__(name) calls it.
   std::optional<Status> call_object_getattribute(const CallSite& c);
+  // ops_classes.cpp: a class statement's __build_class__ call, run now for a plain body
+  std::optional<Status> call_build_class(const CallSite& c);
+  std::optional<Status> fresh_class_attr(const Value& owner, const std::string& name);  // ops_attrs.cpp
+  Status plain_class_body(PyCodeObject* body);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
   std::optional<Status> module_generator(PyObject* fn, const std::vector<Value>& args, PyObject* kw_names);
   Status guard_module_tree(PyObject* m, const std::string& text, int depth);
@@ -550,7 +555,7 @@ class Tracer {
   // none is a tensor: computed in the graph as Python computes it.
   Status number_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status number_compare(int cmp, const Value& lhs, const Value& rhs);
-  Status number_negative(const Value& v);
+  Status number_unary(const Value& v, jit::Op op, const std::string& what);  // -v, abs(v)
   bool is_number(const Value& v) const {
     return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
   }

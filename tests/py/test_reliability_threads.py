@@ -108,12 +108,12 @@ def test_threads_racing_to_the_same_miss_trace_once(fast_switching):
 
 def test_waiters_resume_after_a_trace_that_falls_back(fast_switching):
     # A trace that cannot compile releases the waiters too. (An opaque call such as
-    # print is a graph break now, imports and writes to globals are traced; a class
-    # statement is not.)
+    # print is a graph break now, imports, writes to globals and plain class statements
+    # are traced; a class body that calls a function is not.)
     def g(x):
         class Local:
-            pass
-        return x + 1
+            size = len("ab")
+        return x + Local.size
 
     cf = framejit.compile(g)
     x = torch.randn(5)
