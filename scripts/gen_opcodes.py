@@ -68,6 +68,7 @@ HANDLERS = {
     "FORMAT_VALUE": "format_value", "BUILD_STRING": "build_string", "IMPORT_NAME": "import_name",
     # exceptions raised and caught inside the trace (ops_except.cpp)
     "PUSH_EXC_INFO": "push_exc_info", "POP_EXCEPT": "pop_except", "CHECK_EXC_MATCH": "check_exc_match",
+    "WITH_EXCEPT_START": "with_except_start",
     "RERAISE": "reraise", "LOAD_ASSERTION_ERROR": "load_assertion_error", "DELETE_FAST": "delete_fast",
     # sets of known items and calls evaluated now (ops_fold.cpp)
     "BUILD_SET": "build_set", "SET_ADD": "set_add", "SET_UPDATE": "set_update",

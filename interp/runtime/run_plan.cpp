@@ -255,13 +255,13 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
       Py_DECREF(l);
       return it;
     }
-    case PlanValue::Kind::Dict: {
-      PyObject* d = PyDict_New();
+    case PlanValue::Kind::Dict: {  // obj: what makes an empty one of its class (OrderedDict...)
+      PyObject* d = v.obj ? PyObject_CallNoArgs(v.obj.get()) : PyDict_New();
       if (d == nullptr) return nullptr;
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
         PyObject* k = build_value(v.items[i], run, outs, memo);
         PyObject* x = k ? build_value(v.items[i + 1], run, outs, memo) : nullptr;
-        const int rc = x ? PyDict_SetItem(d, k, x) : -1;
+        const int rc = x ? (v.obj ? PyObject_SetItem(d, k, x) : PyDict_SetItem(d, k, x)) : -1;
         Py_XDECREF(k);
         Py_XDECREF(x);
         if (rc < 0) {

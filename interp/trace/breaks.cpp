@@ -273,6 +273,7 @@ Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx
     out->memo = ctx.num_memos++;
   }
   out->obj = v.obj;  // a torch.return_types type, an object's class, or null
+  if (v.kind == ValueKind::Dict) FJ_TRY(dict_maker(v, &out->obj));
   out->kind = v.kind == ValueKind::List     ? PlanValue::Kind::List
               : v.kind == ValueKind::Dict   ? PlanValue::Kind::Dict
               : v.kind == ValueKind::Object ? PlanValue::Kind::Object

@@ -222,6 +222,7 @@ PyObject* known_type(const Value& v, PyObject* cls, bool tensor_value, bool comp
     return v.torch_size ? guards::torch_refs().size_type : v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
   }
   if (v.kind == ValueKind::List) return reinterpret_cast<PyObject*>(&PyList_Type);
+  if (v.kind == ValueKind::Dict && v.identity >= 0) return v.obj ? v.obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
   if (v.kind == ValueKind::Object) return v.obj.get();  // its class (guarded unchanged)
   if (v.kind == ValueKind::Sym) return sym_python_type(v);
   if (v.kind == ValueKind::Const && !is_opaque(v)) return reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
@@ -359,7 +360,7 @@ std::optional<Status> BuiltinCalls::type_of(Tracer& t, const CallSite& c) {
     return ok();
   }
   if (v.kind == ValueKind::Dict) {
-    t.push(Value::constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type))));
+    t.push(Value::constant(v.obj ? v.obj : PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type))));
     return ok();
   }
   const bool tensor = t.is_tensor(v);

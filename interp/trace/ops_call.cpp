@@ -93,6 +93,7 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_context_var(c)) return std::move(*s);
   if (std::optional<Status> s = call_exception_class(c)) return std::move(*s);
   if (std::optional<Status> s = call_tuple_new(c)) return std::move(*s);
+  if (std::optional<Status> s = call_collection(c)) return std::move(*s);
   if (std::optional<Status> s = call_object_init(c)) return std::move(*s);
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
@@ -284,11 +285,7 @@ Status Tracer::call_tensor_method(CallSite& c) {
 // nullopt: the call is neither.
 std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
   if (c.callable.kind == ValueKind::GradModeExit) {  // __exit__(None, None, None) of a with block
-    if (!grad_outer_.empty()) {
-      grad_enabled_ = grad_outer_.back();
-      grad_outer_.pop_back();
-      note_write(-1);  // a generator run ahead saw the mode of the block
-    }
+    leave_grad_block();
     push(Value::constant(PyRef::borrow(Py_None)));
     return ok();
   }
@@ -302,6 +299,14 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
   }
   push(Value::constant(PyRef::steal(mgr)));
   return ok();
+}
+
+// The end of a `with torch.no_grad():` block (its __exit__): the mode outside again.
+void Tracer::leave_grad_block() {
+  if (grad_outer_.empty()) return;
+  grad_enabled_ = grad_outer_.back();
+  grad_outer_.pop_back();
+  note_write(-1);  // a generator run ahead saw the mode of the block
 }
 
 // A symbolic Python number made concrete (its value in this call, guarded to keep it):

@@ -394,8 +394,8 @@ Status Tracer::op_for_iter(const Instruction& ins) {
 
 // (manager -- exit, entered): `with torch.no_grad():` and `with torch.enable_grad():`.
 // The block is traced as it stands; the mode is tracked per recorded node (a node
-// recorded where it is off carries no gradient, see compile_joint). The
-// exception path of the block is never traced (a raise ends the trace).
+// recorded where it is off carries no gradient, see compile_joint). An exception
+// leaving the block restores the mode as it passes (op_with_except_start).
 Status Tracer::op_before_with(const Instruction&) {
   // After an opaque call a failure inside the block could not resume in CPython (the
   // grad mode change is not real while tracing): the block runs there from its start.

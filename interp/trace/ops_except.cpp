@@ -212,6 +212,21 @@ Status Tracer::op_reraise(const Instruction&) {
   return raise_exception(std::move(exc), "an exception raised again after its handler");
 }
 
+// (exit, lasti, previous, exc -- exit, lasti, previous, exc, result): an exception
+// leaves a with block, whose __exit__(type, exc, traceback) runs. That of torch.no_grad()
+// and co restores the grad mode and returns None: the exception goes on (RERAISE).
+Status Tracer::op_with_except_start(const Instruction&) {
+  const auto& stack = cur_.fs->stack;
+  if (stack.size() < 4) return unsupported("WITH_EXCEPT_START below the value stack");
+  const Value& exit = stack[stack.size() - 4];
+  if (exit.kind != ValueKind::GradModeExit) {
+    return unsupported("an exception leaving a with block on " + describe(exit) + " (not supported yet)");
+  }
+  leave_grad_block();
+  push(Value::constant(PyRef::borrow(Py_None)));
+  return ok();
+}
+
 // ( -- AssertionError): a failing `assert`.
 Status Tracer::op_load_assertion_error(const Instruction&) {
   push(Value::constant(PyRef::borrow(PyExc_AssertionError)));

@@ -630,10 +630,12 @@ Status Tracer::load_method(Value owner, const std::string& name) {
   if (std::optional<Status> s = list_method(owner, name)) return std::move(*s);
   if (owner.kind == ValueKind::Dict &&
       (name == "get" || name == "keys" || name == "values" || name == "items" || name == "pop" || name == "copy" ||
-       name == "update" || name == "setdefault" || name == "popitem" || name == "clear")) {
+       name == "update" || name == "setdefault" || name == "popitem" || name == "clear" ||
+       (name == "move_to_end" && owner.obj.get() == ordered_dict_class()))) {
     Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
     PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
-    method.obj = PyRef::borrow(_PyType_Lookup(&PyDict_Type, key.get()));
+    auto* type = reinterpret_cast<PyTypeObject*>(owner.obj ? owner.obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type));
+    method.obj = PyRef::borrow(_PyType_Lookup(type, key.get()));
     push(std::move(method));
     push(std::move(owner));
     return ok();

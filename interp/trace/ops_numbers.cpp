@@ -182,4 +182,49 @@ Status Tracer::number_unary(const Value& v, jit::Op op, const std::string& what)
   return ok();
 }
 
+// `a is b` of two ints (or two bools), symbolic or constant: CPython keeps one object
+// per int in [-5, 256] (and True and False are singletons), so there `is` is `==`,
+// with the range and the answer guarded. Elsewhere unknown (nullopt): a big int may
+// or may not be the same object.
+std::optional<bool> Tracer::numbers_same(const Value& a, const Value& b) {
+  const auto as_expr = [](const Value& v, PyObject** type) -> std::optional<jit::SymExpr> {
+    if (v.kind == ValueKind::Sym && !is_numpy_scalar(v)) {
+      *type = sym_python_type(v);
+      return v.expr;
+    }
+    if (v.kind != ValueKind::Const || is_opaque(v) || v.reg >= 0 || !(PyLong_CheckExact(v.obj.get()) || PyBool_Check(v.obj.get()))) {
+      return std::nullopt;
+    }
+    *type = reinterpret_cast<PyObject*>(Py_TYPE(v.obj.get()));
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(v.obj.get(), &overflow);
+    if (overflow != 0 || n < -5 || n > 256) return std::nullopt;
+    return PyBool_Check(v.obj.get()) ? jit::SymExpr::boolean(n != 0) : jit::SymExpr::integer(n);
+  };
+  PyObject *ta = nullptr, *tb = nullptr;
+  const std::optional<jit::SymExpr> ea = as_expr(a, &ta), eb = as_expr(b, &tb);
+  if (!ea || !eb || ta != tb || (ta != reinterpret_cast<PyObject*>(&PyLong_Type) && ta != reinterpret_cast<PyObject*>(&PyBool_Type))) {
+    return std::nullopt;
+  }
+  std::vector<jit::SymExpr> conds;
+  if (ta == reinterpret_cast<PyObject*>(&PyLong_Type)) {
+    for (const jit::SymExpr& e : {*ea, *eb}) {
+      conds.push_back(jit::ge(e, jit::SymExpr::integer(-5)));
+      conds.push_back(jit::le(e, jit::SymExpr::integer(256)));
+    }
+  }
+  for (const jit::SymExpr& c : conds) {
+    const auto holds = c.eval(hints_);
+    if (!holds || !std::holds_alternative<bool>(*holds) || !std::get<bool>(*holds)) return std::nullopt;
+  }
+  const jit::SymExpr same = jit::eq(*ea, *eb);
+  const auto v = same.eval(hints_);
+  if (!v || !std::holds_alternative<bool>(*v)) return std::nullopt;
+  conds.push_back(std::get<bool>(*v) ? same : jit::logical_not(same));
+  for (const jit::SymExpr& c : conds) {
+    if (!c.is_constant()) guards().add_expr(c, readable(c));
+  }
+  return std::get<bool>(*v);
+}
+
 }  // namespace fj::interp

@@ -102,7 +102,7 @@ std::optional<bool> Tracer::match_flag(const Value& v, unsigned long flag) {
       tp = v.kind == ValueKind::List ? &PyList_Type : v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get()) : &PyTuple_Type;
       break;
     case ValueKind::Dict:
-      tp = &PyDict_Type;
+      tp = v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get()) : &PyDict_Type;
       break;
     case ValueKind::Sym:
       tp = &PyLong_Type;  // int, float and bool: neither

@@ -369,6 +369,7 @@ Status Tracer::dict_subscript(const Value& d, const Value& index) {
   Value key;
   FJ_TRY(dict_key(index, "dict subscript", &key));
   const long at = dict_find(d, key.obj.get());
+  if (at < 0 && d.factory) return default_dict_missing(d, key);
   if (at < 0) return raise_key_error(key);
   push(d.items[static_cast<size_t>(at) + 1]);
   return ok();
@@ -482,9 +483,12 @@ std::optional<Status> Tracer::dict_change_method(const std::string& name, const 
   const size_t nkw = kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(kw_names)) : 0;
   const size_t npos = args.size() - nkw;
   if (args.empty() || args[0].kind != ValueKind::Dict || args[0].identity < 0) return std::nullopt;
+  if (std::optional<Status> s = ordered_dict_method(name, args, kw_names)) return s;
   Value d = args[0];
   if (name == "copy" && args.size() == 1) {
     Value copy = Value::sequence(ValueKind::Dict, d.items);
+    copy.obj = d.obj;  // of d's class, with its factory
+    copy.factory = d.factory;
     copy.identity = next_identity_++;
     push(std::move(copy));
     return ok();

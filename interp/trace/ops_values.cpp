@@ -453,7 +453,8 @@ Status Tracer::op_binary_op(const Instruction& ins) {
     return numpy_operator(ins.arg, /*compare=*/false, lhs, rhs);
   }
   if (std::optional<Status> s = concat_sequences(ins.arg, lhs, rhs)) return std::move(*s);
-  if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && (ins.arg == NB_OR || ins.arg == NB_INPLACE_OR)) {
+  if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && (ins.arg == NB_OR || ins.arg == NB_INPLACE_OR) &&
+      (!rhs.obj || rhs.obj.get() == lhs.obj.get())) {
     // d | e: a copy of d updated with e; d |= e: d itself, updated (on the stack meanwhile)
     Value target = lhs;
     if (ins.arg == NB_OR) {
@@ -751,6 +752,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
   } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {
     same = *s;
   } else if (std::optional<bool> s = paths_same(lhs, rhs); s.has_value()) {
+    same = *s;
+  } else if (std::optional<bool> s = numbers_same(lhs, rhs); s.has_value()) {
     same = *s;
   } else {
     return unsupported("'is' of " + describe(lhs) + " and " + describe(rhs));

@@ -104,6 +104,9 @@ void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& 
 bool plain_key(const Value& v);
 // The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1 (ops_star.cpp).
 long dict_find(const Value& dict, PyObject* key);
+// collections.OrderedDict and collections.defaultdict (borrowed; ops_collections.cpp)
+PyObject* ordered_dict_class();
+PyObject* default_dict_class();
 // The locals and stack of a frame state, as roots for walk_values.
 std::vector<Value*> state_roots(FrameState& fs);
 // A Python number as a SymExpr: symbolic values as they are (a NumPy scalar's too, as

@@ -284,6 +284,11 @@ class Tracer {
   std::optional<Status> call_object_getattribute(const CallSite& c);
   // ops_classes.cpp: a class statement's __build_class__ call, run now for a plain body
   std::optional<Status> call_build_class(const CallSite& c);
+  // ops_collections.cpp: OrderedDict and defaultdict made in the frame
+  std::optional<Status> call_collection(const CallSite& c);
+  Status default_dict_missing(const Value& d, const Value& key);
+  std::optional<Status> ordered_dict_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  Status dict_maker(const Value& d, PyRef* out);
   std::optional<Status> fresh_class_attr(const Value& owner, const std::string& name);  // ops_attrs.cpp
   Status plain_class_body(PyCodeObject* body);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
@@ -367,6 +372,8 @@ class Tracer {
   Status op_return_generator(const Instruction&);
   Status op_yield_value(const Instruction&);
   Status op_raise_varargs(const Instruction&);  // ops_except.cpp
+  Status op_with_except_start(const Instruction&);  // ops_except.cpp
+  void leave_grad_block();  // ops_call.cpp
   Status op_push_exc_info(const Instruction&);
   Status op_pop_except(const Instruction&);
   Status op_check_exc_match(const Instruction&);
@@ -556,6 +563,7 @@ class Tracer {
   Status number_binary(int nb_op, const Value& lhs, const Value& rhs);
   Status number_compare(int cmp, const Value& lhs, const Value& rhs);
   Status number_unary(const Value& v, jit::Op op, const std::string& what);  // -v, abs(v)
+  std::optional<bool> numbers_same(const Value& a, const Value& b);  // `is` of small ints
   bool is_number(const Value& v) const {
     return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
   }

@@ -73,6 +73,7 @@ struct Value {
   jit::NodeId node = -1;       // Tensor (a Python number when the node is an Item node:
                                // int(t), float(t), t.item())
   PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as;
+                               // Dict: its class when not dict (OrderedDict, defaultdict);
                                // Sym: a NumPy scalar type (np.float64...) the number is of
   // Slice: items are start, stop, step (a slice with a symbolic bound; constant
   // slices are Const slice objects)
@@ -101,6 +102,9 @@ struct Value {
   int ctx = -1;                // Const (opaque): the ctx of a custom autograd.Function being traced
                                // (the tracer's table); with `method`: that ctx method, to be called
   Source source;
+  // Dict of a collections.defaultdict (obj: the class): its default_factory, or null
+  // for None (interp/trace/ops_collections.cpp)
+  std::shared_ptr<const Value> factory;
 
   static Value null() { return Value{}; }
   static Value tensor(jit::NodeId n, Source s = {}) {

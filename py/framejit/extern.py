@@ -15,7 +15,7 @@ _DENY = {"detach", "alias", "set_", "numel", "is_tensor", "is_storage", "is_floa
          "can_cast", "promote_types", "get_default_dtype", "is_grad_enabled", "get_device", "manual_seed", "seed", "initial_seed",
          "from_numpy", "from_dlpack", "as_tensor", "tensor", "asarray", "frombuffer", "as_strided",
          "empty", "empty_like", "empty_strided", "empty_permuted", "unique", "unique_consecutive", "nonzero",
-         "masked_select", "bincount", "histc", "repeat_interleave", "combinations", "where", "argwhere",
+         "masked_select", "bincount", "histc", "combinations", "where", "argwhere",
          "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "quantize_per_tensor", "dequantize"}
 # Composite functions that write an argument in place though their names do not end
 # in "_" (and torch's schema does not say so): (name, position of the flag, keyword,

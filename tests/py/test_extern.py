@@ -25,6 +25,7 @@ EXTERN = {
     "tensor_method": (lambda x, w: (x * 2).cumprod(1).sum() + w.cumsum(0).logcumsumexp(1).sum(), X, W),
     "tensor_method_kw": (lambda x, w: x.cumprod(dim=1) * 2 + w.logcumsumexp(dim=0).sum(), X, W),
     "list_argument": (lambda x, w: torch.stack([x, x * 2], 1).sum(1) + torch.atan2(w, w + 1).sum(), X, W),
+    "repeat_interleave": (lambda x, w: x.repeat_interleave(2, dim=0) * 2 + w.repeat_interleave(3).sum(), X, W),
 }
 
 
@@ -51,6 +52,16 @@ def test_a_new_batch_size_does_not_recompile():
         assert_same(cf(x, W), f(x, W))
     s = framejit.stats(f)
     assert s["compiles"] == 1 and s["fallbacks"] == 0, s
+
+
+def test_repeat_interleave_by_a_tensor_stays_eagers():
+    # Its output size depends on the repeats' values: no extern node, eager's result.
+    def f(x, r):
+        return x.repeat_interleave(r, dim=0) + 1
+    cf = framejit.compile(f)
+    for r in (torch.tensor([1, 2]), torch.tensor([3, 0])):
+        x = torch.randn(2, 3)
+        assert_same(cf(x, r), f(x, r))
 
 
 def test_a_new_image_size_gives_eager_results():

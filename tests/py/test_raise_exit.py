@@ -105,3 +105,30 @@ def test_raise_with_a_handler_in_the_frame_still_handled():
     f = framejit.compile(raise_caught_in_frame)
     for n in (1, 5, 6, 2):
         assert_same(f(torch.ones(3), n), raise_caught_in_frame(torch.ones(3), n))
+
+
+def raise_inside_no_grad(x, n):
+    try:
+        with torch.no_grad():
+            y = x * n  # no gradient, whether or not the block raises
+            if n == 3:
+                raise ValueError("three")
+    except ValueError:
+        y = y + x  # the mode outside again: a gradient through x
+    return y, torch.is_grad_enabled()
+
+
+def test_an_exception_leaving_a_no_grad_block_restores_the_mode():
+    f = framejit.compile(raise_inside_no_grad)
+    for requires_grad in (False, True):
+        for n in (2, 3, 3, 4):
+            x = torch.randn(3, requires_grad=requires_grad)
+            x2 = x.detach().clone().requires_grad_(requires_grad)
+            got, want = f(x, n), raise_inside_no_grad(x2, n)
+            assert_same(got[0].detach(), want[0].detach())
+            assert got[0].requires_grad == want[0].requires_grad and got[1] == want[1]
+            if want[0].requires_grad:
+                got[0].sum().backward()
+                want[0].sum().backward()
+                assert_same(x.grad, x2.grad)
+    assert framejit.stats(f)["fallbacks"] == 0
