@@ -7,6 +7,8 @@
 #include "guards/guard_kinds.h"
 #include "guards/py_text.h"
 
+#include <structmember.h>  // T_OBJECT_EX: __slots__ members (after Python.h)
+
 namespace fj::guards {
 namespace {
 
@@ -210,7 +212,13 @@ PyObject* generic_plain_attr(PyObject* obj, PyObject* name, bool* found_descr, P
   }
   static PyObject* object_class = _PyType_Lookup(&PyBaseObject_Type, interned("__class__").get());
   if (descr != nullptr && descr == object_class) return reinterpret_cast<PyObject*>(tp);  // obj.__class__
-  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property, slot
+  if (descr != nullptr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {  // a __slots__ member, read in place
+    const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+    if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return nullptr;
+    PyObject* v = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m->offset);
+    return v != nullptr ? v : m->type == T_OBJECT ? Py_None : nullptr;
+  }
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return nullptr;  // property
   PyObject** dictptr = _PyObject_GetDictPtr(obj);
   PyObject* dict = dictptr != nullptr ? *dictptr : nullptr;
   *dict_out = dict;

@@ -53,7 +53,8 @@ struct PlanValue {
   int memo = -1;                // Tuple, List, Dict, Object: where the built object is remembered for Repeat
   int reg = -1;                 // List, Dict or Object passed to an opaque call: the built object is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)
-  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple; Sym: the
+  PyRef obj;                    // Const; Tuple: when set, the type built from the tuple; Dict: when set,
+                                // what makes an empty one of its class (OrderedDict); Sym: the
                                 // NumPy scalar type the number is made as, when set; Method:
                                 // the name of items[0]'s method, read as a value
                                 // (torch.return_types.max)

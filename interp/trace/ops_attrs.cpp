@@ -302,6 +302,7 @@ std::optional<Status> Tracer::call_getattr(const CallSite& c, bool has) {
     else return unsupported("getattr() of a missing attribute (CPython raises AttributeError)");
     return ok();
   }
+  if (std::optional<Status> s = class_getattr(obj, name, has)) return s;
   Value out;
   if (attr_of(obj, name, &out).ok()) {
     push(has ? Value::constant(PyRef::borrow(Py_True)) : std::move(out));
@@ -437,6 +438,28 @@ std::optional<Status> Tracer::fresh_class_attr(const Value& owner, const std::st
   out.fresh = !is_foldable(v.get());
   push(std::move(out));
   return ok();
+}
+
+}  // namespace fj::interp
+
+namespace fj::interp {
+
+// getattr(cls, name) / hasattr(cls, name) of a class the trace knows, whose metaclass is
+// type: whether the class (its MRO) or type has the name is kept by the class's
+// version tag (guarded), and the value is read as LOAD_ATTR reads it. nullopt: not
+// such a class.
+std::optional<Status> Tracer::class_getattr(const Value& cls, const std::string& name, bool has) {
+  PyObject* o = cls.obj.get();
+  if (!PyType_Check(o) || Py_TYPE(o) != &PyType_Type || cls.reg >= 0 || cls.path_slot >= 0) return std::nullopt;
+  PyRef key = interned_name(name);
+  const bool found = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), key.get()) != nullptr ||
+                     _PyType_Lookup(&PyType_Type, key.get()) != nullptr;
+  if (!found || has) {
+    if (!has || !guards().add_class_unchanged(o)) return std::nullopt;  // a missing one raises: getattr's own steps
+    push(Value::constant(PyRef::borrow(found ? Py_True : Py_False)));
+    return ok();
+  }
+  return load_attr(cls, name);
 }
 
 }  // namespace fj::interp

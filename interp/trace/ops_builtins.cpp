@@ -186,6 +186,10 @@ std::optional<Status> BuiltinCalls::len(Tracer& t, const CallSite& c) {
     return ok();
   }
   if (a.kind == ValueKind::Object) return t.object_len(a);
+  if (t.is_path_dict(a)) {  // a dict found by path: its keys are guarded
+    t.push(Value::constant(PyRef::steal(PyLong_FromSize_t(t.path_dict_keys(a).size()))));
+    return ok();
+  }
   return unsupported("len() of " + t.describe(a));
 }
 

@@ -504,6 +504,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     if (d == nullptr) return unsupported(bad);
     Value v = Value::constant(PyRef::borrow(d));
     v.opaque = !is_foldable(d);  // a mutable default is used as-is, never looked into
+    v.pinned = v.opaque;         // (a sentinel default: `flag is _MISSING` compares it)
     fs.locals[j] = std::move(v);
   }
   // Free variables: each closure cell's content, guarded by the cell itself.

@@ -7,6 +7,9 @@
 // where one leaves the trace the plan makes it with its class (dict_maker). Values
 // that would compute with it as a plain dict (knowable, ==, repr) refuse a dict with a
 // class.
+#include <algorithm>
+#include <iterator>
+
 #include "interp/trace/tracer.h"
 
 namespace fj::interp {
@@ -133,6 +136,23 @@ Status Tracer::dict_maker(const Value& d, PyRef* out) {
     guards::clear_error();
     return unsupported("cannot make the defaultdict's maker");
   }
+  return ok();
+}
+
+// d.name of a dict the frame holds, for a method of dict (or of its class) that
+// call_dict_method answers: (method, d), as LOAD_METHOD pushes them. nullopt: not one.
+std::optional<Status> Tracer::dict_method(const Value& d, const std::string& name) {
+  if (d.kind != ValueKind::Dict) return std::nullopt;
+  static const char* const kNames[] = {"get", "keys", "values", "items", "pop", "copy", "update", "setdefault", "popitem", "clear"};
+  const bool known = std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return name == n; }) ||
+                     (name == "move_to_end" && d.obj.get() == ordered_dict_class());
+  if (!known) return std::nullopt;
+  Value method = Value::tensor_method(name);  // called by CALL (call_dict_method)
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
+  auto* type = reinterpret_cast<PyTypeObject*>(d.obj ? d.obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type));
+  method.obj = PyRef::borrow(_PyType_Lookup(type, key.get()));
+  push(std::move(method));
+  push(d);
   return ok();
 }
 

@@ -529,8 +529,10 @@ Status Tracer::load_attr(Value owner, const std::string& name) {
     }
     return unsupported("tensor attribute '." + name + "' (not supported yet)");
   }
-  if (owner.kind == ValueKind::List && owner.path_slot < 0) {  // `push = out.append`: bound to the list until called
-    if (std::optional<Status> s = list_method(owner, name)) {
+  if ((owner.kind == ValueKind::List && owner.path_slot < 0) || owner.kind == ValueKind::Dict) {
+    // `push = out.append`, `key=d.get`: bound to the list or dict until called
+    std::optional<Status> s = owner.kind == ValueKind::Dict ? dict_method(owner, name) : list_method(owner, name);
+    if (s) {
       FJ_TRY(std::move(*s));
       Value self = pop();
       Value bound = pop();
@@ -628,18 +630,7 @@ Status Tracer::load_method(Value owner, const std::string& name) {
     return ok();
   }
   if (std::optional<Status> s = list_method(owner, name)) return std::move(*s);
-  if (owner.kind == ValueKind::Dict &&
-      (name == "get" || name == "keys" || name == "values" || name == "items" || name == "pop" || name == "copy" ||
-       name == "update" || name == "setdefault" || name == "popitem" || name == "clear" ||
-       (name == "move_to_end" && owner.obj.get() == ordered_dict_class()))) {
-    Value method = Value::tensor_method(name);  // a method of the dict, called by CALL (call_dict_method)
-    PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
-    auto* type = reinterpret_cast<PyTypeObject*>(owner.obj ? owner.obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type));
-    method.obj = PyRef::borrow(_PyType_Lookup(type, key.get()));
-    push(std::move(method));
-    push(std::move(owner));
-    return ok();
-  }
+  if (std::optional<Status> s = dict_method(owner, name)) return std::move(*s);
   Value out;
   if (is_global_module(owner)) {
     FJ_TRY(module_attr_of(owner, name, &out));

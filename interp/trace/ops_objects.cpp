@@ -274,8 +274,10 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
     return unsupported("attribute '" + name + "' of a " + object_class_name(obj) + " made in the frame: a descriptor (not supported yet)");
   }
   // A plain class attribute, fixed by the class's guard: immutable values (and classes
-  // and functions) only, as a list or dict there could change without the class.
+  // and functions); a list or dict there could change without the class: found by the
+  // class's path instead (guarded as LOAD_ATTR on the class is).
   if (!is_foldable(descr) && !PyType_Check(descr) && !PyFunction_Check(descr)) {
+    if (Value out; attr_of(obj.items[0], name, &out, /*past_getattribute=*/true).ok()) return value(std::move(out));
     return unsupported("class attribute '" + name + "' of " + object_class_name(obj) + ", a " + Py_TYPE(descr)->tp_name +
                        " (not supported yet)");
   }

@@ -710,6 +710,20 @@ std::optional<bool> Tracer::paths_same(const Value& a, const Value& b) {
   return same;
 }
 
+// An object argument the trace passed through unguarded, compared by `is` with a
+// known object (`flag is _MISSING`): guarded by identity from here on.
+void Tracer::pin_argument(Value& v) {
+  if (!is_opaque(v) || v.reg >= 0 || v.source.kind != Source::Kind::Arg || !v.source.attrs.empty() || v.source.arg < 0 ||
+      v.source.arg >= in_.num_args) {
+    return;
+  }
+  guards::PathRoot root;
+  root.arg = v.source.arg;
+  guards().add_path(source_text(v.source), root, {}, v.obj.get());
+  v.opaque = false;
+  v.pinned = true;
+}
+
 // (lhs, rhs -- bool)
 Status Tracer::op_is_op(const Instruction& ins) {
   Value rhs = pop();
@@ -720,10 +734,13 @@ Status Tracer::op_is_op(const Instruction& ins) {
   // for the singletons None, True and False.
   // An object guarded by class (path_slot) may be another one at each call.
   const auto known = [&](const Value& v) {
+    if (v.kind == ValueKind::Const && v.pinned && v.reg < 0) return true;
     return v.kind == ValueKind::Const && !is_opaque(v) &&
            ((v.source.kind != Source::Kind::Arg && v.path_slot < 0) || is_singleton(v.obj.get()) ||
             (v.source.kind == Source::Kind::Arg && v.source.attrs.empty() && guarded_by_identity(v.obj.get())));
   };
+  if (known(rhs)) pin_argument(lhs);
+  if (known(lhs)) pin_argument(rhs);
   // None, True, False against a constant guarded by value (its type and value fixed).
   const auto singleton = [&](const Value& v) { return known(v) && is_singleton(v.obj.get()); };
   const auto made_list = [&](const Value& v) { return is_traced_list(v) && v.source.kind == Source::Kind::None; };

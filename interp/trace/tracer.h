@@ -246,6 +246,7 @@ class Tracer {
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
+  std::optional<Status> class_getattr(const Value& cls, const std::string& name, bool has);
   // ---- calls and operators evaluated now on known values (ops_fold.cpp) ----
   bool pure_callable(const Value& callable, const std::vector<Value>& args) const;
   bool knowable(const Value& v, bool specialize) const;
@@ -289,6 +290,7 @@ class Tracer {
   Status default_dict_missing(const Value& d, const Value& key);
   std::optional<Status> ordered_dict_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
   Status dict_maker(const Value& d, PyRef* out);
+  std::optional<Status> dict_method(const Value& d, const std::string& name);
   std::optional<Status> fresh_class_attr(const Value& owner, const std::string& name);  // ops_attrs.cpp
   Status plain_class_body(PyCodeObject* body);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
@@ -564,6 +566,7 @@ class Tracer {
   Status number_compare(int cmp, const Value& lhs, const Value& rhs);
   Status number_unary(const Value& v, jit::Op op, const std::string& what);  // -v, abs(v)
   std::optional<bool> numbers_same(const Value& a, const Value& b);  // `is` of small ints
+  void pin_argument(Value& v);  // ops_values.cpp
   bool is_number(const Value& v) const {
     return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
   }

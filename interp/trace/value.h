@@ -90,6 +90,8 @@ struct Value {
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
                                // method descriptor when self is a Dict
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
+  bool pinned = false;         // ... but its identity is fixed (a default of an inlined function,
+                               // FunctionUnchanged): `is` may compare it
   bool torch_size = false;     // Tuple: a torch.Size (x.shape, x.size())
   int identity = -1;           // Tuple, List built by the frame: which object (copies share it)
   bool fresh = false;          // Const: an object made while tracing (a nested function):

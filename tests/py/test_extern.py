@@ -22,7 +22,8 @@ EXTERN = {
     "avg_pool_nn": (lambda x, w: torch._C._nn.avg_pool2d(x, 2) - w.mean(), X, W),
     "bool_operand": (lambda x, w: torch.cumprod(x > 0, 1).sum() + w.sum(), X, W),
     "int_result": (lambda x, b: torch.bucketize(x, b) + 1, X, torch.tensor([-1.0, 0.0, 1.0])),
-    "tensor_method": (lambda x, w: (x * 2).cumprod(1).sum() + w.cumsum(0).logcumsumexp(1).sum(), X, W),
+    # Positive terms: a sum of signed products can cancel to a value float32 rounding dominates.
+    "tensor_method": (lambda x, w: (x.abs() + 0.5).cumprod(1).sum() + w.cumsum(0).logcumsumexp(1).exp().sum(), X, W),
     "tensor_method_kw": (lambda x, w: x.cumprod(dim=1) * 2 + w.logcumsumexp(dim=0).sum(), X, W),
     "list_argument": (lambda x, w: torch.stack([x, x * 2], 1).sum(1) + torch.atan2(w, w + 1).sum(), X, W),
     "repeat_interleave": (lambda x, w: x.repeat_interleave(2, dim=0) * 2 + w.repeat_interleave(3).sum(), X, W),
