@@ -526,10 +526,10 @@ Status Tracer::op_build_set(const Instruction& ins) {
 
 Status Tracer::set_add(size_t depth) {
   ++changes_;
-  note_write(-1);
   Value item = pop();
   if (depth == 0 || depth > cur_.fs->stack.size()) return unsupported("SET_ADD below the value stack");
   Value set = cur_.fs->stack[cur_.fs->stack.size() - depth];
+  note_write(set.identity >= 0 ? set.identity : -1);  // a set with an identity: what reads it lists it
   if (!fresh_set(set)) return unsupported("SET_ADD to " + describe(set));
   static PyObject* add = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PySet_Type), "add");
   std::optional<Status> s = fold_call(add, {set, item}, nullptr, true, "set.add()");

@@ -18,6 +18,8 @@
 // the trace cannot follow makes the frame resume in CPython before that call.
 #include "interp/trace/tracer.h"
 
+#include <structmember.h>  // T_OBJECT_EX: __slots__ members (after Python.h)
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -57,7 +59,6 @@ bool plain_instance_class(PyObject* cls) {
   static PyObject* setattr = interned("__setattr__");
   static PyObject* delattr = interned("__delattr__");
   static PyObject* del = interned("__del__");
-  static PyObject* slots = interned("__slots__");
   // A Python __setattr__ (a frozen dataclass's) is traced on each store; its own
   // object.__setattr__(self, ...) stores directly.
   const auto object_or_python = [&](PyObject* name) {
@@ -70,19 +71,21 @@ bool plain_instance_class(PyObject* cls) {
   PyObject* mro = type->tp_mro;
   const Py_ssize_t n = mro ? PyTuple_GET_SIZE(mro) : 0;
   if (n < 2 || PyTuple_GET_ITEM(mro, n - 1) != reinterpret_cast<PyObject*>(&PyBaseObject_Type)) return false;
+  // Python classes down to object (__slots__ members are attributes like any other:
+  // object_slot says which names they are).
   for (Py_ssize_t i = 0; i + 1 < n; ++i) {
     auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE) || base->tp_dict == nullptr) return false;
-    // The class itself has no __slots__ (its instances have a __dict__); a base may
-    // declare an empty one (abc.ABC does), which adds no storage.
-    PyObject* s = PyDict_GetItemWithError(base->tp_dict, slots);
-    if (s != nullptr && (i == 0 || !PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 0)) return false;
-    if (PyErr_Occurred()) {
-      guards::clear_error();
-      return false;
-    }
   }
   return true;
+}
+
+// A __slots__ member of the class: a writable member descriptor that holds an object
+// (functools.partial's read-only func is not one).
+bool object_slot(PyObject* descr) {
+  if (descr == nullptr || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return false;
+  const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+  return (m->type == T_OBJECT_EX || m->type == T_OBJECT) && (m->flags & READONLY) == 0;
 }
 
 }  // namespace
@@ -224,7 +227,7 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
     if (at < 0 || method) return unsupported("attribute '" + name + "' of a functools.partial made in the frame (not supported yet)");
     return value(obj.items[static_cast<size_t>(at) + 1]);
   }
-  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr && !object_slot(descr)) {
     if (!Py_IS_TYPE(descr, &PyProperty_Type)) return unsupported("attribute '" + name + "' of a " + object_class_name(obj) + " made in the frame (not supported yet)");
     PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
     if (!fget || !PyFunction_Check(fget.get())) {
@@ -237,6 +240,9 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
   if (const long at = obj.kind == ValueKind::Object ? attr_index(obj, key.get()) : -1; at >= 0) {
     return value(obj.items[static_cast<size_t>(at) + 1]);
   }
+  if (object_slot(descr)) {  // an empty slot
+    return raise_no_attribute(obj, name);
+  }
   if (descr == nullptr) {
     static PyObject* getattr_name = interned("__getattr__");
     if (PyObject* ga = _PyType_Lookup(type, getattr_name); ga != nullptr) {
@@ -244,11 +250,7 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
       if (method) push(Value::null());
       return inline_call(ga, {obj, Value::constant(PyRef::steal(PyUnicode_FromString(name.c_str())))}, nullptr);
     }
-    const std::string text = "'" + object_class_name(obj) + "' object has no attribute '" + name + "'";
-    PyRef args = PyRef::steal(Py_BuildValue("(s)", text.c_str()));
-    std::optional<Value> exc = args ? make_exception(PyExc_AttributeError, args.get()) : std::nullopt;
-    if (!exc) return unsupported(text);
-    return raise_exception(std::move(*exc), text + " (CPython raises AttributeError)");
+    return raise_no_attribute(obj, name);
   }
   if (PyFunction_Check(descr)) {
     if (method) {
@@ -282,6 +284,16 @@ Status Tracer::object_attr(const Value& obj, const std::string& name, bool metho
                        " (not supported yet)");
   }
   return value(Value::constant(PyRef::borrow(descr)));
+}
+
+// AttributeError for obj.name, as CPython's object.__getattribute__ and __setattr__
+// word it, raised by the current instruction.
+Status Tracer::raise_no_attribute(const Value& obj, const std::string& name) {
+  const std::string text = "'" + object_class_name(obj) + "' object has no attribute '" + name + "'";
+  PyRef args = PyRef::steal(Py_BuildValue("(s)", text.c_str()));
+  std::optional<Value> exc = args ? make_exception(PyExc_AttributeError, args.get()) : std::nullopt;
+  if (!exc) return unsupported(text);
+  return raise_exception(std::move(*exc), text + " (CPython raises AttributeError)");
 }
 
 // hasattr(obj, name) / getattr(obj, name[, default]) of an object made in the frame
@@ -474,7 +486,10 @@ Status Tracer::object_store_attr(const Value& obj, const std::string& name, Valu
     return ok();
   }
   PyObject* descr = _PyType_Lookup(type, key.get());
-  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) {
+  if (descr == nullptr && type->tp_dictoffset == 0) {  // only __slots__, and not this name
+    return raise_no_attribute(obj, name);
+  }
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr && !object_slot(descr)) {
     PyRef fset = Py_IS_TYPE(descr, &PyProperty_Type) ? PyRef::steal(PyObject_GetAttrString(descr, "fset")) : PyRef();
     guards::clear_error();
     if (!fset || !PyFunction_Check(fset.get())) {

@@ -73,7 +73,9 @@ Status Tracer::op_delete_subscr(const Instruction&) {
   Value key = pop();
   Value container = pop();
   if (container.kind == ValueKind::Dict && container.identity >= 0) {
-    if (key.kind == ValueKind::Const && !is_opaque(key) && dict_find(container, key.obj.get()) < 0) return raise_key_error(key);
+    const bool missing = key.kind == ValueKind::Const && !is_opaque(key) && dict_find(container, key.obj.get()) < 0;
+    if (missing && container.obj && container.obj.get() == counter_class()) return ok();  // Counter: nothing to delete
+    if (missing) return raise_key_error(key);
     FJ_TRY(call_dict_method("pop", {container, key}));
     pop();
     return ok();

@@ -321,6 +321,7 @@ Status Tracer::call_dict_method(const std::string& name, const std::vector<Value
   if ((name == "keys" || name == "values" || name == "items") && args.size() == 1) {
     Value it;
     it.kind = ValueKind::Iterator;
+    it.method = name;  // which view: keys() & s and co (dict_view_set_op)
     for (size_t j = 0; j < d.items.size(); j += 2) {
       if (name == "keys") it.items.push_back(d.items[j]);
       else if (name == "values") it.items.push_back(d.items[j + 1]);
@@ -370,6 +371,10 @@ Status Tracer::dict_subscript(const Value& d, const Value& index) {
   FJ_TRY(dict_key(index, "dict subscript", &key));
   const long at = dict_find(d, key.obj.get());
   if (at < 0 && d.factory) return default_dict_missing(d, key);
+  if (at < 0 && d.obj && d.obj.get() == counter_class()) {  // Counter's __missing__: 0, not stored
+    push(Value::constant(PyRef::steal(PyLong_FromLong(0))));
+    return ok();
+  }
   if (at < 0) return raise_key_error(key);
   push(d.items[static_cast<size_t>(at) + 1]);
   return ok();
@@ -484,6 +489,7 @@ std::optional<Status> Tracer::dict_change_method(const std::string& name, const 
   const size_t npos = args.size() - nkw;
   if (args.empty() || args[0].kind != ValueKind::Dict || args[0].identity < 0) return std::nullopt;
   if (std::optional<Status> s = ordered_dict_method(name, args, kw_names)) return s;
+  if (std::optional<Status> s = counter_method(name, args, kw_names)) return s;
   Value d = args[0];
   if (name == "copy" && args.size() == 1) {
     Value copy = Value::sequence(ValueKind::Dict, d.items);

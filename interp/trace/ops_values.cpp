@@ -449,12 +449,14 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (std::optional<Status> s = object_binary(ins.arg, lhs, rhs)) return std::move(*s);
+  if (std::optional<Status> s = dict_view_set_op(ins.arg, lhs, rhs)) return std::move(*s);
+  if (std::optional<Status> s = counter_sum(ins.arg, lhs, rhs)) return std::move(*s);
   if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {
     return numpy_operator(ins.arg, /*compare=*/false, lhs, rhs);
   }
   if (std::optional<Status> s = concat_sequences(ins.arg, lhs, rhs)) return std::move(*s);
   if (lhs.kind == ValueKind::Dict && rhs.kind == ValueKind::Dict && (ins.arg == NB_OR || ins.arg == NB_INPLACE_OR) &&
-      (!rhs.obj || rhs.obj.get() == lhs.obj.get())) {
+      (!rhs.obj || rhs.obj.get() == lhs.obj.get()) && (!lhs.obj || lhs.obj.get() != counter_class())) {
     // d | e: a copy of d updated with e; d |= e: d itself, updated (on the stack meanwhile)
     Value target = lhs;
     if (ins.arg == NB_OR) {

@@ -107,6 +107,7 @@ long dict_find(const Value& dict, PyObject* key);
 // collections.OrderedDict and collections.defaultdict (borrowed; ops_collections.cpp)
 PyObject* ordered_dict_class();
 PyObject* default_dict_class();
+PyObject* counter_class();
 // The locals and stack of a frame state, as roots for walk_values.
 std::vector<Value*> state_roots(FrameState& fs);
 // A Python number as a SymExpr: symbolic values as they are (a NumPy scalar's too, as

@@ -291,6 +291,10 @@ class Tracer {
   std::optional<Status> ordered_dict_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
   Status dict_maker(const Value& d, PyRef* out);
   std::optional<Status> dict_method(const Value& d, const std::string& name);
+  std::optional<Status> dict_view_set_op(int nb_op, const Value& lhs, const Value& rhs);
+  Status counter_add(const Value& c, const Value& source);
+  std::optional<Status> counter_method(const std::string& name, const std::vector<Value>& args, PyObject* kw_names);
+  std::optional<Status> counter_sum(int nb_op, const Value& a, const Value& b);
   std::optional<Status> fresh_class_attr(const Value& owner, const std::string& name);  // ops_attrs.cpp
   Status plain_class_body(PyCodeObject* body);
   // m.parameters() & co, run now into an iterator of guarded items (module_iter.cpp).
@@ -567,6 +571,7 @@ class Tracer {
   Status number_unary(const Value& v, jit::Op op, const std::string& what);  // -v, abs(v)
   std::optional<bool> numbers_same(const Value& a, const Value& b);  // `is` of small ints
   void pin_argument(Value& v);  // ops_values.cpp
+  Status raise_no_attribute(const Value& obj, const std::string& name);  // ops_objects.cpp
   bool is_number(const Value& v) const {
     return v.kind == ValueKind::Tensor && jit::is_python_scalar(graph_.node(v.node));
   }

@@ -88,7 +88,8 @@ struct Value {
   std::shared_ptr<const std::vector<int>> reads;  // ... the identities it may read (null: anything)
   bool dict_view = false;      // ... of a dict view: stale at its end too (CPython raises when the size changed)
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
-                               // method descriptor when self is a Dict
+                               // method descriptor when self is a Dict; Iterator: "keys",
+                               // "values" or "items" for a dict's view
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
   bool pinned = false;         // ... but its identity is fixed (a default of an inlined function,
                                // FunctionUnchanged): `is` may compare it

@@ -113,3 +113,41 @@ def test_move_to_end_of_a_missing_key_raises_as_eager():
             raise AssertionError("no KeyError")
         except KeyError as e:
             assert e.args == want
+
+
+def view_set_ops(x, d):
+    k = d.keys()
+    common = k & {"a", "c"}
+    own = {"p": 1, "q": 2}
+    kv = own.keys()
+    own["r"] = 3  # the view sees the new key
+    return (x * len(common), sorted(common), sorted(kv | {"z"}), list({"z"} | k), list(k - {"a"}),
+            list(k ^ {"b", "y"}))
+
+
+def test_set_operators_on_keys_views_as_eager():
+    f = framejit.compile(view_set_ops)
+    for d in ({"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, {"c": 0}):
+        assert_same(f(torch.ones(2), d), view_set_ops(torch.ones(2), d))
+
+
+def counting_with_counter(x, s, vals):
+    c = collections.Counter(s)
+    (ch, n), = c.most_common(1)
+    v = collections.Counter(vals)
+    v.update([1])
+    v.update({2: 3})
+    total = v + collections.Counter({1: 1, 9: 2})
+    del v[12345]  # a Counter ignores a missing key
+    return x * n, ch, c["missing"], total, sorted(total.items()), v.most_common(), type(total).__name__
+
+
+def test_counter_counts_as_eager():
+    f = framejit.compile(counting_with_counter)
+    for s, vals in (("abca", [1, 2, 2]), ("zzzy", [3, 3, 3, 1])):
+        got, want = f(torch.ones(2), s, vals), counting_with_counter(torch.ones(2), s, vals)
+        assert_same(got[0], want[0])
+        assert got[1:3] == want[1:3] and got[4:] == want[4:]
+        same_dicts(got[3], want[3])
+    s = framejit.stats(f)
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0
