@@ -368,7 +368,8 @@ std::optional<Status> Tracer::path_dict_item(const Value& d, const Value& key, c
 namespace fj::interp {
 
 // f.__code__, __name__, __qualname__, __doc__, __module__, __defaults__, __kwdefaults__
-// of a function the trace holds (guarded to keep them, FunctionUnchanged), the co_* fields of a code object (immutable) where they are
+// of a function the trace holds (guarded to keep them, FunctionUnchanged), a property's
+// fget, fset and fdel (read-only), the co_* fields of a code object (immutable) where they are
 // constants, and a class's __name__, __qualname__ and plain class attributes (guarded by
 // path, see guards::object_attr).
 // nullopt: not one of these.
@@ -395,6 +396,15 @@ std::optional<Status> Tracer::function_attr(const Value& owner, const std::strin
     return ok();
   }
   if (owner.fresh) return std::nullopt;
+  if (Py_IS_TYPE(o, &PyProperty_Type) && (name == "fget" || name == "fset" || name == "fdel")) {
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));  // read-only: fixed with the property
+    if (!v) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    push(Value::constant(std::move(v)));
+    return ok();
+  }
   if (PyType_Check(o)) {
     Value out;
     if (attr_of(owner, name, &out, /*past_getattribute=*/true).failed()) return std::nullopt;

@@ -648,6 +648,14 @@ Status Tracer::load_method(Value owner, const std::string& name) {
     return ok();
   }
   if (std::optional<Status> s = class_attr(owner, name, /*method=*/true)) return std::move(*s);
+  if (owner.kind == ValueKind::Const && Py_IS_TYPE(owner.obj.get(), &PyProperty_Type)) {  // prop.fget(obj)
+    if (std::optional<Status> s = function_attr(owner, name); s && s->ok()) {
+      Value got = pop();
+      push(Value::null());
+      push(std::move(got));
+      return ok();
+    }
+  }
   // A method of the object's class: (function, self), traced by inlining the function.
   if (owner.kind == ValueKind::Const && !owner.fresh) {
     PyObject* obj = owner.obj.get();

@@ -355,7 +355,8 @@ std::optional<Status> Tracer::class_attr(const Value& owner, const std::string& 
   PyObject* found = _PyType_Lookup(type, key.get());
   if (found == nullptr) return std::nullopt;
   PyRef value;
-  if (PyFunction_Check(found) || PyType_Check(found) || is_foldable(found)) {
+  // A property read from its class is the property itself (its __get__ of no instance).
+  if (PyFunction_Check(found) || PyType_Check(found) || is_foldable(found) || Py_IS_TYPE(found, &PyProperty_Type)) {
     value = PyRef::borrow(found);
   } else if (Py_IS_TYPE(found, &PyStaticMethod_Type) || Py_IS_TYPE(found, &PyClassMethod_Type)) {
     value = PyRef::steal(Py_TYPE(found)->tp_descr_get(found, nullptr, cls));

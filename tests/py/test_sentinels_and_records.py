@@ -140,3 +140,34 @@ def test_objects_of_slotted_classes_made_in_the_frame():
         assert_same(got[3].a, want[3].a)
     s = framejit.stats(f)
     assert s["graph_breaks"] == 0 and s["fallbacks"] == 0
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def norm(self):
+        return (self.x * self.x + self.y * self.y).sqrt()
+
+    @property
+    def total(self):
+        return self.x + self.y
+
+
+def through_the_class(x, k):
+    p = Point(x, x * k)
+    return Point.norm(p), Point.total.fget(p), Point.total.fset is None
+
+
+def test_methods_and_property_getters_read_from_the_class():
+    f = framejit.compile(through_the_class)
+    for k in (2, 3):
+        assert_same(f(torch.ones(3), k), through_the_class(torch.ones(3), k))
+    s = framejit.stats(f)
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0
+    try:
+        Point.total = property(lambda self: self.x - self.y)  # the class changed: traced again
+        assert_same(f(torch.ones(3), 2), through_the_class(torch.ones(3), 2))
+    finally:
+        Point.total = property(lambda self: self.x + self.y)
