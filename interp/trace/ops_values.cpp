@@ -245,6 +245,17 @@ Status Tracer::add_with_alpha(const PyOp& op, std::vector<Value> operands, const
                    overflow == 0;
   if (!one) {
     const std::optional<jit::SymExpr> a = is_tensor(alpha) || is_number(alpha) || is_numpy_scalar(alpha) ? std::nullopt : as_sym(alpha);
+    // x.add(n, alpha=f) of a float tensor and Python numbers: x + n * f
+    const std::optional<jit::SymExpr> b = is_tensor(operands[1]) || is_number(operands[1]) || is_numpy_scalar(operands[1])
+                                              ? std::nullopt
+                                              : as_sym(operands[1]);
+    if (a && b && a->type() != jit::SymType::Bool && b->type() != jit::SymType::Bool && is_tensor(operands[0]) &&
+        jit::is_floating(graph_.node(operands[0].node).dtype)) {
+      operands[1] = Value::sym(jit::mul(*b, *a));
+      if (Status s = call_op(op.op, operands); s.failed() || !inplace) return s;
+      const Value result = pop();
+      return finish_inplace(operands[0], result.node, first_new, {}, what);
+    }
     if (!a || a->type() == jit::SymType::Bool || !is_tensor(operands[0]) || !is_tensor(operands[1])) {
       return unsupported(what + " with alpha=" + describe(alpha) + " (not supported yet)");
     }

@@ -786,3 +786,20 @@ def test_add_and_sub_with_alpha_as_an_optimizer_step_writes_them():
     assert framejit.stats(step)["fallbacks"] == 0 and framejit.stats(ints)["fallbacks"] == 0
     with pytest.raises(RuntimeError, match="alpha"):
         ci(torch.arange(3), torch.arange(3), 0.5)  # eager raises: a float alpha for int tensors
+
+
+def test_add_and_sub_of_a_python_number_with_alpha():
+    def f(x, n, a):
+        y = x.clone()
+        y.add_(n, alpha=a)
+        return x.add(n, alpha=a), x.sub(2.5, alpha=a), torch.add(x, n, alpha=2), y
+
+    def ints(x, n):
+        return x.add(n, alpha=0.5)  # eager raises: a float alpha for an int tensor
+
+    cf, ci = framejit.compile(f), framejit.compile(ints)
+    for n, a in ((1, 2.0), (3, 4.0), (2, -0.5), (3, 3)):
+        x = torch.randn(4)
+        assert_same(cf(x, n, a), f(x, n, a))
+    assert framejit.stats(f)["fallbacks"] == 0 and framejit.stats(f)["graph_breaks"] == 0
+    same_outcome(ci, ints, torch.arange(3), 2, errors=(RuntimeError,))
