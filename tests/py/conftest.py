@@ -13,6 +13,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # that a child imports the same framejit as the tests (a worktree's build on
 # PYTHONPATH rather than the main checkout's editable install found through site).
 PYTHON = [sys.executable, "-S"] if sys.flags.no_site else [sys.executable]
+# tests/ on the path: a test may use the corpus's classes (tests/corpus) rather than copy them.
+if os.path.join(ROOT, "tests") not in sys.path:
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 
 @pytest.fixture(autouse=True)

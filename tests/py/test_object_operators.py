@@ -10,6 +10,7 @@ import torch
 
 import framejit
 from conftest import assert_same, compiled_whole, same_outcome
+from corpus.cases_records import Frozen
 
 
 class Vec:
@@ -43,15 +44,6 @@ class Vec:
 class Version:
     major: int
     minor: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Frozen:
-    a: int
-    b: int = 2
-
-    def area(self):
-        return self.a * self.b
 
 
 Shape = collections.namedtuple("Shape", "rows cols")

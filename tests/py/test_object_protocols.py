@@ -6,6 +6,7 @@ import torch
 
 import framejit
 from conftest import compiled_whole, same_outcome
+from corpus import cases_classes
 
 
 class Sized:
@@ -128,24 +129,9 @@ def test_an_error_other_than_attribute_error_leaves_hasattr():
         same_outcome(cf, key_hook, torch.randn(3))
 
 
-class Stack:
-    def __init__(self):
-        self.items = []
-
-    def push(self, t):
-        self.items.append(t)
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, i):
-        return self.items[i]
-
+class Stack(cases_classes.Stack):  # push, len, [i], iteration; and item assignment
     def __setitem__(self, i, v):
         self.items[i] = v
-
-    def __iter__(self):
-        return iter(self.items)
 
 
 class Evens:
