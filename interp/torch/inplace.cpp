@@ -676,6 +676,12 @@ bool Tracer::aliasing_view(NodeId n, ConvertCtx& ctx, PlanValue* out) {
         return false;
     }
     v.items.push_back(std::move(step));
+    if (autograd_ && detached_.count(*it) != 0) {
+      PlanValue detach;
+      detach.kind = PlanValue::Kind::Tuple;
+      detach.items.push_back(constant(PyUnicode_FromString("detach")));
+      v.items.push_back(std::move(detach));
+    }
   }
   *out = std::move(v);
   return true;

@@ -192,17 +192,22 @@ std::optional<Status> Tracer::tensor_meta_attr(const Value& t, const std::string
     return ok();
   } else if (name == "requires_grad") {
     FJ_TRY(require_tensor_attr(name));
-    bool needs_grad = false;
     for (NodeId p : input_ancestors(t.node)) {
-      const auto index = static_cast<size_t>(graph_.node(p).index);
-      const InputRef ref = placeholder_slot_[index];
-      if (ref.kind == InputRef::Kind::Reg) return unsupported("requires_grad of a graph break's result (not supported yet)");
-      const bool r = index < placeholder_requires_grad_.size() && placeholder_requires_grad_[index];
-      if (p == t.node) needs_grad = r;
-      else if (r) return unsupported("requires_grad of a tensor computed from one that requires grad (not supported yet)");
+      if (placeholder_slot_[static_cast<size_t>(graph_.node(p).index)].kind == InputRef::Kind::Reg) {
+        return unsupported("requires_grad of a graph break's result (not supported yet)");
+      }
     }
     if (!markers_.empty()) return unsupported("requires_grad in a frame with custom autograd Functions (not supported yet)");
-    obj = needs_grad ? Py_True : Py_False;
+    // What eager's autograd records: a float tensor made, with grad mode on, from one
+    // that requires grad (the mode of each node as traced; inputs' flags guarded). A
+    // view made under no_grad keeps its base's flag in eager: not modelled.
+    for (NodeId v = t.node; view_parent_.count(v) != 0; v = view_parent_.at(v)) {
+      const auto id = static_cast<size_t>(v);
+      if (detached_.count(v) == 0 && id < node_grad_.size() && node_grad_[id] == 0 && node_needs_grad(view_parent_.at(v))) {
+        return unsupported("requires_grad of a view made under no_grad (not supported yet)");
+      }
+    }
+    obj = node_needs_grad(t.node) ? Py_True : Py_False;
   } else {
     return std::nullopt;
   }

@@ -376,12 +376,13 @@ Status Tracer::lower_contiguous(const OpCall& c) {
   return push_built(graph_.pointwise(is_bool ? jit::Op::BitwiseAnd : jit::Op::Mul, {c.x, one}), c.what);
 }
 
-// detach(input): a view of the input of its own, as eager's (a frame that records
-// autograd would need it cut from the graph: not traced there).
+// detach(input): a view of the input of its own, as eager's, recorded without grad
+// so that no gradient flows through it.
 Status Tracer::lower_detach(const OpCall& c) {
-  if (autograd_) return unsupported(c.what + " where tensors require grad (not supported yet)");
   auto a = graph_.alias(c.x);
   if (!a) return unsupported(c.what + ": " + a.error());
+  record_without_grad(*a);
+  detached_.insert(*a);
   mark_view(*a, c.x);
   if (may_be_noncontig(c.x)) mark_noncontig(*a);
   push(Value::tensor(*a));
