@@ -154,6 +154,16 @@ bool torch_builtin(PyObject* fn) {
   return module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "torch") == 0;
 }
 
+// The function that functools.lru_cache wraps, when `fn` is such a wrapper of a
+// Python function; else null.
+PyObject* lru_cached_target(PyObject* fn) {
+  static PyObject* const wrapper = lookup_attr("functools", "_lru_cache_wrapper");
+  if (wrapper == nullptr || !PyType_Check(wrapper) || Py_TYPE(fn) != reinterpret_cast<PyTypeObject*>(wrapper)) return nullptr;
+  PyRef wrapped = PyRef::steal(PyObject_GetAttrString(fn, "__wrapped__"));
+  if (!wrapped) PyErr_Clear();
+  return wrapped && PyFunction_Check(wrapped.get()) ? wrapped.get() : nullptr;  // the wrapper holds it
+}
+
 }  // namespace
 
 // A call that could not be traced (`failed` says why) runs as it is, as a plan step
@@ -203,6 +213,20 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
   PyObject* target = c.callable.obj.get();
   if (PyObject* fn = compiled_function_target(target)) target = fn;
+  // functools.lru_cache / cache: the function it wraps is traced, for arguments that
+  // are numbers, strings and tuples of them (what eager's cache would key on by value)
+  // and a result of the same kind (eager hands out the cached object itself). The
+  // cache is neither read nor filled.
+  const bool cached = lru_cached_target(target) != nullptr;
+  if (cached) {
+    for (const Value& a : c.args) {
+      if (!knowable(a, /*specialize=*/true)) {
+        return opaque_call(c, unsupported("an lru_cache function called with " + describe(a) + " (not supported yet)"),
+                           std::move(c.args));
+      }
+    }
+    target = lru_cached_target(target);
+  }
   if (PyMethod_Check(target) && PyFunction_Check(PyMethod_GET_FUNCTION(target))) {
     Value self = Value::constant(PyRef::borrow(PyMethod_GET_SELF(target)));
     self.opaque = true;
@@ -229,6 +253,10 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (std::optional<Status> s = module_generator(target, c.args, c.kw_names.get())) return std::move(*s);
   const int writes = writes_;
   Status s = inline_call(target, std::move(c.args), c.kw_names.get());
+  if (s.ok() && cached && !knowable(top(), /*specialize=*/true)) {
+    const Value r = pop();
+    s = unsupported("an lru_cache function's result " + describe(r) + " (eager returns its cached object)");
+  }
   if (s.ok() && new_fn && needs_own_init(c.callable.obj.get(), top())) {
     pop();
     s = unsupported("construction of a " + describe(c.callable) + " object (not supported yet)");

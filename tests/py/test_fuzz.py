@@ -95,6 +95,30 @@ def test_checker_accepts_an_integer_only_where_eager_depends_on_layout():
     assert not good(fn, [t, y], wrong, contiguous_answer)  # t.long() is the same in any layout
 
 
+def test_checker_judges_floats_against_the_program_in_float64():
+    good = fuzz_check._as_good_as_eager
+
+    def cancel(t, f):  # the variance of a constant: 0 exactly, eager's float32 is noise
+        c = torch.clamp(t, f, f)
+        return 1.0 / c.var(), float(c.var())
+
+    t = torch.tensor([-0.11, -1.9, 3.9, -0.2, -2.9, -0.98, -2.4])
+    eager = cancel(t, -0.932)
+    assert eager[0].item() != float("inf")  # eager's own answer is not 1/0
+    assert good(cancel, [t, -0.932], (torch.tensor(float("inf")), 0.0), eager)  # the exact answer
+
+    def chaotic(t):  # sin of about 2.8e23: one ulp of exp moves it anywhere in [-1, 1]
+        return torch.sin(torch.exp(t)), float(torch.sin(torch.exp(t)).sum())
+
+    t = torch.tensor([54.0, 1.0])
+    eager = chaotic(t)
+    noise = (eager[0] + torch.tensor([0.5, 0.0]), eager[1] + 0.5)
+    assert good(chaotic, [t], noise, eager)  # element 0: no digit of eager's is right
+    wrong = (eager[0] + torch.tensor([0.0, 0.5]), eager[1])
+    assert not good(chaotic, [t], wrong, eager)  # element 1 is well conditioned
+    assert not good(lambda t: float(t.sum()), [t], 55.5, 55.0)  # a wrong Python float
+
+
 def test_checker_and_shrinker_on_a_planted_bug(monkeypatch, tmp_path):
     # A framejit that gets sigmoid wrong: the checker must notice, the shrinker must
     # cut the program down to the statement that matters, and the written test fail.
