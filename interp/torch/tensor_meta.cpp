@@ -105,7 +105,7 @@ bool is_torch_metadata_object(PyObject* o) {
 
 bool Tracer::is_meta_method(const std::string& name) {
   static const char* const kNames[] = {"stride", "is_contiguous", "element_size", "is_floating_point",
-                                       "is_complex", "get_device", "nelement", "is_signed"};
+                                       "is_complex", "get_device", "nelement", "is_signed", "storage_offset"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -223,7 +223,15 @@ Status Tracer::call_meta_method(const std::string& name, const std::vector<Value
   const jit::Node& n = graph_.node(node);
   const DType d = n.dtype;
   const std::string what = "." + name + "()";
-  if (kw_names != nullptr) return unsupported("keyword arguments to " + what + " (not supported yet)");
+  std::vector<Value> a = args;
+  if (kw_names != nullptr) {  // is_contiguous(memory_format=torch.contiguous_format) is is_contiguous()
+    static PyObject* const contiguous = torch_attr("contiguous_format");  // kept
+    const bool plain = name == "is_contiguous" && PyTuple_GET_SIZE(kw_names) == 1 && a.size() == 2 &&
+                       PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw_names, 0), "memory_format") == 0 &&
+                       a[1].kind == ValueKind::Const && a[1].obj.get() == contiguous;
+    if (!plain) return unsupported("keyword arguments to " + what + " (not supported yet)");
+    a.pop_back();
+  }
   if (name == "stride") {
     if (args.size() > 2) return unsupported(what + " with more than one argument (CPython raises)");
     int64_t dim = -1;
@@ -233,23 +241,25 @@ Status Tracer::call_meta_method(const std::string& name, const std::vector<Value
       if (dim < -rank || dim >= rank || rank == 0) return unsupported(what + " with a dim out of range (eager raises)");
       if (dim < 0) dim += rank;
     }
-    FJ_TRY(require_standard_strides(node, /*allow_view=*/false, what));
-    const jit::SymShape sizes = n.sym;  // a copy: pushes may add nothing, but stay safe
-    std::vector<Value> strides(sizes.size());
-    SymExpr step = SymExpr::integer(1);
-    for (size_t k = sizes.size(); k-- > 0;) {
-      strides[k] = step.is_constant() ? int_value(*step.as_int()) : Value::sym(step);
-      const bool at_most_one = sizes[k].is_constant() && *sizes[k].as_int() <= 1;
-      if (!at_most_one) step = jit::mul(step, sizes[k]);
-    }
+    TensorLayout layout;
+    FJ_TRY(eager_layout(node, what, &layout));
+    std::vector<Value> strides;
+    for (const SymExpr& e : layout.strides) strides.push_back(e.is_constant() ? int_value(*e.as_int()) : Value::sym(e));
     if (dim >= 0) push(strides[static_cast<size_t>(dim)]);
     else push(Value::sequence(ValueKind::Tuple, std::move(strides)));
     return ok();
   }
-  if (args.size() != 1) return unsupported(what + " with arguments (not supported yet)");
-  if (name == "is_contiguous") {
-    FJ_TRY(require_standard_strides(node, /*allow_view=*/true, what));
-    push(bool_value(true));
+  if (a.size() != 1) return unsupported(what + " with arguments (not supported yet)");
+  if (name == "is_contiguous" || name == "storage_offset") {
+    TensorLayout layout;
+    FJ_TRY(eager_layout(node, what, &layout));
+    if (name == "storage_offset") {
+      push(layout.offset.is_constant() ? int_value(*layout.offset.as_int()) : Value::sym(layout.offset));
+      return ok();
+    }
+    bool contiguous = false;
+    FJ_TRY(layout_is_contiguous(node, layout, &contiguous));
+    push(bool_value(contiguous));
   } else if (name == "element_size") {
     push(int_value(static_cast<int64_t>(element_size(d))));
   } else if (name == "is_floating_point") {

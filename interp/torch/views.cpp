@@ -95,12 +95,25 @@ bool Tracer::equal_guarded(const SymExpr& a, const SymExpr& b) {
 // Whether the result of reshaping x to `to` is a view: the reshape only splits dims,
 // or x is contiguous. Eager's x is contiguous when no op on the way made it otherwise
 // and the inputs it comes from were (a pointwise op keeps its input's layout).
-bool Tracer::reshape_is_view(NodeId x, const jit::SymShape& to) {
-  const jit::SymShape& from = graph_.node(x).sym;
+Status Tracer::reshape_is_view(NodeId x, const jit::SymShape& to, bool* view) {
+  const jit::SymShape from = graph_.node(x).sym;
   const auto proven = [](const SymExpr& a, const SymExpr& b) { return jit::eq(a, b).as_bool().value_or(false); };
-  if (only_splits(from, to, proven)) return true;  // no guard needed
-  if (!may_be_noncontig(x) && guard_inputs_contiguous(x)) return true;
-  return only_splits(from, to, [&](const SymExpr& a, const SymExpr& b) { return equal_guarded(a, b); });
+  *view = true;
+  if (only_splits(from, to, proven)) return ok();  // no guard needed
+  if (!may_be_noncontig(x) && guard_inputs_contiguous(x)) return ok();
+  // An input of another layout: whether eager views depends on strides no guard keeps.
+  for (NodeId p : input_ancestors(x)) {
+    auto c = input_contiguous_.find(p);
+    if (c != input_contiguous_.end() && !c->second) {
+      return unsupported("reshape of a tensor computed from a non-contiguous input (eager views or copies by its "
+                         "strides; not supported yet)");
+    }
+  }
+  // A view of contiguous inputs: torch's rule on its strides.
+  TensorLayout layout;
+  if (eager_layout(x, "reshape", &layout).ok()) return view_exists(from, layout.strides, to, view);
+  *view = only_splits(from, to, [&](const SymExpr& a, const SymExpr& b) { return equal_guarded(a, b); });
+  return ok();
 }
 
 // An index into a dim of size n, as Python's: negative counts from the end; out of
@@ -161,7 +174,9 @@ Status Tracer::view_or_reshape(const OpCall& c, bool view) {
   FJ_TRY(sizes_arg(c.a[1], c.what, &sizes, true));
   auto r = graph_.reshape(c.x, sizes);
   if (!r) return unsupported(c.what + ": " + r.error());
-  if (!reshape_is_view(c.x, graph_.node(*r).sym)) {
+  bool is_view = false;
+  FJ_TRY(reshape_is_view(c.x, graph_.node(*r).sym, &is_view));
+  if (!is_view) {
     if (view) return unsupported("view() that merges dims of a non-contiguous tensor (eager raises)");
     return push_built(r, c.what);  // reshape copies: a contiguous result
   }
@@ -359,7 +374,9 @@ Status Tracer::lower_flatten(const OpCall& c) {
   sizes.insert(sizes.end(), xs.begin() + s1 + 1, xs.end());
   auto r = graph_.reshape(c.x, sizes);
   if (!r) return unsupported(c.what + ": " + r.error());
-  if (!reshape_is_view(c.x, sizes)) return push_built(r, c.what);  // a copy
+  bool is_view = false;
+  FJ_TRY(reshape_is_view(c.x, sizes, &is_view));
+  if (!is_view) return push_built(r, c.what);  // a copy
   return push_view(r, c.what, c.x);
 }
 

@@ -349,6 +349,16 @@ class Tracer {
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
+  // Eager's strides and storage offset of node n (interp/torch/strides.cpp): from a
+  // tensor of the standard layout through the views made of it; an error where not known.
+  struct TensorLayout {
+    std::vector<jit::SymExpr> strides;
+    jit::SymExpr offset;
+  };
+  Status eager_layout(jit::NodeId n, const std::string& what, TensorLayout* out);
+  Status layout_is_contiguous(jit::NodeId n, const TensorLayout& layout, bool* out);
+  Status view_exists(const jit::SymShape& from, const std::vector<jit::SymExpr>& strides, const jit::SymShape& to,
+                     bool* out);
   // Whether the arguments and attribute tensors that n is computed from had the
   // standard contiguous strides (each then guarded so); graph breaks' results are
   // checked by their own step.
@@ -520,7 +530,7 @@ class Tracer {
   Status same_sizes(const jit::SymShape& have, const jit::SymShape& want, const std::string& what);
   // shared by the views and indexing (views.cpp)
   bool equal_guarded(const jit::SymExpr& a, const jit::SymExpr& b);
-  bool reshape_is_view(jit::NodeId x, const jit::SymShape& to);
+  Status reshape_is_view(jit::NodeId x, const jit::SymShape& to, bool* view);
   Status index_in(const OpCall& c, const Value& v, const jit::SymExpr& n, jit::SymExpr* out);
   Status dim_of(const OpCall& c, size_t at, int64_t* d);
   Status push_pieces(jit::NodeId x, int64_t d, const std::vector<int64_t>& lengths, bool select, const std::string& what);
