@@ -440,8 +440,8 @@ PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>&
     } else if (name == "reshape" || name == "expand") {
       PyRef sizes = PyRef::steal(PyTuple_GetSlice(s, 1, n));
       t = PyRef::steal(PyObject_CallMethod(t.get(), name.c_str(), "(O)", sizes.get()));
-    } else if (name == "detach") {
-      t = PyRef::steal(PyObject_CallMethod(t.get(), "detach", nullptr));
+    } else if (name == "detach" || name == "numpy") {
+      t = PyRef::steal(PyObject_CallMethod(t.get(), name.c_str(), nullptr));
     } else if (name == "select") {
       t = PyRef::steal(PyObject_CallMethod(t.get(), "select", "(OO)", PyTuple_GET_ITEM(s, 1), PyTuple_GET_ITEM(s, 2)));
     } else {  // slice: t[:, ..., start:start + length * step:step]

@@ -254,7 +254,8 @@ Status Tracer::write_to(const Value& dst, NodeId value, const std::string& what,
     return *r;
   };
   auto rebind = [&](Value& v) {
-    if (v.kind != ValueKind::Tensor || is_number(v) || storage_of(v.node) != storage) return;
+    const bool array = v.kind == ValueKind::Array;  // a NumPy array of the same memory
+    if ((v.kind != ValueKind::Tensor && !array) || (!array && is_number(v)) || storage_of(v.node) != storage) return;
     const NodeId n = renew(v.node);
     if (n >= 0) v.node = n;
   };
@@ -423,6 +424,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   Value container = pop();
   Value value = pop();
   if (is_traced_list(container)) return list_setitem(container, index, value);
+  if (std::optional<Status> s = array_store_subscr(container, index, value)) return std::move(*s);
   if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
   if (container.kind == ValueKind::Object) {  // its class's Python __setitem__
     std::optional<Status> s = python_dunder(container, "__setitem__", {index, std::move(value)});

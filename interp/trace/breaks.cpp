@@ -103,6 +103,24 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
     case ValueKind::Dict:
     case ValueKind::Object:
       return convert_container(v, out, ctx);
+    case ValueKind::Array: {  // .numpy() of the tensor, as the plan builds it
+      PlanValue t;
+      Value tensor = v;
+      tensor.kind = ValueKind::Tensor;
+      FJ_TRY(convert_tensor(tensor, &t, ctx));
+      if (t.kind == PlanValue::Kind::View) {
+        *out = std::move(t);
+      } else {
+        out->kind = PlanValue::Kind::View;
+        out->items.push_back(std::move(t));
+      }
+      PlanValue step;
+      step.kind = PlanValue::Kind::Tuple;
+      step.items.resize(1);
+      step.items[0].obj = PyRef::steal(PyUnicode_FromString("numpy"));  // a Const
+      out->items.push_back(std::move(step));
+      return ok();
+    }
     case ValueKind::Null:
       if (!ctx.frame_state) break;
       out->kind = PlanValue::Kind::Null;

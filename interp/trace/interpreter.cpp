@@ -456,6 +456,7 @@ std::string Tracer::describe(const Value& v) const {
       return s + "}";
     }
     case ValueKind::Object: return "a " + object_class_name(v) + " object made in the frame";
+    case ValueKind::Array: return "a NumPy array of " + describe(Value::tensor(v.node));
     case ValueKind::TensorMethod: return "Tensor." + v.method;
     case ValueKind::GradModeExit: return "<grad mode __exit__>";
     case ValueKind::Slice: return "<slice>";

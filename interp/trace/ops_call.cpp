@@ -38,6 +38,7 @@ Status Tracer::dispatch_call(CallSite& c) {
     if (c.can_break) c.orig_args = c.args;
     return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
   }
+  if (std::optional<Status> s = call_numpy_array(c)) return std::move(*s);
   if (std::optional<Status> s = call_partial(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/false)) return std::move(*s);
   if (std::optional<Status> s = call_operator(c)) return std::move(*s);
@@ -276,6 +277,7 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 // x.method(...): in-place methods, methods from the op table, and size methods.
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
+  if (method == "numpy" && !c.args.empty() && is_tensor(c.args[0])) return tensor_numpy(c);
   if (!c.args.empty() && (c.args[0].kind == ValueKind::Dict || is_path_dict(c.args[0]))) {
     if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
     return call_dict_method(method, c.args);

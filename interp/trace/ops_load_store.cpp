@@ -245,7 +245,6 @@ static bool is_global_module(const Value& v) {
          !v.source.from_builtins;
 }
 
-
 std::string source_text(const Source& s) {
   std::string out = s.kind == Source::Kind::Arg      ? "L['" + s.name + "']"
                     : s.kind == Source::Kind::Object ? "closure '" + s.name + "'"
@@ -471,6 +470,7 @@ bool Tracer::unbound_tensor_method(const Value& owner, const std::string& name, 
 // (owner -- owner.name), for LOAD_ATTR and for handlers (attrgetter).
 Status Tracer::load_attr(Value owner, const std::string& name) {
   if (owner.kind == ValueKind::Object) return object_attr(owner, name, /*method=*/false);
+  if (owner.kind == ValueKind::Array) return array_attr(owner, name, /*method=*/false);
   if (name == "__class__" && ((owner.kind == ValueKind::Const && !is_opaque(owner) && owner.reg < 0 &&
                                owner.source.kind == Source::Kind::None && owner.path_slot < 0) ||
                               owner.kind == ValueKind::Sym)) {
@@ -618,6 +618,7 @@ Status Tracer::load_method(Value owner, const std::string& name) {
     return object_attr(owner, name, /*method=*/true);
   }
   if (is_super(owner)) return super_attr(owner, name, /*method=*/true);
+  if (owner.kind == ValueKind::Array) return array_attr(owner, name, /*method=*/true);
   if (unbound_tensor_method(owner, name, /*method=*/true)) return ok();
   if (std::optional<Status> s = autograd_attr(owner, name, /*method=*/true)) return std::move(*s);
   if (std::optional<Status> s = opaque_attr(owner, name, /*method=*/true)) return std::move(*s);

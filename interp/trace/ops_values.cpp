@@ -460,6 +460,7 @@ Status Tracer::op_binary_op(const Instruction& ins) {
   Value rhs = pop();
   Value lhs = pop();
   if (std::optional<Status> s = object_binary(ins.arg, lhs, rhs)) return std::move(*s);
+  if (std::optional<Status> s = array_binary(ins.arg, lhs, rhs)) return std::move(*s);
   if (std::optional<Status> s = dict_view_set_op(ins.arg, lhs, rhs)) return std::move(*s);
   if (std::optional<Status> s = counter_sum(ins.arg, lhs, rhs)) return std::move(*s);
   if ((is_numpy_scalar(lhs) || is_numpy_scalar(rhs)) && !is_tensor(lhs) && !is_tensor(rhs)) {

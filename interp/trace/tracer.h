@@ -349,6 +349,12 @@ class Tracer {
   std::optional<Status> metadata_object_attr(const Value& owner, const std::string& name);
   std::vector<jit::NodeId> input_ancestors(jit::NodeId n) const;
   Status require_standard_strides(jit::NodeId n, bool allow_view, const std::string& what);
+  // NumPy arrays made in the frame (ops_arrays.cpp)
+  std::optional<Status> call_numpy_array(CallSite& c);
+  Status tensor_numpy(const CallSite& c);
+  Status array_attr(const Value& a, const std::string& name, bool method);
+  std::optional<Status> array_binary(int nb, const Value& lhs, const Value& rhs);
+  std::optional<Status> array_store_subscr(const Value& target, const Value& key, const Value& value);
   // Eager's strides and storage offset of node n (interp/torch/strides.cpp): from a
   // tensor of the standard layout through the views made of it; an error where not known.
   struct TensorLayout {

@@ -44,7 +44,9 @@ class PyRef {
   PyObject* p_ = nullptr;
 };
 
-enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict, Object };
+// Array: a NumPy array made in the frame, whose elements and memory are those of the
+// tensor `node` (interp/trace/ops_arrays.cpp).
+enum class ValueKind : uint8_t { Null, Tensor, Const, Sym, Tuple, List, TensorMethod, Iterator, GradModeExit, Slice, Dict, Object, Array };
 
 // Where a value came from in the frame, for guards and messages.
 struct Source {

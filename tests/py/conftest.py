@@ -46,6 +46,9 @@ def assert_same(actual, expected):
         assert list(actual) == list(expected)  # the same keys, in eager's order
         for k in expected:
             assert_same(actual[k], expected[k])
+    elif type(expected).__name__ == "ndarray":  # NumPy's, by its own rules
+        assert type(actual) is type(expected), f"expected an ndarray, got {type(actual)}"
+        assert_same(torch.from_numpy(actual.copy()), torch.from_numpy(expected.copy()))
     else:
         assert type(actual) is type(expected) and actual == expected
 

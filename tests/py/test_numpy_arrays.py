@@ -1,0 +1,80 @@
+"""NumPy arrays made in a compiled frame (interp/trace/ops_arrays.cpp): np.arange /
+zeros / ones / asarray / array of numbers and tensor.numpy() are traced as the tensor
+that holds their elements, sharing memory both ways as eager's do; returned arrays are
+real ndarrays. What NumPy would compute by other rules than torch's runs in CPython."""
+import numpy as np
+import pytest
+import torch
+
+import framejit
+from conftest import assert_same, compiled_whole as whole, same_outcome
+
+
+def test_arrays_made_from_numbers_become_tensors():
+    def f(x, n, vals):
+        a = np.arange(n, dtype=np.float32)
+        b = np.asarray(vals, dtype=np.float32)
+        z = np.zeros(2, dtype=np.float32)
+        return x.sum() + torch.from_numpy(a), torch.as_tensor(b) + x.mean(), z.dtype == np.float32, x * z.size
+
+    whole(f, [(torch.randn(3), 3, [1.0, 2.0]), (torch.randn(4), 5, [3.0, 4.0, 5.0])])
+
+
+def test_numpy_default_dtypes_are_numpy_s():
+    def f(x, n):
+        return np.zeros(n), np.ones((2, n), dtype=np.int32), np.asarray([1, 2, n]), np.arange(n), x
+
+    out = whole(f, [(torch.randn(2), 3), (torch.randn(2), 4)])
+    assert out[0][0].dtype == np.float64 and out[0][2].dtype == np.int64
+
+
+def test_tensor_numpy_shares_memory_both_ways():
+    def f(x):
+        a = x.numpy()
+        a[0] = 5
+        return a * 2, a.shape, a.dtype.name, a.ndim, x + 1
+
+    x = torch.arange(4.0)
+    out = whole(f, [(x.clone(),), (torch.randn(6),)])
+    assert out[0][0][0] == 10.0
+    whole(lambda t: t.numpy(), [(x,)])
+    y = torch.zeros(3)
+    framejit.compile(lambda t: t.numpy())(y)[1] = 7  # the returned array is the tensor's memory
+    assert y[1].item() == 7
+    t = torch.zeros(3)
+    framejit.reset()
+    arr = framejit.compile(lambda t: torch.tensor(t.numpy()))(t)
+    t[0] = 1
+    assert arr[0].item() == 0  # torch.tensor() of an array copies it
+
+
+@pytest.mark.parametrize("body", [
+    lambda a: a[1], lambda a: a / 2, lambda a: a > 1, lambda a: -a, lambda a: a.sum(), lambda a: len(a),
+    lambda a: type(a).__name__, lambda a: [float(v) for v in a], lambda a: np.arange(3) * 2.5, lambda a: a.tolist(),
+    lambda a: str(a), lambda a: a * 1e10 if a.dtype == np.int64 else a + 2, lambda a: (a > 1).astype(np.int64) * 3,
+])
+def test_what_numpy_does_its_own_way_gives_eager_s_result(body):
+    def f(x):
+        return body(x.numpy()), x * 2
+    framejit.reset()
+    same_outcome(framejit.compile(f), f, torch.arange(4.0))
+    same_outcome(framejit.compile(f), f, torch.arange(4))
+
+
+def test_numpy_of_a_tensor_that_requires_grad_raises_eager_s_error():
+    def f(x):
+        return x.numpy()
+    framejit.reset()
+    same_outcome(framejit.compile(f), f, torch.ones(3, requires_grad=True))
+
+
+def test_item_assignment_that_numpy_would_refuse_runs_in_cpython():
+    def f(x, v):
+        a = x.numpy()
+        a[0] = v
+        return x
+
+    for x, v in ((torch.zeros(3, dtype=torch.int32), 2 ** 40), (torch.zeros(3, dtype=torch.uint8), 300),
+                 (torch.zeros(3, dtype=torch.int64), 2.5), (torch.zeros(3), 2.5)):
+        framejit.reset()
+        same_outcome(framejit.compile(f), f, x.clone(), v)
