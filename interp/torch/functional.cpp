@@ -123,6 +123,41 @@ Status Tracer::lower_batch_norm(const OpCall& c) {
   return push_built(graph_.pointwise(Op::Add, {y, beta}), c.what);
 }
 
+// lerp(input, end, weight) of a Python number weight, by eager's formula: which half
+// of the line the weight is on is guarded (|w| < 0.5: input + w * (end - input), else
+// end - (end - input) * (1 - w)). A tensor weight is another op (not lowered).
+Status Tracer::lower_lerp(const OpCall& c) {
+  const std::optional<jit::SymExpr> w = as_sym(c.a[2]);
+  if (!is_tensor(c.a[1]) || is_tensor(c.a[2]) || !w || w->type() == jit::SymType::Bool) {
+    return unsupported(c.what + " with a tensor weight or end (not supported yet)");
+  }
+  const jit::Node& x = graph_.node(c.x);
+  if (!jit::is_floating(x.dtype) || graph_.node(c.a[1].node).dtype != x.dtype) {
+    return unsupported(c.what + " of tensors of other dtypes (eager raises)");
+  }
+  bool low = false;
+  const jit::SymExpr half = jit::SymExpr::real(0.5);
+  FJ_TRY(guard_truth(jit::logical_and(jit::lt(*w, half), jit::lt(jit::neg(half), *w)), &low));
+  auto weight = operand(c.a[2]);
+  if (!weight) return unsupported(c.what + ": " + weight.error());
+  auto step = [&](Op op, std::vector<NodeId> in, NodeId* out) -> Status {
+    auto n = graph_.pointwise(op, in);
+    if (!n) return unsupported(c.what + ": " + n.error());
+    *out = *n;
+    return ok();
+  };
+  NodeId diff, t;
+  FJ_TRY(step(Op::Sub, {c.a[1].node, c.x}, &diff));
+  if (low) {
+    FJ_TRY(step(Op::Mul, {diff, *weight}, &t));
+    return push_built(graph_.pointwise(Op::Add, {c.x, t}), c.what);
+  }
+  auto rest = operand(Value::sym(jit::sub(jit::SymExpr::real(1.0), *w)));
+  if (!rest) return unsupported(c.what + ": " + rest.error());
+  FJ_TRY(step(Op::Mul, {diff, *rest}, &t));
+  return push_built(graph_.pointwise(Op::Sub, {c.a[1].node, t}), c.what);
+}
+
 }  // namespace fj::interp
 
 namespace fj::interp {

@@ -334,7 +334,25 @@ Status Tracer::execute(Value* result) {
         return unsupported("a debugger traces this frame (breakpoint())");
       }
     }
-    FJ_TRY(step(*last_ins_));
+    // Before any graph break, the state before a root instruction is kept: where eager
+    // raises there and nothing of the frame takes the exception, the plan hands that
+    // state to CPython, which runs the instruction and raises (DeoptState::raise_exit).
+    std::optional<FrameState> before;
+    const jit::Graph::Mark mark = graph_.mark();
+    const int writes = writes_, inlines = inlines_;
+    if (!committed_ && cur_.depth == 0 && !cur_.fs->kw_names && !snapshot_) before = *cur_.fs;
+    raises_uncaught_ = false;
+    Status s = step(*last_ins_);
+    if (s.failed()) {
+      if (before && raises_uncaught_ && writes_ == writes && inlines_ == inlines && !call_raised_ && cur_.depth == 0 &&
+          can_resume().ok()) {
+        snapshot_ = std::move(*before);
+        snapshot_mark_ = mark;
+        deopt_here_ = true;
+        raise_leaves_ = true;
+      }
+      return s;
+    }
     if (cur_.fs->ret) {
       *result = std::move(*cur_.fs->ret);
       return ok();
@@ -554,6 +572,8 @@ Status Tracer::check_new_assumptions(const jit::Graph::Mark& since) {
   for (size_t i = since.assumptions; i < all.size(); ++i) {
     const auto v = all[i].eval(hints_);
     if (v && std::holds_alternative<bool>(*v) && !std::get<bool>(*v)) {
+      entry_->guards.add_expr(jit::logical_not(all[i]), "not " + readable(all[i]));  // this call's case
+      raises_uncaught_ = !handler_on_stack();
       return unsupported("sizes that do not fit: " + readable(all[i]) + " is false here (eager raises)");
     }
   }

@@ -492,7 +492,10 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
   }
   size_t n = columns[0].size();
   for (const auto& column : columns) {
-    if (strict && column.size() != n) return unsupported("zip(strict=True) of iterables of different lengths (CPython raises)");
+    if (strict && column.size() != n) {
+      t.raises_uncaught_ = !t.handler_on_stack();  // the lengths are the trace's own, guarded
+      return unsupported("zip(strict=True) of iterables of different lengths (CPython raises)");
+    }
     n = std::min(n, column.size());
   }
   Value it;

@@ -447,6 +447,7 @@ void Tracer::keep_returned_cells(FrameState& fs) {
 // Traces a call of the Python function `fn` in a frame of its own, binding
 // arguments as CPython does (positional, keyword, defaults, *args).
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
+  ++inlines_;
   auto* func = reinterpret_cast<PyFunctionObject*>(fn);
   auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
   const std::string qualname = guards::utf8_lossy(co->co_qualname);

@@ -69,6 +69,7 @@ bool Tracer::handler_on_stack() const {
 // the trace ends with `why`.
 Status Tracer::raise_exception(Value exc, const std::string& why) {
   if (handler_on_stack()) raising_ = std::move(exc);
+  else raises_uncaught_ = true;
   return unsupported(why);
 }
 
@@ -250,12 +251,24 @@ std::optional<Status> Tracer::call_exception_class(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !builtin_made_exception(c.callable.obj.get())) {
     return std::nullopt;
   }
-  if (c.kw_names || (cur_.depth == 0 && !in_try_block(*c.ins))) return std::nullopt;
+  // `raise E(...)` that no handler of the frame takes: made by the plan (an opaque
+  // step), so that the raise can leave the frame from CPython (DeoptState::raise_exit).
+  const size_t next = cur_.fs->pc + 1;
+  const bool raised_out = cur_.depth == 0 && !in_try_block(*c.ins) && next < cur_.code->instructions.size() &&
+                          cur_.code->instructions[next].opcode == op(Opcode::RAISE_VARARGS);
+  if (c.kw_names || raised_out) return std::nullopt;
   PyRef args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(c.args.size())));
   for (size_t i = 0; i < c.args.size(); ++i) {
     const Value& a = c.args[i];
-    if (a.kind != ValueKind::Const || is_opaque(a) || a.reg >= 0 || !is_foldable(a.obj.get())) return std::nullopt;
-    PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), Py_NewRef(a.obj.get()));
+    PyRef o;  // a symbolic number: its value now, guarded (KeyError(n))
+    if (a.kind == ValueKind::Sym) {
+      if (!knowable(a, /*specialize=*/true) || concrete_number(a, "an exception's argument", &o).failed()) return std::nullopt;
+    } else if (a.kind != ValueKind::Const || is_opaque(a) || a.reg >= 0 || !is_foldable(a.obj.get())) {
+      return std::nullopt;
+    } else {
+      o = a.obj;
+    }
+    PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), o.release());
   }
   std::optional<Value> exc = make_exception(c.callable.obj.get(), args.get());
   if (!exc) return std::nullopt;

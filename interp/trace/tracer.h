@@ -772,6 +772,10 @@ class Tracer {
   bool continuation_ = false;  // tracing a branch outcome on a cache hit
   bool deopt_here_ = false;    // the failing instruction is meant to run in CPython (raise)
   bool raise_leaves_ = false;  // ... and it raises out of the frame: no handler of the frame takes it
+  // The current instruction raises in eager (its cause guarded) and no handler of the
+  // frame takes it: before any graph break, the plan ends there in CPython (execute).
+  bool raises_uncaught_ = false;
+  int inlines_ = 0;  // inline_call()s so far
   bool call_raised_ = false;   // an opaque call raised while tracing: the frame raises it
   // The trace stopped at object.__getattribute__(obj, name) of a name obj certainly
   // lacks (guarded), in frames without a handler around it: eager raises

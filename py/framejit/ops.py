@@ -95,7 +95,7 @@ def torch_functions(pointwise_names=()):
         "log_softmax": [torch.log_softmax, T.log_softmax, torch.special.log_softmax],
         "F_softmax": [F.softmax],
         "F_log_softmax": [F.log_softmax],
-        "layer_norm": [F.layer_norm],
+        "layer_norm": [F.layer_norm], "lerp": [torch.lerp, T.lerp],
         # views and movement
         "view": [T.view],
         "reshape": [T.reshape],
