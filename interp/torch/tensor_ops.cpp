@@ -5,6 +5,8 @@
 
 #include "interp/runtime/plan.h"
 
+#include <functional>
+
 namespace fj::interp {
 
 using jit::DType;
@@ -177,6 +179,44 @@ Status Tracer::call_tensor_op(const PyOp& op, const std::vector<Value>& a) {
 // ---- the Number family ----
 
 // item(input): a Python number of the tensor's kind
+// tolist(input): nested lists of its elements as Python numbers, each read from the
+// graph as item() is; the sizes are the trace's (guarded), up to 4096 elements.
+Status Tracer::lower_tolist(const OpCall& c) {
+  const jit::Node& x = graph_.node(c.x);
+  const DType d = x.dtype;
+  const jit::ScalarKind kind = jit::is_floating(d) ? jit::ScalarKind::Float : d == DType::Bool ? jit::ScalarKind::Bool
+                                                                                               : jit::ScalarKind::Int;
+  std::vector<int64_t> sizes;
+  int64_t numel = 1;
+  for (const jit::SymExpr& e : jit::SymShape(x.sym)) {
+    PyRef n;
+    FJ_TRY(concrete_number(Value::sym(e), c.what + " size", &n));
+    sizes.push_back(PyLong_AsLongLong(n.get()));
+    numel *= sizes.back();
+    if (numel > 4096) return unsupported(c.what + " of more than 4096 elements (not supported yet)");
+  }
+  std::function<Status(NodeId, size_t, Value*)> build = [&](NodeId t, size_t dim, Value* out) -> Status {
+    if (dim == sizes.size()) {
+      FJ_TRY(to_number(Value::tensor(t), kind));
+      *out = pop();
+      return ok();
+    }
+    std::vector<Value> items(static_cast<size_t>(sizes[dim]));
+    for (int64_t i = 0; i < sizes[dim]; ++i) {
+      auto row = graph_.select(t, 0, jit::SymExpr::integer(i));
+      if (!row) return unsupported(c.what + ": " + row.error());
+      FJ_TRY(build(*row, dim + 1, &items[static_cast<size_t>(i)]));
+    }
+    *out = Value::sequence(ValueKind::List, std::move(items));
+    out->identity = next_identity_++;
+    return ok();
+  };
+  Value out;
+  FJ_TRY(build(c.x, 0, &out));
+  push(std::move(out));
+  return ok();
+}
+
 Status Tracer::lower_item(const OpCall& c) {
   const DType d = graph_.node(c.x).dtype;
   return to_number(c.a[0], jit::is_floating(d) ? jit::ScalarKind::Float

@@ -146,7 +146,7 @@ def torch_functions(pointwise_names=()):
         "addmm": [torch.addmm, T.addmm],
         "linear": [F.linear],
         "einsum": [torch.einsum],
-        "item": [T.item],
+        "item": [T.item], "tolist": [T.tolist],
         # conversions, copies, new_*
         "type_as": [T.type_as],
         "clone": [torch.clone, T.clone],
