@@ -39,6 +39,7 @@ Status Tracer::dispatch_call(CallSite& c) {
     return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
   }
   if (std::optional<Status> s = call_numpy_array(c)) return std::move(*s);
+  if (std::optional<Status> s = call_grad_mode(c)) return std::move(*s);
   if (std::optional<Status> s = call_partial(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/false)) return std::move(*s);
   if (std::optional<Status> s = call_operator(c)) return std::move(*s);
@@ -106,7 +107,6 @@ Status Tracer::dispatch_call(CallSite& c) {
     return opaque_call(c, unsupported("keyword arguments in a call to " + describe(c.callable) + " (not supported yet)"),
                        std::move(c.args));
   }
-  if (std::optional<Status> s = call_grad_mode(c)) return std::move(*s);
   if (std::optional<Status> s = call_builtin(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/true)) return std::move(*s);
   return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
@@ -319,9 +319,29 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
     push(Value::constant(PyRef::borrow(Py_None)));
     return ok();
   }
-  if (c.callable.kind != ValueKind::Const || !c.args.empty() || !is_grad_mode_class(c.callable.obj.get())) {
-    return std::nullopt;
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  PyObject* fn = c.callable.obj.get();
+  // `with torch.set_grad_enabled(mode):` is `with torch.no_grad()` or `torch.enable_grad()`
+  // (the mode guarded); called alone it would change the mode for the caller: not here.
+  static PyObject* const set_mode = lookup_attr("torch", "set_grad_enabled");
+  const size_t next = cur_.fs->pc + 1;
+  if (fn == set_mode && c.args.size() == 1 && !c.kw_names && next < cur_.code->instructions.size() &&
+      cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH)) {
+    const Value& m = c.args[0];  // a bool (torch refuses anything else)
+    const bool is_bool = (m.kind == ValueKind::Const && !is_opaque(m) && PyBool_Check(m.obj.get())) ||
+                         (m.kind == ValueKind::Sym && !is_numpy_scalar(m) && m.expr.type() == jit::SymType::Bool);
+    bool mode = false;
+    if (!is_bool || known_bool(&m, &mode).failed()) return std::nullopt;
+    PyObject* cls = lookup_attr("torch", mode ? "enable_grad" : "no_grad");
+    PyRef mgr = cls ? PyRef::steal(PyObject_CallNoArgs(cls)) : PyRef();
+    if (!mgr) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    push(Value::constant(std::move(mgr)));
+    return ok();
   }
+  if (!c.args.empty() || !is_grad_mode_class(fn)) return std::nullopt;
   PyObject* mgr = PyObject_CallNoArgs(c.callable.obj.get());  // torch.no_grad(): no side effect
   if (mgr == nullptr) {
     guards::clear_error();

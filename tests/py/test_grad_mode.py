@@ -66,3 +66,37 @@ def test_grad_mode_is_guarded_and_enable_grad_inside_joins_autograd():
     z.sum().backward()
     assert_same(w.grad, x * w.detach())  # y was computed under no_grad: a constant for autograd
     assert framejit.stats(f)["fallbacks"] == 0
+
+
+def test_with_set_grad_enabled_of_a_flag_traces_both_modes():
+    def step(x, train):
+        with torch.set_grad_enabled(train):
+            y = x.exp()
+        return y, torch.is_grad_enabled(), y.requires_grad
+
+    cf = framejit.compile(step)
+    for train in (True, False, True):
+        x, x2 = torch.randn(3, requires_grad=True), None
+        x2 = x.detach().clone().requires_grad_()
+        got, want = cf(x, train), step(x2, train)
+        assert_same(got, want)
+        assert got[0].requires_grad == want[0].requires_grad
+        if train:
+            got[0].sum().backward()
+            want[0].sum().backward()
+            assert torch.allclose(x.grad, x2.grad)
+    s = framejit.stats(step)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0 and s["compiles"] == 2, s
+
+
+def test_set_grad_enabled_called_alone_changes_the_mode_as_eager():
+    def off(x):
+        torch.set_grad_enabled(False)
+        return x * 2
+
+    try:
+        x = torch.randn(3, requires_grad=True)
+        assert_same(framejit.compile(off)(x), off(x.detach()).detach())
+        assert not torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
