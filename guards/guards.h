@@ -40,6 +40,7 @@ struct TensorMeta {
   bool is_cpu = false;
   bool requires_grad = false;
   bool is_inference = false;  // made under torch.inference_mode(): eager refuses writes to it outside
+  bool is_ndarray = false;    // a NumPy array (exactly numpy.ndarray): its memory read as a tensor's
   int rank = 0;
   std::array<int64_t, kMaxRank> sizes{};
   std::array<int64_t, kMaxRank> strides{};
@@ -79,6 +80,10 @@ PyObject* default_dtype() noexcept;
 std::optional<jit::SymType> numpy_scalar_kind(PyTypeObject* type) noexcept;
 // The value of a NumPy scalar as a symbol of `kind` (false when it does not fit).
 bool read_numpy_scalar(PyObject* v, jit::SymType kind, jit::SymValue* out) noexcept;
+// An argument that is exactly a writable, native-order numpy.ndarray of a dtype the
+// graph knows: its metadata as a tensor's (torch's dtype, strides in elements), and
+// where its memory starts (*data, when given). False for anything else.
+bool read_ndarray_meta(PyObject* a, TensorMeta* out, void** data = nullptr) noexcept;
 // torch.Tensor.<name> as it was when framejit was imported (borrowed), or nullptr.
 PyObject* original_tensor_attr(const std::string& name);
 // torch.Tensor.<name> now (borrowed; a type lookup, no allocation), or nullptr.

@@ -134,6 +134,41 @@ std::optional<jit::SymType> numpy_scalar_kind(PyTypeObject* type) noexcept {
   return std::nullopt;
 }
 
+bool read_ndarray_meta(PyObject* a, TensorMeta* out, void** data) noexcept {
+  if (std::strcmp(Py_TYPE(a)->tp_name, "numpy.ndarray") != 0) return false;
+  const PyRef np = PyRef::steal(PyImport_GetModule(interned("numpy").get()));
+  const PyRef type = np ? PyRef::steal(PyObject_GetAttrString(np.get(), "ndarray")) : PyRef();
+  if (!type || Py_TYPE(a) != reinterpret_cast<PyTypeObject*>(type.get())) return clear_error(), false;
+  Py_buffer view;
+  if (PyObject_GetBuffer(a, &view, PyBUF_RECORDS) != 0) return clear_error(), false;  // read-only, or no buffer
+  std::string format = view.format != nullptr ? view.format : "B";
+  if (!format.empty() && (format[0] == '=' || format[0] == '<' || format[0] == '@')) format.erase(0, 1);
+  const TorchRefs& refs = torch_refs();
+  PyObject* dtype = format == "f" && view.itemsize == 4                      ? refs.float32
+                    : format == "d" && view.itemsize == 8                    ? refs.float64
+                    : (format == "l" || format == "q") && view.itemsize == 8 ? refs.int64
+                    : format == "i" && view.itemsize == 4                    ? refs.int32
+                    : format == "?" && view.itemsize == 1                    ? refs.bool_
+                                                                             : nullptr;
+  bool ok = dtype != nullptr && view.ndim <= kMaxRank;
+  if (ok) {
+    out->dtype = dtype;
+    out->is_cpu = true;
+    out->requires_grad = false;
+    out->is_inference = false;
+    out->is_ndarray = true;
+    out->rank = view.ndim;
+    for (int d = 0; d < view.ndim; ++d) {
+      out->sizes[static_cast<size_t>(d)] = view.shape[d];
+      ok = ok && view.strides[d] % view.itemsize == 0;
+      out->strides[static_cast<size_t>(d)] = view.strides[d] / view.itemsize;
+    }
+    if (data != nullptr) *data = view.buf;
+  }
+  PyBuffer_Release(&view);
+  return ok;
+}
+
 bool read_numpy_scalar(PyObject* v, jit::SymType kind, jit::SymValue* out) noexcept {
   if (kind == jit::SymType::Float) {
     const double x = PyFloat_AsDouble(v);

@@ -37,7 +37,7 @@ std::string dims_str(const std::array<int64_t, kMaxRank>& d, int rank) {
 
 bool TensorSpec::matches(const TensorMeta& m, jit::Bindings& b) const noexcept {
   if (m.dtype != meta.dtype || m.is_cpu != meta.is_cpu || m.requires_grad != meta.requires_grad ||
-      m.is_inference != meta.is_inference || m.rank != meta.rank) {
+      m.is_inference != meta.is_inference || m.is_ndarray != meta.is_ndarray || m.rank != meta.rank) {
     return false;
   }
   for (size_t i = 0; i < static_cast<size_t>(meta.rank); ++i) {
@@ -63,6 +63,7 @@ std::string TensorSpec::mismatch(const TensorMeta& m, const std::string& who) co
   if (m.is_inference != e.is_inference) {
     return who + " is_inference mismatch: expected " + (e.is_inference ? "True" : "False");
   }
+  if (m.is_ndarray != e.is_ndarray) return who + " is no longer a " + (e.is_ndarray ? "numpy.ndarray" : "torch.Tensor");
   if (m.rank != e.rank) {
     return who + " rank mismatch: expected " + std::to_string(e.rank) + ", actual " + std::to_string(m.rank);
   }
@@ -98,7 +99,7 @@ std::string TensorSpec::text(const std::string& who) const {
     sizes += (i ? ", " : "") + (dim_symbols[k] >= 0 ? "s" + std::to_string(dim_symbols[k]) : std::to_string(meta.sizes[k]));
   }
   sizes += "]";
-  return who + ": torch.Tensor " + describe_object(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
+  return who + (meta.is_ndarray ? ": numpy.ndarray of " : ": torch.Tensor ") + describe_object(meta.dtype) + (meta.is_cpu ? " cpu" : " non-cpu") + " size=" + sizes +
          (check_strides ? " stride=" + dims_str(meta.strides, meta.rank) : "") + (contiguous ? " contiguous" : "") +
          (meta.requires_grad ? " requires_grad" : "") + (meta.is_inference ? " inference" : "");
 }
@@ -165,7 +166,11 @@ bool byte_extent(PyObject* t, const TensorMeta& m, Extent* out) noexcept {
   static PyObject* s_data_ptr = interned("data_ptr").release();  // kept for the process
   const TorchRefs& r = torch_refs();
   const int64_t elem = m.dtype == r.float64 || m.dtype == r.int64 ? 8 : m.dtype == r.float32 || m.dtype == r.int32 ? 4 : 1;
-  PyRef p = PyRef::steal(PyObject_CallMethodNoArgs(t, s_data_ptr));
+  void* array_data = nullptr;  // a NumPy array argument: its buffer
+  TensorMeta array_meta;
+  PyRef p = m.is_ndarray && read_ndarray_meta(t, &array_meta, &array_data)
+                ? PyRef::steal(PyLong_FromVoidPtr(array_data))
+                : PyRef::steal(PyObject_CallMethodNoArgs(t, s_data_ptr));
   if (!p) {
     PyErr_Clear();
     return false;

@@ -203,6 +203,8 @@ void gather_inputs(compat::Frame* f, guards::CallInputs* in) {
     if (a != nullptr && Py_TYPE(a) == reinterpret_cast<PyTypeObject*>(tensor_type)) {
       guards::TensorMeta m;
       if (guards::read_tensor_meta(a, &m, nullptr)) in->metas[static_cast<size_t>(i)] = m;
+    } else if (guards::TensorMeta m; a != nullptr && guards::read_ndarray_meta(a, &m)) {
+      in->metas[static_cast<size_t>(i)] = m;  // a NumPy array: read as the tensor of its memory
     }
   }
 }

@@ -253,6 +253,8 @@ PyObject* run_tail(const Plan& plan, PlanRun& run);
 PyObject* resume_in_cpython(const DeoptState& state, PlanRun& run, bool raising = false);
 // A PlanValue::View: the steps applied to the input (a new reference, or nullptr with an error).
 PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo);
+// t itself, or for a NumPy array argument the tensor of its memory (torch.from_numpy).
+PyRef as_torch_tensor(PyObject* t);
 // Builds a plan value (tensors and objects from arguments and registers).
 PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                       std::vector<PyObject*>& memo);

@@ -32,6 +32,11 @@ PyObject* dtype_kwargs(jit::DType d) {
 
 void* data_ptr(PyObject* tensor) {
   static PyObject* name = PyUnicode_InternFromString("data_ptr");
+  if (Py_TYPE(tensor) != reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type)) {
+    guards::TensorMeta m;  // a NumPy array argument: where its buffer starts
+    void* data = nullptr;
+    if (guards::read_ndarray_meta(tensor, &m, &data)) return data;
+  }
   PyObject* p = PyObject_CallMethodNoArgs(tensor, name);
   if (p == nullptr) return nullptr;
   void* out = PyLong_AsVoidPtr(p);
@@ -419,7 +424,9 @@ bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& 
       PyErr_SetString(PyExc_RuntimeError, "framejit: an in-place update has no target (internal error)");
       return false;
     }
-    PyRef plain = PyRef::steal(PyObject_CallMethodNoArgs(t, s_detach));
+    PyRef torch_view = as_torch_tensor(t);  // a NumPy array argument: the tensor of its memory
+    if (!torch_view) return false;
+    PyRef plain = PyRef::steal(PyObject_CallMethodNoArgs(torch_view.get(), s_detach));
     if (!plain) return false;
     PyRef done = PyRef::steal(PyObject_CallMethodOneArg(plain.get(), s_copy, outs[static_cast<size_t>(w.output)].get()));
     if (!done) return false;
@@ -427,8 +434,21 @@ bool write_back(const std::vector<WriteBack>& writes, const std::vector<PyRef>& 
   return true;
 }
 
+PyRef as_torch_tensor(PyObject* t) {
+  static PyObject* const from_numpy = [] {
+    PyObject* torch = PyImport_AddModule("torch");  // borrowed; imported with framejit
+    return torch ? PyObject_GetAttrString(torch, "from_numpy") : nullptr;  // kept for the process
+  }();
+  if (Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(guards::torch_refs().tensor_type) || from_numpy == nullptr ||
+      std::strcmp(Py_TYPE(t)->tp_name, "numpy.ndarray") != 0) {
+    return PyRef::borrow(t);
+  }
+  return PyRef::steal(PyObject_CallOneArg(from_numpy, t));
+}
+
 PyObject* build_view(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo) {
   PyRef t = PyRef::steal(build_value(v.items[0], run, outs, memo));
+  if (t) t = as_torch_tensor(t.get());  // a view of a NumPy array argument: of its tensor
   for (size_t k = 1; t && k < v.items.size(); ++k) {
     PyRef step = PyRef::steal(build_value(v.items[k], run, outs, memo));
     if (!step) return nullptr;

@@ -108,6 +108,10 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       Value tensor = v;
       tensor.kind = ValueKind::Tensor;
       FJ_TRY(convert_tensor(tensor, &t, ctx));
+      if (t.kind == PlanValue::Kind::View && t.items.size() == 1 && t.items[0].kind == PlanValue::Kind::Arg) {
+        *out = std::move(t.items[0]);  // a NumPy array argument: the very object
+        return ok();
+      }
       if (t.kind == PlanValue::Kind::View) {
         *out = std::move(t);
       } else {
@@ -192,6 +196,12 @@ Status Tracer::convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx) {
                 : ref.kind == InputRef::Kind::Path ? PlanValue::Kind::PathTensor
                                                    : PlanValue::Kind::Reg;
     out->index = ref.index;
+    if (ndarray_inputs_.count(shown) != 0) {  // a NumPy array argument, as a tensor: from_numpy of it
+      PlanValue arg = std::move(*out);
+      *out = PlanValue{};
+      out->kind = PlanValue::Kind::View;
+      out->items.push_back(std::move(arg));
+    }
     return ok();
   }
   if (ctx.output_index == nullptr) return unsupported("internal error: a tensor that is no graph input at a break");

@@ -147,6 +147,10 @@ Status Tracer::bind_arguments() {
       placeholder_slot_.push_back(InputRef{InputRef::Kind::Arg, i});
       guards().add_tensor(i, name, *meta, dim_symbols, /*strides=*/!st_.dynamic);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::tensor(n, src);
+      if (meta->is_ndarray) {  // a NumPy array: the tensor of its memory (interp/trace/ops_arrays.cpp)
+        ndarray_inputs_.insert(n);
+        cur_.fs->locals[static_cast<size_t>(i)].kind = ValueKind::Array;
+      }
     } else if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(refs.tensor_type))) {
       return unsupported("argument '" + name + "' is a tensor subclass or has unreadable metadata");
     } else if (PyBool_Check(a) || PyFloat_CheckExact(a) || PyLong_CheckExact(a)) {

@@ -676,6 +676,7 @@ class Tracer {
   std::unordered_set<jit::NodeId> alias_lost_;  // storages whose views became registers at a cut
   std::unordered_set<jit::NodeId> grad_inputs_;  // placeholders of inputs that require grad
   std::unordered_set<jit::NodeId> detached_;     // detach()'s results (a returned one is detached again)
+  std::unordered_set<jit::NodeId> ndarray_inputs_;  // placeholders of NumPy array arguments
   std::unordered_set<jit::NodeId> inference_inputs_;  // placeholders of inference tensors (never written here)
   // Locals of inlined frames that returned while functions made there read them (a
   // closure its maker returned): they live on here (see traced_cells_).

@@ -78,3 +78,44 @@ def test_item_assignment_that_numpy_would_refuse_runs_in_cpython():
                  (torch.zeros(3, dtype=torch.int64), 2.5), (torch.zeros(3), 2.5)):
         framejit.reset()
         same_outcome(framejit.compile(f), f, x.clone(), v)
+
+
+def test_numpy_array_arguments_are_the_tensors_of_their_memory():
+    def shares(a):
+        t = torch.from_numpy(a)
+        t.add_(1)
+        return a, t, t.dtype
+
+    def copies(a):
+        t = torch.tensor(a)
+        a[0] = 100
+        return t, a
+
+    framejit.reset()
+    f = framejit.compile(shares)
+    for make in (lambda: np.ones((2, 2), dtype=np.float32), lambda: np.zeros((3, 1), dtype=np.float32),
+                 lambda: np.arange(6, dtype=np.int64).reshape(2, 3)[:, ::2], lambda: np.ones(4)):
+        a, b = make(), make()
+        got, want = f(a), shares(b)
+        assert_same(got, want)
+        assert got[0] is a and np.array_equal(a, b)  # the argument itself, written in place
+    assert framejit.stats(shares)["fallbacks"] == 0
+    whole(copies, [(np.array([1, 2, 3], dtype=np.int64),), (np.array([4, 5], dtype=np.int64),)])
+
+
+@pytest.mark.parametrize("make", [lambda: np.ones(3, dtype=">f4"), lambda: np.ones(3, dtype=np.float16),
+                                  lambda: np.ones(3, dtype=np.complex64), lambda: np.array(["a", "b"])])
+def test_numpy_arrays_torch_cannot_read_as_they_are_run_in_cpython(make):
+    def f(a):
+        return torch.from_numpy(a) * 2, a
+    framejit.reset()
+    same_outcome(framejit.compile(f), f, make())
+
+
+def test_a_numpy_argument_then_a_tensor_argument_recompiles():
+    def f(a):
+        return a * 2
+    framejit.reset()
+    cf = framejit.compile(f)
+    for a in (np.ones(3, dtype=np.float32), torch.ones(3), np.ones(4, dtype=np.float32), torch.ones(5)):
+        assert_same(cf(a), f(a))
