@@ -155,6 +155,22 @@ bool torch_builtin(PyObject* fn) {
   return module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "torch") == 0;
 }
 
+// The __repr__ that a dataclass's recursion guard wraps (dataclasses._recursive_repr:
+// it keys a set on id(self) and the thread, only to print "..." for a cycle, which a
+// trace of the wrapped function would not reach either); else null.
+PyObject* recursion_guarded_repr(PyObject* fn) {
+  if (!PyFunction_Check(fn)) return nullptr;
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  PyObject* module = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // borrowed
+  if (module == nullptr || !PyUnicode_Check(module) || PyUnicode_CompareWithASCIIString(module, "dataclasses") != 0 ||
+      PyUnicode_CompareWithASCIIString(code->co_qualname, "_recursive_repr.<locals>.wrapper") != 0) {
+    return nullptr;
+  }
+  PyRef wrapped = PyRef::steal(PyObject_GetAttrString(fn, "__wrapped__"));
+  if (!wrapped) PyErr_Clear();
+  return wrapped && PyFunction_Check(wrapped.get()) ? wrapped.get() : nullptr;  // the wrapper holds it
+}
+
 // The function that functools.lru_cache wraps, when `fn` is such a wrapper of a
 // Python function; else null.
 PyObject* lru_cached_target(PyObject* fn) {
@@ -468,6 +484,7 @@ void Tracer::keep_returned_cells(FrameState& fs) {
 // arguments as CPython does (positional, keyword, defaults, *args).
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
   ++inlines_;
+  if (PyObject* inner = recursion_guarded_repr(fn)) fn = inner;
   auto* func = reinterpret_cast<PyFunctionObject*>(fn);
   auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
   const std::string qualname = guards::utf8_lossy(co->co_qualname);

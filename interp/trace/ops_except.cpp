@@ -220,6 +220,19 @@ Status Tracer::op_with_except_start(const Instruction&) {
   const auto& stack = cur_.fs->stack;
   if (stack.size() < 4) return unsupported("WITH_EXCEPT_START below the value stack");
   const Value& exit = stack[stack.size() - 4];
+  if (exit.kind == ValueKind::Const && exit.fresh && exit.items.size() == 1 && PyFunction_Check(exit.obj.get())) {
+    // The Python __exit__ of an object made in the frame (enter_object), traced with
+    // the exception; the traceback it would get is not the trace's to give: any use
+    // of it ends the trace.
+    const Value exc = stack.back();
+    if (exc.kind != ValueKind::Const || !exc.obj || !PyExceptionInstance_Check(exc.obj.get())) {
+      return unsupported("an exception leaving a with block (not supported yet)");
+    }
+    Value tb = Value::constant(PyRef::borrow(Py_None));
+    tb.opaque = true;
+    const Value type = Value::constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(exc.obj.get()))));
+    return inline_call(exit.obj.get(), {exit.items[0], type, exc, tb}, nullptr);
+  }
   if (exit.kind != ValueKind::GradModeExit) {
     return unsupported("an exception leaving a with block on " + describe(exit) + " (not supported yet)");
   }

@@ -40,6 +40,36 @@ bool Tracer::is_traced_list(const Value& v) const {
          v.source.kind == Source::Kind::Arg && v.source.attrs.empty();
 }
 
+// A list attribute (a config's layer_types, a cache's layers) or a module's list: by
+// length, each item by path, so that another list of the same length serves; the plan
+// passes this call's own list object on.
+std::optional<Status> Tracer::path_list(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out) {
+  if (!PyList_CheckExact(v) || PyList_GET_SIZE(v) > kMaxPathListItems || committed_ ||
+      path_list_items_ + PyList_GET_SIZE(v) > kMaxPathListTotal || path_list_depth_ >= kMaxPathListDepth) {
+    return std::nullopt;
+  }
+  const PyRef keep = PyRef::borrow(v);
+  const int slot = guards().add_path_sequence(source_text(child), root, child.attrs, v);
+  found_in_path(slot, v, guards::TensorMeta{});
+  Value list = Value::sequence(ValueKind::List, {});
+  list.source = child;
+  list.path_slot = slot;
+  list.obj = keep;
+  const Value base = Value::constant(keep, child);
+  path_list_items_ += PyList_GET_SIZE(v);
+  ++path_list_depth_;  // a list that holds itself (or lists nested deep) ends in identity guards
+  Status s = ok();
+  for (Py_ssize_t k = 0; s.ok() && k < PyList_GET_SIZE(v); ++k) {
+    Value item;
+    s = found_at_path(base, "#" + std::to_string(k), PyList_GET_ITEM(v, k), &item);
+    list.items.push_back(std::move(item));
+  }
+  --path_list_depth_;
+  FJ_TRY(std::move(s));
+  *out = std::move(list);
+  return ok();
+}
+
 // ---- the caller's lists ----
 //
 // A list argument (`out.append(y)`, `vals[0] = v`) is modelled as a list the frame

@@ -172,6 +172,12 @@ Status Tracer::op_load_global(const Instruction& ins) {
     if (path_root(value, &root, &holder)) {
       if (std::optional<Status> s = path_tensor(v, root, src, &value); s && s->failed()) return std::move(*s);
     }
+  } else if (!from_builtins && PyList_CheckExact(v)) {  // a module's list (a table, a config): as a list attribute
+    guards::PathRoot root;
+    PyRef holder;
+    if (path_root(value, &root, &holder)) {
+      if (std::optional<Status> s = path_list(v, root, src, &value); s && s->failed()) return std::move(*s);
+    }
   }
   push(std::move(value));
   return ok();
@@ -313,31 +319,7 @@ Status Tracer::found_at_path(const Value& base, const std::string& step, PyObjec
     *out = module_by_class(v, root, child);
     return ok();
   }
-  if (PyList_CheckExact(v) && PyList_GET_SIZE(v) <= kMaxPathListItems && !committed_ &&
-      path_list_items_ + PyList_GET_SIZE(v) <= kMaxPathListTotal && path_list_depth_ < kMaxPathListDepth) {
-    // A list attribute (a config's layer_types, a cache's layers): by length, each
-    // item by path, so that another list of the same length serves; the plan passes
-    // this call's own list object on.
-    const int slot = guards().add_path_sequence(text, root, child.attrs, v);
-    found_in_path(slot, v, guards::TensorMeta{});
-    Value list = Value::sequence(ValueKind::List, {});
-    list.source = child;
-    list.path_slot = slot;
-    list.obj = keep;
-    const Value base = Value::constant(keep, child);
-    path_list_items_ += PyList_GET_SIZE(v);
-    ++path_list_depth_;  // a list that holds itself (or lists nested deep) ends in identity guards
-    Status s = ok();
-    for (Py_ssize_t k = 0; s.ok() && k < PyList_GET_SIZE(v); ++k) {
-      Value item;
-      s = found_at_path(base, "#" + std::to_string(k), PyList_GET_ITEM(v, k), &item);
-      list.items.push_back(std::move(item));
-    }
-    --path_list_depth_;
-    FJ_TRY(std::move(s));
-    *out = std::move(list);
-    return ok();
-  }
+  if (std::optional<Status> s = path_list(v, root, child, out)) return std::move(*s);
   guards().add_path(text, root, child.attrs, v);
   *out = Value::constant(PyRef::borrow(v), child);
   return ok();

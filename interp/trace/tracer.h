@@ -90,6 +90,9 @@ class Tracer {
   std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default,
                                        bool subclass = false);
   std::vector<PyRef> path_dict_keys(const Value& d);
+  // A list found by path `child` (an attribute, a module's global): by length, each
+  // item by path (ops_lists.cpp). nullopt: not such a list, or too large.
+  std::optional<Status> path_list(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
   Value module_by_class(PyObject* v, const guards::PathRoot& root, const Source& source);
   // A list attribute read by length (found_at_path) as the object itself, now guarded
