@@ -366,7 +366,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   std::unordered_map<jit::NodeId, int> seen;
   std::vector<Value*> items;  // Python numbers read from tensors: they become registers too
   walk_values(roots, [&](Value& v) {
-    if (v.kind != ValueKind::Tensor) return;
+    if (v.kind != ValueKind::Tensor && v.kind != ValueKind::Array) return;  // an array: its tensor
     if (jit::op_family(graph_.node(v.node).op) == jit::Family::Item) items.push_back(&v);
     else if (seen.emplace(v.node, static_cast<int>(live.size())).second) live.push_back(v.node);
   });
@@ -473,7 +473,7 @@ Status Tracer::cut(std::vector<Value*> extra) {
   for (jit::NodeId n : strided) mark_noncontig(remap.at(n));  // so a view() that merges dims still ends the trace
   FJ_TRY(cut_storages(live, remap));
   walk_values(roots, [&](Value& v) {
-    if (v.kind == ValueKind::Tensor) v.node = remap.at(v.node);
+    if (v.kind == ValueKind::Tensor || v.kind == ValueKind::Array) v.node = remap.at(v.node);
   });
   snapshot_.reset();  // its tensors named nodes of the old segment
   // So did the cells of returned frames; no closure that reads them is alive here

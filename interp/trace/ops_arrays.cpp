@@ -70,13 +70,13 @@ std::optional<Status> Tracer::call_numpy_array(CallSite& c) {
     static PyObject* const from_numpy = lookup_attr("torch", "from_numpy");
     static PyObject* const as_tensor_fn = lookup_attr("torch", "as_tensor");
     static PyObject* const tensor_fn = lookup_attr("torch", "tensor");
-    if (nkw != 0) return unsupported("keyword arguments in a call of a NumPy array (not supported yet)");
+    if (nkw != 0) return std::nullopt;  // a call of CPython's (a graph break where one can be)
     if (fn == from_numpy || fn == as_tensor_fn || fn == numpy_attr("asarray")) {
       push(fn == numpy_attr("asarray") ? c.args[0] : as_tensor(c.args[0]));
       return ok();
     }
     if (fn == tensor_fn) return push_built(fresh_copy(c.args[0].node), "torch.tensor() of a NumPy array");
-    return unsupported("call to " + describe(c.callable) + " with a NumPy array (not supported yet)");
+    return std::nullopt;
   }
   static const char* const kMakers[][2] = {
       {"arange", "arange"}, {"zeros", "zeros"}, {"ones", "ones"}, {"asarray", "tensor"}, {"array", "tensor"}};
@@ -127,7 +127,13 @@ Status Tracer::tensor_numpy(const CallSite& c) {
 // a.shape, a.ndim, a.size, a.dtype, a.itemsize of an array.
 Status Tracer::array_attr(const Value& a, const std::string& name, bool method) {
   const jit::Node& n = graph_.node(a.node);
-  if (method) return unsupported("NumPy array method ." + name + "() (not supported yet)");
+  if (method) {  // NumPy's own method, bound to the array: its call runs in CPython (a graph break)
+    Value bound = Value::tensor_method(name);
+    bound.items.push_back(a);
+    push(Value::null());
+    push(std::move(bound));
+    return ok();
+  }
   if (name == "shape") {
     std::vector<Value> dims;
     for (const jit::SymExpr& e : n.sym) dims.push_back(e.is_constant() ? int_constant(*e.as_int()) : Value::sym(e));

@@ -199,7 +199,7 @@ Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> c
   // (torch.from_numpy(a)); a call whose result enters a with block would only resume
   // in CPython right after it.
   const bool tensors = !placeholder_slot_.empty() || graph_.size() > 0 || !entry_->plan.steps.empty() ||
-                       torch_builtin(c.callable.obj.get());
+                       (c.callable.obj && torch_builtin(c.callable.obj.get()));
   const size_t next = cur_.fs->pc + 1;
   if (!tensors || (next < cur_.code->instructions.size() &&
                    cur_.code->instructions[next].opcode == op(Opcode::BEFORE_WITH))) {
@@ -207,7 +207,7 @@ Status Tracer::opaque_call(const CallSite& c, Error failed, std::vector<Value> c
   }
   PyObject* callable = c.callable.obj.get();
   // Building a builtin exception has no side effect: not a graph break.
-  const bool pure = PyExceptionClass_Check(callable) &&
+  const bool pure = callable != nullptr && PyExceptionClass_Check(callable) &&
                     !(reinterpret_cast<PyTypeObject*>(callable)->tp_flags & Py_TPFLAGS_HEAPTYPE);
   // What an inlined attempt recorded (a size equality that fails, an int() check)
   // belongs to a call that now runs in CPython.
@@ -294,6 +294,16 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
 Status Tracer::call_tensor_method(CallSite& c) {
   const std::string& method = c.callable.method;
   if (method == "numpy" && !c.args.empty() && is_tensor(c.args[0])) return tensor_numpy(c);
+  if (!c.args.empty() && c.args[0].kind == ValueKind::Array) {  // a NumPy method: CPython's call
+    Value bound = Value::tensor_method(method);
+    bound.items.push_back(c.args[0]);
+    CallSite call = c;
+    call.callable = std::move(bound);
+    call.args.erase(call.args.begin());
+    call.can_break = !c.no_break && can_cut(*c.ins).ok();
+    if (call.can_break) call.orig_args = call.args;
+    return opaque_call(call, unsupported("NumPy array method ." + method + "() (not supported yet)"), call.args);
+  }
   if (!c.args.empty() && (c.args[0].kind == ValueKind::Dict || is_path_dict(c.args[0]))) {
     if (c.kw_names) return unsupported("keyword arguments to dict." + method + "()");
     return call_dict_method(method, c.args);
@@ -337,6 +347,21 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
   }
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
   PyObject* fn = c.callable.obj.get();
+  // @torch.no_grad() / @torch.enable_grad() on a function without a closure: torch's
+  // wrapper, made now (decorating only wraps); calls of it are traced (grad_decorated).
+  if (is_grad_mode_manager(fn) && c.args.size() == 1 && !c.kw_names && c.args[0].kind == ValueKind::Const &&
+      !is_opaque(c.args[0]) && PyFunction_Check(c.args[0].obj.get()) &&
+      PyFunction_GET_CLOSURE(c.args[0].obj.get()) == nullptr) {
+    PyRef wrapper = PyRef::steal(PyObject_CallOneArg(fn, c.args[0].obj.get()));
+    if (!wrapper) {
+      guards::clear_error();
+      return std::nullopt;
+    }
+    Value v = Value::constant(std::move(wrapper));
+    v.fresh = true;  // made in the frame: it must not leave it
+    push(std::move(v));
+    return ok();
+  }
   // `with torch.set_grad_enabled(mode):` is `with torch.no_grad()` or `torch.enable_grad()`
   // (the mode guarded); called alone it would change the mode for the caller: not here.
   static PyObject* const set_mode = lookup_attr("torch", "set_grad_enabled");
@@ -365,6 +390,47 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
   }
   push(Value::constant(PyRef::steal(mgr)));
   return ok();
+}
+
+// A call of torch's wrapper of a function decorated with a grad-mode manager
+// (torch.utils._contextlib.context_decorator): the function, traced in that mode, as
+// the wrapper's with block runs it. nullopt: fn is not such a wrapper.
+std::optional<Status> Tracer::grad_decorated(PyObject* fn, std::vector<Value>& args, PyObject* kw_names) {
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  PyObject* module = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // borrowed
+  PyObject* cells = PyFunction_GET_CLOSURE(fn);
+  if (module == nullptr || !PyUnicode_Check(module) || cells == nullptr ||
+      PyUnicode_CompareWithASCIIString(module, "torch.utils._contextlib") != 0 ||
+      PyUnicode_CompareWithASCIIString(code->co_qualname, "context_decorator.<locals>.decorate_context") != 0) {
+    return std::nullopt;
+  }
+  PyObject* factory = nullptr;
+  PyObject* inner = nullptr;
+  const PyRef names = PyRef::steal(PyCode_GetFreevars(code));
+  if (!names) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names.get()) && i < PyTuple_GET_SIZE(cells); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(names.get(), i);
+    PyObject* content = PyCell_GET(PyTuple_GET_ITEM(cells, i));
+    if (PyUnicode_CompareWithASCIIString(name, "ctx_factory") == 0) factory = content;
+    if (PyUnicode_CompareWithASCIIString(name, "func") == 0) inner = content;
+  }
+  if (factory == nullptr || inner == nullptr || !PyFunction_Check(inner)) return std::nullopt;
+  PyRef ctx = PyRef::steal(PyObject_CallNoArgs(factory));  // clone() of the manager: a new one, nothing else
+  if (!ctx || !is_grad_mode_manager(ctx.get())) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  const bool enables = std::string_view(Py_TYPE(ctx.get())->tp_name).find("enable_grad") != std::string_view::npos;
+  grad_outer_.push_back(grad_enabled_);
+  grad_enabled_ = enables;
+  note_write(-1);
+  autograd_ = autograd_ || (enables && reads_requires_grad_);
+  Status s = inline_call(inner, std::move(args), kw_names);
+  leave_grad_block();  // the wrapper's with block ends, however the call does
+  return s;
 }
 
 // The end of a `with torch.no_grad():` block (its __exit__): the mode outside again.
@@ -485,6 +551,7 @@ void Tracer::keep_returned_cells(FrameState& fs) {
 Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names) {
   ++inlines_;
   if (PyObject* inner = recursion_guarded_repr(fn)) fn = inner;
+  if (std::optional<Status> s = grad_decorated(fn, args, kw_names)) return std::move(*s);
   auto* func = reinterpret_cast<PyFunctionObject*>(fn);
   auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
   const std::string qualname = guards::utf8_lossy(co->co_qualname);

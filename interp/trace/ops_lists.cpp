@@ -40,8 +40,8 @@ bool Tracer::is_traced_list(const Value& v) const {
          v.source.kind == Source::Kind::Arg && v.source.attrs.empty();
 }
 
-// A list attribute (a config's layer_types, a cache's layers) or a module's list: by
-// length, each item by path, so that another list of the same length serves; the plan
+// A list attribute (a config's layer_types, a cache's layers): by length, each item by
+// path, so that another list of the same length serves; the plan
 // passes this call's own list object on.
 std::optional<Status> Tracer::path_list(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out) {
   if (!PyList_CheckExact(v) || PyList_GET_SIZE(v) > kMaxPathListItems || committed_ ||

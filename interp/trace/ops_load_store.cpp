@@ -172,12 +172,6 @@ Status Tracer::op_load_global(const Instruction& ins) {
     if (path_root(value, &root, &holder)) {
       if (std::optional<Status> s = path_tensor(v, root, src, &value); s && s->failed()) return std::move(*s);
     }
-  } else if (!from_builtins && PyList_CheckExact(v)) {  // a module's list (a table, a config): as a list attribute
-    guards::PathRoot root;
-    PyRef holder;
-    if (path_root(value, &root, &holder)) {
-      if (std::optional<Status> s = path_list(v, root, src, &value); s && s->failed()) return std::move(*s);
-    }
   }
   push(std::move(value));
   return ok();

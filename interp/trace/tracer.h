@@ -90,7 +90,7 @@ class Tracer {
   std::optional<Status> path_dict_item(const Value& d, const Value& key, const Value* get_default,
                                        bool subclass = false);
   std::vector<PyRef> path_dict_keys(const Value& d);
-  // A list found by path `child` (an attribute, a module's global): by length, each
+  // A list found by path `child` (an attribute of an object): by length, each
   // item by path (ops_lists.cpp). nullopt: not such a list, or too large.
   std::optional<Status> path_list(PyObject* v, const guards::PathRoot& root, const Source& child, Value* out);
   Status found_at_path(const Value& base, const std::string& step, PyObject* v, Value* out);
@@ -309,6 +309,7 @@ class Tracer {
   std::optional<Status> call_python_function(CallSite& c);
   Status call_tensor_method(CallSite& c);
   std::optional<Status> call_grad_mode(const CallSite& c);
+  std::optional<Status> grad_decorated(PyObject* fn, std::vector<Value>& args, PyObject* kw_names);
   std::optional<Status> call_builtin(const CallSite& c);
   // ---- extern calls (interp/torch/extern_ops.cpp) ----
   // A torch function jit/ does not lower, as one ExternCall node; nullopt when the

@@ -119,3 +119,21 @@ def test_a_numpy_argument_then_a_tensor_argument_recompiles():
     cf = framejit.compile(f)
     for a in (np.ones(3, dtype=np.float32), torch.ones(3), np.ones(4, dtype=np.float32), torch.ones(5)):
         assert_same(cf(a), f(a))
+
+
+def test_numpy_calls_on_an_array_are_graph_breaks_not_fallbacks():
+    def f(x):
+        y = x * 2
+        a = y.numpy()
+        b = a.copy()  # NumPy's own method: a call CPython runs between graphs
+        return torch.from_numpy(b) + 1, np.sort(a), a.sum(), x - 1
+
+    framejit.reset()
+    cf = framejit.compile(f)
+    for n in (4, 5, 4):
+        x = torch.randn(n)
+        got, want = cf(x), f(x)
+        assert_same(got[0], want[0])
+        assert np.array_equal(got[1], want[1]) and got[2] == want[2]
+    s = framejit.stats(f)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] >= 1, s

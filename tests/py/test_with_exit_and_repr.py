@@ -1,7 +1,6 @@
-"""Three traced pieces of everyday Python: a Python __exit__ that sees an exception
-leaving its with block (contextlib.suppress and user managers), a dataclass's
-generated __repr__ (its recursion guard is not traced), and a module-level list read
-as list attributes are (by length, each item by path)."""
+"""Two traced pieces of everyday Python: a Python __exit__ that sees an exception
+leaving its with block (contextlib.suppress and user managers), and a dataclass's
+generated __repr__ (its recursion guard is not traced)."""
 import contextlib
 import dataclasses
 
@@ -73,19 +72,3 @@ def test_dataclass_repr_is_traced():
     def f(x, a):
         return repr(_Pair(a, a / 2)), str(_Pair(1, 0.5)), x * a
     whole(f, [(torch.randn(3), 2), (torch.randn(3), 3)])
-
-
-SQUARES = [1, 4, 9, 16]
-NAMES = ["relu", "sigmoid"]
-
-
-def test_module_level_lists_are_read_by_path():
-    def f(x, i):
-        act = getattr(torch, NAMES[i % 2])
-        return act(x) * SQUARES[i], sum(SQUARES), len(NAMES), SQUARES[-1]
-    whole(f, [(torch.randn(3), 1), (torch.randn(3), 3)])
-    SQUARES[1] = 5  # a change of an item is seen
-    try:
-        whole(f, [(torch.randn(3), 1)])
-    finally:
-        SQUARES[1] = 4
