@@ -100,3 +100,34 @@ def test_set_grad_enabled_called_alone_changes_the_mode_as_eager():
         assert not torch.is_grad_enabled()
     finally:
         torch.set_grad_enabled(True)
+
+
+@torch.no_grad()
+def _stats(t):
+    return t.mean(), t.std()
+
+
+def test_functions_decorated_with_no_grad_are_traced_in_that_mode():
+    def module_level(x):
+        m, s = _stats(x)
+        return (x - m) / (s + 1), m.requires_grad
+
+    def made_in_frame(x):
+        @torch.no_grad()
+        def scale(t):
+            return t.abs().max()
+        return x / (scale(x) + 1)
+
+    for fn in (module_level, made_in_frame):
+        cf = framejit.compile(fn)
+        for n in (4, 6):
+            x = torch.randn(n, requires_grad=True)
+            x2 = x.detach().clone().requires_grad_()
+            got, want = cf(x), fn(x2)
+            assert_same(got, want)
+            first = got[0] if isinstance(got, tuple) else got
+            (want[0] if isinstance(want, tuple) else want).sum().backward()
+            first.sum().backward()
+            assert torch.allclose(x.grad, x2.grad)
+        s = framejit.stats(fn)
+        assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, s
