@@ -75,7 +75,9 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     push(std::move(out));
     return ok();
   }
-  const bool const_tuple = seq.kind == ValueKind::Const && !is_opaque(seq) && PyTuple_CheckExact(seq.obj.get());
+  const bool const_tuple = seq.kind == ValueKind::Const && !is_opaque(seq) &&
+                           (PyTuple_CheckExact(seq.obj.get()) ||
+                            (PyList_CheckExact(seq.obj.get()) && seq.reg < 0 && seq.source.kind == Source::Kind::Global));
   if ((seq.kind == ValueKind::Tuple || seq.kind == ValueKind::List || const_tuple) && index.kind == ValueKind::Sym &&
       index.expr.type() == jit::SymType::Int) {  // which item: the index's value, guarded
     PyRef i;
@@ -94,6 +96,21 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     }
     push(seq.items[static_cast<size_t>(i)]);
     return ok();
+  }
+  if (seq.kind == ValueKind::Const && !is_opaque(seq) && seq.reg < 0 && PyList_CheckExact(seq.obj.get()) &&
+      index.kind == ValueKind::Const && PyLong_CheckExact(index.obj.get())) {
+    // An item of a list found by path (a module's table): that item, guarded by path;
+    // the list's length is not (a log list that grows keeps its entry).
+    const long long k = PyLong_AsLongLong(index.obj.get());
+    guards::clear_error();
+    guards::PathRoot root;
+    PyRef holder;
+    if (k >= 0 && k < PyList_GET_SIZE(seq.obj.get()) && path_root(seq, &root, &holder)) {
+      Value item;
+      FJ_TRY(found_at_path(seq, "#" + std::to_string(k), PyList_GET_ITEM(seq.obj.get(), k), &item));
+      push(std::move(item));
+      return ok();
+    }
   }
   if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
   if (std::optional<Status> s = python_dunder(seq, "__getitem__", {index})) return std::move(*s);
