@@ -507,9 +507,11 @@ Status Tracer::op_binary_op(const Instruction& ins) {
       return unsupported("binary operator on " + describe(lhs) + " and " + describe(rhs));
     }
     const auto e = binary_sym_op(ins.arg, *a, *b);
-    if (e) return push_sym(*e, "a scalar expression");
-    // n & 3, n << k: with the numbers' values now, guarded
+    if (e && e->eval(hints_)) return push_sym(*e, "a scalar expression");
+    // n & 3, n << k, and what has no int64 value (n * n past it, 7 % 0): with the
+    // numbers' values now, guarded, as Python computes it (or raises)
     if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/true)) return std::move(*s);
+    if (e) return push_sym(*e, "a scalar expression");
     return unsupported("binary operator " + std::to_string(ins.arg) + " on symbolic scalars (not supported yet)");
   }
   if (auto s = fold_operator(binary_operator_name(ins.arg), lhs, rhs, /*specialize=*/false)) return std::move(*s);

@@ -82,3 +82,15 @@ def test_lerp_with_a_python_float_weight(w):
     x, e = torch.randn(50), torch.randn(50)
     assert_same(framejit.compile(f)(x, e, w), f(x, e, w))
     assert _stats(f)["fallbacks"] == 0
+
+
+def test_int_arithmetic_past_int64_is_python_s():
+    def big(x, n):
+        return x * (n % 7), n * n, n ** 2 // 3
+    framejit.reset()
+    f = framejit.compile(big)
+    for n in (2 ** 40, 3, 2 ** 40, 5, 3 * 2 ** 33):
+        x = torch.randn(3)
+        assert_same(f(x, n), big(x, n))
+    s = _stats(big)
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, s
