@@ -9,9 +9,12 @@ import framejit
 from _opcheck import check
 from conftest import assert_same
 
-X = torch.randn(2, 3, 8, 8)
-W = torch.randn(4, 3, 3, 3)
-BIAS = torch.randn(4)
+# Fixed inputs: a case such as repeat_interleave adds a sum of 324 floats to each
+# element, and its float32 rounding (an ulp of the sum) is the whole budget of atol.
+_GEN = torch.Generator().manual_seed(0)
+X = torch.randn(2, 3, 8, 8, generator=_GEN)
+W = torch.randn(4, 3, 3, 3, generator=_GEN)
+BIAS = torch.randn(4, generator=_GEN)
 
 EXTERN = {
     "conv2d": (lambda x, w: torch.conv2d(x, w, BIAS, padding=1) * 2 + 1, X, W),
