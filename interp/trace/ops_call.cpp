@@ -155,17 +155,21 @@ bool torch_builtin(PyObject* fn) {
   return module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "torch") == 0;
 }
 
+// Whether fn is the Python function `qualname` defined in module `module` (a wrapper
+// a library makes, known by its code).
+bool library_function(PyObject* fn, const char* module, const char* qualname) {
+  if (!PyFunction_Check(fn)) return false;
+  PyObject* name = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // borrowed
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+  return name != nullptr && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, module) == 0 &&
+         PyUnicode_CompareWithASCIIString(code->co_qualname, qualname) == 0;
+}
+
 // The __repr__ that a dataclass's recursion guard wraps (dataclasses._recursive_repr:
 // it keys a set on id(self) and the thread, only to print "..." for a cycle, which a
 // trace of the wrapped function would not reach either); else null.
 PyObject* recursion_guarded_repr(PyObject* fn) {
-  if (!PyFunction_Check(fn)) return nullptr;
-  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
-  PyObject* module = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // borrowed
-  if (module == nullptr || !PyUnicode_Check(module) || PyUnicode_CompareWithASCIIString(module, "dataclasses") != 0 ||
-      PyUnicode_CompareWithASCIIString(code->co_qualname, "_recursive_repr.<locals>.wrapper") != 0) {
-    return nullptr;
-  }
+  if (!library_function(fn, "dataclasses", "_recursive_repr.<locals>.wrapper")) return nullptr;
   PyRef wrapped = PyRef::steal(PyObject_GetAttrString(fn, "__wrapped__"));
   if (!wrapped) PyErr_Clear();
   return wrapped && PyFunction_Check(wrapped.get()) ? wrapped.get() : nullptr;  // the wrapper holds it
@@ -396,14 +400,10 @@ std::optional<Status> Tracer::call_grad_mode(const CallSite& c) {
 // (torch.utils._contextlib.context_decorator): the function, traced in that mode, as
 // the wrapper's with block runs it. nullopt: fn is not such a wrapper.
 std::optional<Status> Tracer::grad_decorated(PyObject* fn, std::vector<Value>& args, PyObject* kw_names) {
+  if (!library_function(fn, "torch.utils._contextlib", "context_decorator.<locals>.decorate_context")) return std::nullopt;
   auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
-  PyObject* module = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // borrowed
   PyObject* cells = PyFunction_GET_CLOSURE(fn);
-  if (module == nullptr || !PyUnicode_Check(module) || cells == nullptr ||
-      PyUnicode_CompareWithASCIIString(module, "torch.utils._contextlib") != 0 ||
-      PyUnicode_CompareWithASCIIString(code->co_qualname, "context_decorator.<locals>.decorate_context") != 0) {
-    return std::nullopt;
-  }
+  if (cells == nullptr) return std::nullopt;
   PyObject* factory = nullptr;
   PyObject* inner = nullptr;
   const PyRef names = PyRef::steal(PyCode_GetFreevars(code));
@@ -423,14 +423,20 @@ std::optional<Status> Tracer::grad_decorated(PyObject* fn, std::vector<Value>& a
     guards::clear_error();
     return std::nullopt;
   }
-  const bool enables = std::string_view(Py_TYPE(ctx.get())->tp_name).find("enable_grad") != std::string_view::npos;
-  grad_outer_.push_back(grad_enabled_);
-  grad_enabled_ = enables;
-  note_write(-1);
-  autograd_ = autograd_ || (enables && reads_requires_grad_);
+  enter_grad_block(ctx.get());
   Status s = inline_call(inner, std::move(args), kw_names);
   leave_grad_block();  // the wrapper's with block ends, however the call does
   return s;
+}
+
+// The start of a block of a grad-mode manager `mgr` (torch.no_grad(), enable_grad()):
+// its mode from here on; leave_grad_block() restores the one outside.
+void Tracer::enter_grad_block(PyObject* mgr) {
+  const bool enables = std::string_view(Py_TYPE(mgr)->tp_name).find("enable_grad") != std::string_view::npos;
+  grad_outer_.push_back(grad_enabled_);
+  grad_enabled_ = enables;
+  note_write(-1);  // a generator run ahead saw the mode outside
+  autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
 }
 
 // The end of a `with torch.no_grad():` block (its __exit__): the mode outside again.

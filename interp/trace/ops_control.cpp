@@ -422,12 +422,7 @@ Status Tracer::op_before_with(const Instruction&) {
   if (mgr.kind != ValueKind::Const || is_opaque(mgr) || !is_grad_mode_manager(mgr.obj.get())) {
     return unsupported("a with block on " + describe(mgr) + " (not supported yet)");
   }
-  const bool enables = std::string_view(Py_TYPE(mgr.obj.get())->tp_name).find("enable_grad") !=
-                       std::string_view::npos;
-  grad_outer_.push_back(grad_enabled_);
-  grad_enabled_ = enables;
-  note_write(-1);  // a generator run ahead saw the mode outside
-  autograd_ = autograd_ || (enables && reads_requires_grad_);  // tensors read before may need grads now
+  enter_grad_block(mgr.obj.get());
   Value exit;
   exit.kind = ValueKind::GradModeExit;
   push(std::move(exit));

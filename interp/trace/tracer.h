@@ -399,7 +399,8 @@ class Tracer {
   Status op_yield_value(const Instruction&);
   Status op_raise_varargs(const Instruction&);  // ops_except.cpp
   Status op_with_except_start(const Instruction&);  // ops_except.cpp
-  void leave_grad_block();  // ops_call.cpp
+  void enter_grad_block(PyObject* mgr);  // ops_call.cpp
+  void leave_grad_block();
   Status op_push_exc_info(const Instruction&);
   Status op_pop_except(const Instruction&);
   Status op_check_exc_match(const Instruction&);
