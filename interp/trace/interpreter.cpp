@@ -205,6 +205,7 @@ Status Tracer::bind_arguments() {
         items.push_back(Value::tensor(n, item));
       }
       if (items.empty()) bind_number_sequence(a, src, &items);
+      if (items.empty()) bind_nested_lists(a, src, &items);
       Value v = items.empty() && Py_SIZE(a) > 0 ? Value::constant(PyRef::borrow(a), src)
                               : Value::sequence(PyList_CheckExact(a) ? ValueKind::List : ValueKind::Tuple, std::move(items));
       v.source = src;

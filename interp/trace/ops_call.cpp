@@ -3,6 +3,7 @@
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "interp/hook.h"
 
@@ -185,6 +186,27 @@ PyObject* lru_cached_target(PyObject* fn) {
   return wrapped && PyFunction_Check(wrapped.get()) ? wrapped.get() : nullptr;  // the wrapper holds it
 }
 
+// Objects copy.deepcopy returns as they are: numbers, strings, bytes, None, and tuples
+// of them (copy's atomic types; a tuple whose items all copy to themselves).
+bool deepcopy_returns_itself(PyObject* o) {
+  if (o == Py_None || PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o) || PyUnicode_CheckExact(o) ||
+      PyBytes_CheckExact(o) || PyComplex_CheckExact(o)) {
+    return true;
+  }
+  if (!PyTuple_CheckExact(o)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+    if (!deepcopy_returns_itself(PyTuple_GET_ITEM(o, i))) return false;
+  }
+  return true;
+}
+
+bool deepcopy_returns_itself(const Value& v) {
+  if (v.kind == ValueKind::Sym) return !v.obj;  // a NumPy scalar is copied
+  if (v.kind == ValueKind::Const) return !v.opaque && v.reg < 0 && v.obj && deepcopy_returns_itself(v.obj.get());
+  if (v.kind != ValueKind::Tuple || v.obj || v.torch_size) return false;
+  return std::all_of(v.items.begin(), v.items.end(), [](const Value& item) { return deepcopy_returns_itself(item); });
+}
+
 }  // namespace
 
 // A call that could not be traced (`failed` says why) runs as it is, as a plan step
@@ -234,6 +256,12 @@ std::optional<Status> Tracer::call_python_function(CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
   PyObject* target = c.callable.obj.get();
   if (PyObject* fn = compiled_function_target(target)) target = fn;
+  // copy.deepcopy(x) of what it returns as it is (its memo, keyed on id(x), stays unseen).
+  if (library_function(target, "copy", "deepcopy") && c.args.size() == 1 && !c.kw_names &&
+      deepcopy_returns_itself(c.args[0])) {
+    push(c.args[0]);
+    return ok();
+  }
   // functools.lru_cache / cache: the function it wraps is traced, for arguments that
   // are numbers, strings and tuples of them (what eager's cache would key on by value)
   // and a result of the same kind (eager hands out the cached object itself). The
@@ -449,13 +477,10 @@ void Tracer::leave_grad_block() {
 
 // A symbolic Python number made concrete (its value in this call, guarded to keep it):
 // what cannot stay symbolic, such as a math function's argument or an f-string's value.
-// A float zero is refused: the guard (==) would not tell -0.0 from 0.0.
+// A float zero also has its sign guarded: == does not tell -0.0 from 0.0.
 Status Tracer::concrete_number(const Value& a, const std::string& what, PyRef* out) {
   const auto v = a.expr.eval(hints_);
   if (!v) return unsupported(what + " of a value that does not exist");
-  if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0 && !a.expr.is_constant()) {
-    return unsupported(what + " of a float that is zero (its sign is not guarded)");
-  }
   *out = PyRef::steal(sym_value_to_python(*v));
   if (*out && a.obj) *out = PyRef::steal(PyObject_CallOneArg(a.obj.get(), out->get()));  // np.float64(2.5)
   if (!*out) {
@@ -464,6 +489,12 @@ Status Tracer::concrete_number(const Value& a, const std::string& what, PyRef* o
   }
   if (a.expr.is_constant()) return ok();
   entry_->guards.add_expr(jit::eq(a.expr, jit::SymExpr::constant(*v)), readable(a.expr) + " == " + jit::SymExpr::constant(*v).str());
+  if (std::holds_alternative<double>(*v) && std::get<double>(*v) == 0.0) {
+    // -0.0 == 0.0: the zero's sign is guarded on its own.
+    const jit::SymExpr sign = jit::copysign(jit::SymExpr::real(1.0), a.expr);
+    const double now = std::signbit(std::get<double>(*v)) ? -1.0 : 1.0;
+    entry_->guards.add_expr(jit::eq(sign, jit::SymExpr::real(now)), "copysign(1.0, " + readable(a.expr) + ") == " + jit::SymExpr::real(now).str());
+  }
   return ok();
 }
 
@@ -644,7 +675,7 @@ Status Tracer::inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_n
     }
     if (d == nullptr) return unsupported(bad);
     Value v = Value::constant(PyRef::borrow(d));
-    v.opaque = !is_foldable(d);  // a mutable default is used as-is, never looked into
+    v.opaque = !is_immutable_known(d);  // a mutable default is used as-is, never looked into
     v.pinned = v.opaque;         // (a sentinel default: `flag is _MISSING` compares it)
     fs.locals[j] = std::move(v);
   }

@@ -205,8 +205,7 @@ bool Tracer::knowable(const Value& v, bool specialize) const {
              (fresh_set(v) || plain_exception(v) || (!v.fresh && is_immutable_known(v.obj.get())));
     case ValueKind::Sym: {
       if (v.expr.is_constant()) return true;
-      const auto now = v.expr.eval(hints_);  // a float zero: its sign cannot be guarded
-      return specialize && now && !(std::holds_alternative<double>(*now) && std::get<double>(*now) == 0.0);
+      return specialize && v.expr.eval(hints_).has_value();
     }
     case ValueKind::Tuple:
       if (v.obj && !v.torch_size) return false;  // a named tuple

@@ -109,6 +109,46 @@ void Tracer::bind_caller_list(PyObject* list, int arg, const std::string& name, 
   caller_lists_.push_back(CallerList{identity, arg, false, *v});
 }
 
+// A list or tuple argument of lists of numbers, strings or None ([[1, 2], [3, 4]]):
+// each inner list is read by path, as a list attribute is (guarded by length, its
+// items by value; changing it pins it), and guarded to be no list argument. Nothing
+// is bound (items empty) where the argument is not such a sequence.
+void Tracer::bind_nested_lists(PyObject* seq, const Source& src, std::vector<Value>* items) {
+  const auto plain = [](PyObject* x) {
+    return x == Py_None || PyBool_Check(x) || PyLong_CheckExact(x) || PyFloat_CheckExact(x) || PyUnicode_CheckExact(x);
+  };
+  for (Py_ssize_t k = 0; k < Py_SIZE(seq); ++k) {
+    PyObject* row = PySequence_Fast_GET_ITEM(seq, k);
+    if (!PyList_CheckExact(row) || PyList_GET_SIZE(row) > 16) return;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(row); ++j) {
+      if (!plain(PyList_GET_ITEM(row, j))) return;
+    }
+    for (int j = 0; j < in_.num_args; ++j) {
+      if (in_.args[j] == row) return;
+    }
+  }
+  guards().add_sequence(src.arg, "L['" + src.name + "']", seq);
+  const Value base = Value::constant(PyRef::borrow(seq), src);
+  guards::PathRoot root;
+  root.arg = src.arg;
+  for (Py_ssize_t k = 0; k < Py_SIZE(seq); ++k) {
+    Value row;
+    if (found_at_path(base, "#" + std::to_string(k), PySequence_Fast_GET_ITEM(seq, k), &row).failed() ||
+        row.kind != ValueKind::List) {
+      items->clear();
+      return;
+    }
+    for (int j = 0; j < in_.num_args; ++j) {
+      if (j == src.arg || !PyList_CheckExact(in_.args[j])) continue;
+      guards::PathRoot other;
+      other.arg = j;
+      guards().add_paths_same(source_text(row.source) + " is L[" + std::to_string(j) + "]", root, row.source.attrs,
+                              other, {}, false);
+    }
+    items->push_back(std::move(row));
+  }
+}
+
 // v, found at a path: an argument list is traced (its changes wait for the return), so
 // the same list found there too would be read stale. Guarded to stay another object;
 // the trace ends where it is one now.

@@ -740,6 +740,21 @@ void Tracer::pin_argument(Value& v) {
   v.pinned = true;
 }
 
+// `a is b` of two tensors of different nodes. A tensor that is no view is the object
+// its storage began with (an in-place write gives it a new node of that storage; ops
+// that return their operand itself give its node): two such are one object exactly
+// when their storages are one, told where either storage began in this graph (not
+// an input, which may be passed twice). Views are left alone: a view op makes a new
+// object, but a write rebinds an existing view to a new node too.
+std::optional<bool> Tracer::tensors_same(const Value& a, const Value& b) const {
+  if (!is_tensor(a) || !is_tensor(b) || view_parent_.count(a.node) != 0 || view_parent_.count(b.node) != 0) return std::nullopt;
+  const jit::NodeId x = storage_of(a.node), y = storage_of(b.node);
+  if (x == y) return true;
+  const auto made = [&](jit::NodeId n) { return graph_.node(n).op != jit::Op::Placeholder; };
+  if (made(x) || made(y)) return false;
+  return std::nullopt;
+}
+
 // (lhs, rhs -- bool)
 Status Tracer::op_is_op(const Instruction& ins) {
   Value rhs = pop();
@@ -780,6 +795,8 @@ Status Tracer::op_is_op(const Instruction& ins) {
     same = lhs.identity == rhs.identity;  // dicts the frame made: one object per identity
   } else if (lhs.kind == ValueKind::Tensor && rhs.kind == ValueKind::Tensor && lhs.node == rhs.node) {
     same = true;  // two tensors of different nodes may still be one object (f(a, a))
+  } else if (std::optional<bool> s = tensors_same(lhs, rhs); s.has_value()) {
+    same = *s;
   } else if ((singleton(lhs) && pinned(rhs)) || (singleton(rhs) && pinned(lhs))) {
     same = lhs.obj.get() == rhs.obj.get();  // v is None of an argument guarded by its value
   } else if (std::optional<bool> s = singleton_test(lhs, rhs); s.has_value()) {

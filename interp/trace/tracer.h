@@ -146,6 +146,7 @@ class Tracer {
   static bool is_traced_tensor_method(const std::string& name);
   Status concrete_number(const Value& a, const std::string& what, PyRef* out);
   void bind_number_sequence(PyObject* seq, const Source& src, std::vector<Value>* items);
+  void bind_nested_lists(PyObject* seq, const Source& src, std::vector<Value>* items);
   std::optional<Status> python_dunder(const Value& obj, const char* dunder, std::vector<Value> args);
   std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
@@ -646,6 +647,7 @@ class Tracer {
   // The storage a tensor node belongs to: the first base node of that storage.
   jit::NodeId storage_of(jit::NodeId n) const;
   bool disjoint_views(jit::NodeId a, jit::NodeId b) const;
+  std::optional<bool> tensors_same(const Value& a, const Value& b) const;
   int writes_ = 0;  // in-place writes so far: a failed inlined call that wrote cannot become a break
 
  private:

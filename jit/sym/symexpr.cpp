@@ -261,7 +261,7 @@ std::optional<bool> decided(SymOp op, const ProvenOrder& o) {
     case SymOp::Add: case SymOp::Sub: case SymOp::Mul: case SymOp::TrueDiv:
     case SymOp::FloorDiv: case SymOp::Mod: case SymOp::Pow: case SymOp::Neg:
     case SymOp::Abs: case SymOp::Min: case SymOp::Max: case SymOp::And: case SymOp::Or:
-    case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt:
+    case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt: case SymOp::CopySign:
       FJ_CHECK(false, "symexpr: not a comparison");
   }
   return std::nullopt;
@@ -465,7 +465,8 @@ std::optional<int64_t> SymExpr::lower_bound() const {
     case SymOp::And:
     case SymOp::Or:
     case SymOp::Not:
-    case SymOp::ToFloat: return std::nullopt;
+    case SymOp::ToFloat:
+    case SymOp::CopySign: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -600,6 +601,11 @@ SymExpr abs(const SymExpr& a0) {
 SymExpr min(const SymExpr& a, const SymExpr& b) { return min_max(SymOp::Min, a, b); }
 SymExpr max(const SymExpr& a, const SymExpr& b) { return min_max(SymOp::Max, a, b); }
 
+SymExpr copysign(const SymExpr& a, const SymExpr& b) {
+  if (any_null({&a, &b})) return SymExpr();
+  return build(SymOp::CopySign, SymType::Float, {to_float(a), to_float(b)});
+}
+
 SymExpr lt(const SymExpr& a, const SymExpr& b) { return compare_op(SymOp::Lt, a, b); }
 SymExpr le(const SymExpr& a, const SymExpr& b) { return compare_op(SymOp::Le, a, b); }
 SymExpr gt(const SymExpr& a, const SymExpr& b) { return compare_op(SymOp::Gt, a, b); }
@@ -629,7 +635,7 @@ SymExpr logical_not(const SymExpr& a0) {
       case SymOp::Add: case SymOp::Sub: case SymOp::Mul: case SymOp::TrueDiv:
       case SymOp::FloorDiv: case SymOp::Mod: case SymOp::Pow: case SymOp::Neg:
       case SymOp::Abs: case SymOp::Min: case SymOp::Max: case SymOp::And: case SymOp::Or:
-      case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt: return std::nullopt;
+      case SymOp::Not: case SymOp::ToFloat: case SymOp::ToInt: case SymOp::CopySign: return std::nullopt;
     }
     return std::nullopt;
   }();

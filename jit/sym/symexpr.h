@@ -68,6 +68,7 @@ enum class SymOp : uint8_t {
   Not,
   ToFloat,
   ToInt,
+  CopySign,  // Float: the magnitude of the first operand with the sign of the second
 };
 
 struct SymNode;
@@ -152,6 +153,7 @@ SymExpr neg(const SymExpr& a);
 SymExpr abs(const SymExpr& a);
 SymExpr min(const SymExpr& a, const SymExpr& b);
 SymExpr max(const SymExpr& a, const SymExpr& b);
+SymExpr copysign(const SymExpr& a, const SymExpr& b);  // math.copysign: Float
 SymExpr lt(const SymExpr& a, const SymExpr& b);  // Bool results
 SymExpr le(const SymExpr& a, const SymExpr& b);
 SymExpr gt(const SymExpr& a, const SymExpr& b);

@@ -339,6 +339,7 @@ Val eval_arith(const SymNode& n, const Bindings& b) {
     if (n.type == SymType::Int) return int_pow(as_i(x), as_i(y));
     return float_pow(as_d(x), as_d(y));
   }
+  if (n.op == SymOp::CopySign) return SymValue{std::copysign(as_d(x), as_d(y))};
   FJ_CHECK(n.op == SymOp::Min || n.op == SymOp::Max, "symexpr: not an arithmetic op");
   return eval_min_max(n, x, y);
 }
@@ -378,7 +379,8 @@ Val eval_node(const SymNode& n, const Bindings& b) {
     case SymOp::Mod:
     case SymOp::Pow:
     case SymOp::Min:
-    case SymOp::Max: return eval_arith(n, b);
+    case SymOp::Max:
+    case SymOp::CopySign: return eval_arith(n, b);
     case SymOp::Lt:
     case SymOp::Le:
     case SymOp::Gt:

@@ -40,7 +40,8 @@ int prec(const SymExpr& e) {
     case SymOp::Min:
     case SymOp::Max:
     case SymOp::ToFloat:
-    case SymOp::ToInt: return kAtom;
+    case SymOp::ToInt:
+    case SymOp::CopySign: return kAtom;
     case SymOp::Lt:
     case SymOp::Le:
     case SymOp::Gt:
@@ -76,6 +77,7 @@ const char* op_text(SymOp op) {
     case SymOp::Max: return "max";
     case SymOp::ToFloat: return "float";
     case SymOp::ToInt: return "int";
+    case SymOp::CopySign: return "copysign";
     case SymOp::Const:
     case SymOp::Symbol:
     case SymOp::Sum:
@@ -201,6 +203,7 @@ void print(const SymExpr& e, std::string& out) {
     case SymOp::Max:
     case SymOp::ToFloat:
     case SymOp::ToInt:
+    case SymOp::CopySign:
       out += op_text(n.op);
       out += '(';
       for (size_t i = 0; i < a.size(); ++i) {

@@ -388,6 +388,22 @@ TEST_CASE("symexpr: min and max return an operand, as Python does") {
   CHECK(max(B(true), B(false)).as_bool() == true);
 }
 
+TEST_CASE("symexpr: copysign tells -0.0 from 0.0, as math.copysign does") {
+  CHECK(copysign(F(1.0), F(-0.0)).as_float() == -1.0);
+  CHECK(copysign(F(1.0), F(0.0)).as_float() == 1.0);
+  CHECK(copysign(I(3), F(-2.5)).as_float() == -3.0);  // an int magnitude becomes a float
+  CHECK(copysign(F(1.0), F(NAN_)).as_float() == 1.0);  // NAN_'s sign bit is clear
+  const SymExpr sign = copysign(F(1.0), f0);
+  CHECK(sign.str() == "copysign(1.0, f0)");
+  CHECK(sign.type() == SymType::Float);
+  CHECK(std::get<1>(*sign.eval({{-0.0}})) == -1.0);
+  CHECK(std::get<1>(*sign.eval({{0.0}})) == 1.0);
+  // the guard that pins a float zero's sign fails for the other zero
+  const SymExpr guard = eq(sign, F(-1.0));
+  CHECK(std::get<2>(*guard.eval({{-0.0}})));
+  CHECK_FALSE(std::get<2>(*guard.eval({{0.0}})));
+}
+
 TEST_CASE("symexpr: printing follows Python precedence") {
   CHECK(mul(add(s0, I(1)), add(s1, I(2))).str() == "(s0 + 1)*(s1 + 2)");
   CHECK(mul(I(2), floordiv(s0, I(3))).str() == "2*(s0//3)");
