@@ -426,6 +426,7 @@ Status Tracer::op_store_subscr(const Instruction&) {
   if (is_traced_list(container)) return list_setitem(container, index, value);
   if (std::optional<Status> s = array_store_subscr(container, index, value)) return std::move(*s);
   if (container.kind == ValueKind::Dict) return dict_store(container, index, std::move(value));
+  if (DequeCalls::is_deque(container)) return DequeCalls::store_subscript(*this, container, index, value);
   if (container.kind == ValueKind::Object) {  // its class's Python __setitem__
     std::optional<Status> s = python_dunder(container, "__setitem__", {index, std::move(value)});
     if (!s) return unsupported("item assignment to " + describe(container) + " (not supported yet)");

@@ -47,13 +47,7 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_sorted_min_max(c)) return std::move(*s);
   if (std::optional<Status> s = call_function_applying(c)) return std::move(*s);
   if (std::optional<Status> s = call_structural(c)) return std::move(*s);
-  if (c.callable.kind == ValueKind::TensorMethod && c.callable.method == "sort" && !c.args.empty() &&
-      c.args[0].kind == ValueKind::List) {
-    return list_sort(c);
-  }
-  if (c.callable.kind == ValueKind::TensorMethod && !c.args.empty() && c.args[0].kind == ValueKind::Dict) {
-    if (std::optional<Status> s = dict_change_method(c.callable.method, c.args, c.kw_names.get())) return std::move(*s);
-  }
+  if (std::optional<Status> s = call_container_method(c)) return std::move(*s);
   // abs() and round() of a Python number are builtins of numbers, not torch ops.
   const bool numbers_only = pure_callable(c.callable, c.args) &&
                             std::none_of(c.args.begin(), c.args.end(), [&](const Value& a) { return is_tensor(a); });
@@ -111,6 +105,16 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_builtin(c)) return std::move(*s);
   if (std::optional<Status> s = call_folded(c, /*specialize=*/true)) return std::move(*s);
   return opaque_call(c, unsupported("call to " + describe(c.callable) + " (not supported yet)"), std::move(c.args));
+}
+
+// A method of a container the frame made: list.sort, a deque's, a dict's that change it.
+std::optional<Status> Tracer::call_container_method(const CallSite& c) {
+  if (c.callable.kind != ValueKind::TensorMethod || c.args.empty()) return std::nullopt;
+  const Value& self = c.args[0];
+  if (c.callable.method == "sort" && self.kind == ValueKind::List) return list_sort(c);
+  if (DequeCalls::is_deque(self)) return DequeCalls::method(*this, c);
+  if (self.kind == ValueKind::Dict) return dict_change_method(c.callable.method, c.args, c.kw_names.get());
+  return std::nullopt;
 }
 
 // Pops CALL's operands: the callable, its arguments (self first for a method), and

@@ -44,6 +44,7 @@ PyObject* default_dict_class() {
 // dict.update fills one. nullopt: not one of these classes.
 std::optional<Status> Tracer::call_collection(const CallSite& c) {
   if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  if (std::optional<Status> s = DequeCalls::construct(*this, c)) return s;
   PyObject* cls = c.callable.obj.get();
   if (cls == nullptr || (cls != ordered_dict_class() && cls != default_dict_class() && cls != counter_class())) {
     return std::nullopt;

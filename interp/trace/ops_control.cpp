@@ -113,6 +113,7 @@ Status Tracer::op_binary_subscr(const Instruction&) {
     }
   }
   if (std::optional<Status> s = subscript_constants(seq, index)) return std::move(*s);
+  if (DequeCalls::is_deque(seq)) return DequeCalls::subscript(*this, seq, index);
   if (std::optional<Status> s = python_dunder(seq, "__getitem__", {index})) return std::move(*s);
   // a range, bytes or str constant: its item as CPython computes it
   if (std::optional<Status> s = fold_operator("getitem", seq, index, /*specialize=*/false)) return std::move(*s);
@@ -314,6 +315,8 @@ Status Tracer::op_get_iter(const Instruction&) {
     }
   } else if (container_items(seq, &it.items).ok()) {
     // an nn.Sequential or nn.ModuleList: its submodules
+  } else if (DequeCalls::is_deque(seq)) {
+    return DequeCalls::iterate(*this, seq);
   } else if (seq.kind == ValueKind::Object) {
     // an object of the frame: its class's Python __iter__, which must give an iterator
     if (std::optional<Status> s = python_dunder(seq, "__iter__", {})) {

@@ -212,6 +212,7 @@ std::optional<Status> Tracer::construct_object(const CallSite& c) {
 // self), a static or class method, a plain class attribute (found by the class's path),
 // else the class's __getattr__ traced. A name found nowhere raises AttributeError.
 Status Tracer::object_attr(const Value& obj, const std::string& name, bool method) {
+  if (DequeCalls::is_deque(obj)) return DequeCalls::attr(*this, obj, name, method);
   auto* type = reinterpret_cast<PyTypeObject*>(obj.obj.get());
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(type, key.get());
@@ -477,6 +478,7 @@ std::optional<Status> Tracer::call_object_init(const CallSite& c) {
 // (unless `direct`: object.__setattr__ itself), a property's setter traced, else the
 // attribute set (in place, keeping its position) on every copy of the object.
 Status Tracer::object_store_attr(const Value& obj, const std::string& name, Value value, bool direct) {
+  if (DequeCalls::is_deque(obj)) return unsupported("setting attribute '" + name + "' of a deque (CPython raises AttributeError)");
   auto* type = reinterpret_cast<PyTypeObject*>(obj.obj.get());
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
   static PyObject* setattr_name = interned("__setattr__");
@@ -611,6 +613,10 @@ PyObject* Tracer::object_dunder(const Value& v, const char* name, bool* bad) {
 // len(obj): its class's Python __len__, traced; CPython's checks on the result (an int,
 // not negative) where the trace cannot prove them end the trace.
 Status Tracer::object_len(const Value& v) {
+  if (DequeCalls::is_deque(v)) {
+    push(Value::constant(PyRef::steal(PyLong_FromSize_t(DequeCalls::size(v)))));
+    return ok();
+  }
   bool bad = false;
   PyObject* fn = object_dunder(v, "__len__", &bad);
   if (fn == nullptr) return unsupported("len() of " + describe(v) + (bad ? " (not supported yet)" : " (CPython raises TypeError)"));
@@ -631,6 +637,10 @@ Status Tracer::object_len(const Value& v) {
 // The truth of an object made in the frame: its class's __bool__ (a bool), else its
 // __len__ (not zero), else true.
 Status Tracer::object_truth(const Value& v, bool* out) {
+  if (DequeCalls::is_deque(v)) {
+    *out = DequeCalls::size(v) != 0;
+    return ok();
+  }
   bool bad = false;
   PyObject* fn = object_dunder(v, "__bool__", &bad);
   if (bad) return unsupported("truth value of " + describe(v) + " (its __bool__ is not Python; not supported yet)");

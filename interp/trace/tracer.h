@@ -25,6 +25,7 @@
 
 #include "interp/trace/bytecode.h"
 #include "interp/code_state.h"
+#include "interp/trace/ops_deque.h"
 #include "interp/torch/torch_ops.h"
 #include "interp/trace/trace_state.h"
 #include "interp/trace/trace_support.h"
@@ -52,7 +53,6 @@ class Tracer {
   PyRef result_;         // its result when ran_ (null: a Python error is set)
   Status execute(Value* result);
   Status inline_call(PyObject* fn, std::vector<Value> args, PyObject* kw_names);
-  // math.sqrt(n) & co: nullopt when `callable` is not a math function on numbers.
   Status check_assumptions();
 
  private:
@@ -245,9 +245,11 @@ class Tracer {
   Status known_bool(const Value* v, bool* out);
   std::optional<Status> call_sorted_min_max(const CallSite& c);
   Status list_sort(const CallSite& c);
+  std::optional<Status> call_container_method(const CallSite& c);
   std::optional<Status> call_function_applying(const CallSite& c);
 
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
+  friend struct DequeCalls;    // collections.deque made in the frame (ops_deque.cpp)
   CallSite pop_call(const Instruction& ins);
   std::optional<Status> call_getattr(const CallSite& c, bool has);
   std::optional<Status> class_getattr(const Value& cls, const std::string& name, bool has);
