@@ -278,7 +278,7 @@ Status Tracer::convert_set(const Value& v, PlanValue* out, ConvertCtx& ctx) {
 // A tuple, list, dict or object the frame built (built again by the plan, each object
 // once), or an argument's own.
 Status Tracer::convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx) {
-  if (is_partial_object(v) || DequeCalls::is_deque(v)) {
+  if (is_partial_object(v) || is_count_object(v) || DequeCalls::is_deque(v)) {
     return unsupported("a " + object_class_name(v) + " made in the frame, returned or live at a graph break (not supported yet)");
   }
   if (v.source.kind == Source::Kind::Arg && v.source.arg >= 0 && v.source.attrs.empty()) {

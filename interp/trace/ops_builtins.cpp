@@ -3,6 +3,7 @@
 #include "interp/trace/tracer.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 namespace fj::interp {
@@ -22,6 +23,7 @@ struct BuiltinCalls {
   static std::optional<Status> sum(Tracer& t, const CallSite& c);
   static std::optional<Status> range(Tracer& t, const CallSite& c);
   static std::optional<Status> zip_or_enumerate(Tracer& t, const CallSite& c);
+  static Status count_items(Tracer& t, const Value& count, size_t n, std::vector<Value>* out);
   static std::optional<Status> number_type(Tracer& t, const CallSite& c);
   static std::optional<Status> super(Tracer& t, const CallSite& c);
   static std::optional<Status> hasattr(Tracer& t, const CallSite& c) { return t.call_getattr(c, true); }
@@ -477,7 +479,14 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
   int ahead = -1;
   std::vector<int> reads;
   bool reads_any = false;
+  std::vector<size_t> counts;  // the columns of itertools.count objects: endless
   for (size_t k = 0; k < (is_zip ? npos : 1); ++k) {
+    if (is_zip && is_count_object(c.args[k])) {
+      if (strict || t.object_held(c.args[k])) return std::nullopt;  // eager advances the one the frame holds
+      counts.push_back(k);
+      columns.emplace_back();
+      continue;
+    }
     t.push(c.args[k]);
     if (t.op_get_iter(*c.ins).failed()) return std::nullopt;  // it popped the value: the stack is as before
     Value it = t.pop();
@@ -490,7 +499,12 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
       if (it.reads) reads.insert(reads.end(), it.reads->begin(), it.reads->end());
     }
   }
-  size_t n = columns[0].size();
+  if (counts.size() == columns.size()) return std::nullopt;  // endless
+  size_t n = std::numeric_limits<size_t>::max();
+  for (size_t k = 0; k < columns.size(); ++k) {
+    if (std::find(counts.begin(), counts.end(), k) == counts.end()) n = std::min(n, columns[k].size());
+  }
+  for (size_t k : counts) FJ_TRY(count_items(t, c.args[k], n, &columns[k]));
   for (const auto& column : columns) {
     if (strict && column.size() != n) {
       t.raises_uncaught_ = !t.handler_on_stack();  // the lengths are the trace's own, guarded
@@ -512,6 +526,22 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
     it.items.push_back(std::move(tuple));
   }
   t.push(std::move(it));
+  return ok();
+}
+
+// The first n numbers of an itertools.count object: start + i * step.
+Status BuiltinCalls::count_items(Tracer& t, const Value& count, size_t n, std::vector<Value>* out) {
+  const jit::SymExpr start = *as_sym(count.items[2]), step = *as_sym(count.items[4]);
+  for (size_t i = 0; i < n; ++i) {
+    const jit::SymExpr e = jit::add(start, jit::mul(jit::SymExpr::integer(static_cast<int64_t>(i)), step));
+    if (std::optional<int64_t> k = e.as_int()) {
+      out->push_back(Value::constant(PyRef::steal(PyLong_FromLongLong(*k))));
+    } else if (e.is_constant() || !e.eval(t.hints_)) {
+      return unsupported("itertools.count() past the int64 range (not supported yet)");
+    } else {
+      out->push_back(Value::sym(e));
+    }
+  }
   return ok();
 }
 

@@ -397,9 +397,45 @@ Status Tracer::structural_object(const Value& v, StructuralRole role, KnownObjec
   return ok();
 }
 
+// itertools.count(start=0, step=1) of ints: an object of the trace (items: the class,
+// then "start", "step" and their values), endless, so never iterated here: zip() takes
+// as many of its numbers as its other arguments have items (ops_builtins.cpp), where
+// nothing else holds it; any other use of it ends the trace.
+bool is_count_object(const Value& v) {
+  static PyObject* count = lookup_attr("itertools", "count");
+  return v.kind == ValueKind::Object && count != nullptr && v.obj.get() == count && v.items.size() == 5;
+}
+
+std::optional<Status> Tracer::count_object(const CallSite& c) {
+  static PyObject* count = lookup_attr("itertools", "count");
+  if (c.callable.obj.get() != count || count == nullptr) return std::nullopt;
+  const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
+  const size_t npos = c.args.size() - nkw;
+  Value start = Value::constant(PyRef::steal(PyLong_FromLong(0))), step = Value::constant(PyRef::steal(PyLong_FromLong(1)));
+  for (size_t k = 0; k < c.args.size(); ++k) {
+    const std::string key = k < npos ? (k == 0 ? "start" : k == 1 ? "step" : "")
+                                     : guards::utf8_lossy(PyTuple_GET_ITEM(c.kw_names.get(), static_cast<Py_ssize_t>(k - npos)));
+    if (key != "start" && key != "step") return unsupported("itertools.count() with these arguments (CPython raises)");
+    const std::optional<jit::SymExpr> e = as_sym(c.args[k]);
+    if (!e || e->type() != jit::SymType::Int || is_numpy_scalar(c.args[k]) ||
+        (c.args[k].kind == ValueKind::Const && PyBool_Check(c.args[k].obj.get()))) {
+      return unsupported("itertools.count() of " + describe(c.args[k]) + " (not supported yet)");
+    }
+    (key == "start" ? start : step) = c.args[k];
+  }
+  auto name = [](const char* n) { return Value::constant(PyRef::steal(PyUnicode_InternFromString(n))); };
+  Value out = Value::sequence(ValueKind::Object, {c.callable, name("start"), start, name("step"), step});
+  out.obj = c.callable.obj;
+  out.identity = next_identity_++;
+  push(std::move(out));
+  return ok();
+}
+
 // CALL of a structural itertools function: its iterator's items, now.
 std::optional<Status> Tracer::call_structural(const CallSite& c) {
-  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable) || !is_structural(c.callable.obj.get())) return std::nullopt;
+  if (c.callable.kind != ValueKind::Const || is_opaque(c.callable)) return std::nullopt;
+  if (std::optional<Status> s = count_object(c)) return s;
+  if (!is_structural(c.callable.obj.get())) return std::nullopt;
   KnownObjects made;
   const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
   const size_t npos = c.args.size() - nkw;

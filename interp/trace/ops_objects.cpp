@@ -213,6 +213,7 @@ std::optional<Status> Tracer::construct_object(const CallSite& c) {
 // else the class's __getattr__ traced. A name found nowhere raises AttributeError.
 Status Tracer::object_attr(const Value& obj, const std::string& name, bool method) {
   if (DequeCalls::is_deque(obj)) return DequeCalls::attr(*this, obj, name, method);
+  if (is_count_object(obj)) return unsupported("attribute '" + name + "' of an itertools.count made in the frame (not supported yet)");
   auto* type = reinterpret_cast<PyTypeObject*>(obj.obj.get());
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(type, key.get());

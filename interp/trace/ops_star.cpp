@@ -464,6 +464,14 @@ void Tracer::advance_everywhere(const Value& it) {
   });
 }
 
+// Whether the frame holds object v (an object of the trace), in a local or a container.
+bool Tracer::object_held(const Value& v) {
+  std::vector<Value*> roots = list_roots();
+  bool held = false;
+  walk_values(roots, [&](Value& w) { held |= w.kind == v.kind && w.identity == v.identity; });
+  return held;
+}
+
 bool Tracer::iterator_held(const Value& v) {
   if (v.kind != ValueKind::Iterator || v.identity > -2) return false;
   std::vector<Value*> roots = list_roots();

@@ -74,8 +74,9 @@ class NumpyStrict {
 bool is_pure_numpy_callable(PyObject* fn);
 // NumPy dtypes and np.finfo / np.iinfo records: immutable, read without user code.
 bool is_numpy_metadata(PyObject* o);
-// A functools.partial the frame made, an object of the trace (ops_higher.cpp).
+// A functools.partial or itertools.count the frame made, an object of the trace (ops_higher.cpp).
 bool is_partial_object(const Value& v);
+bool is_count_object(const Value& v);
 // operator.<name> (lookup_attr), and operator's getter classes.
 PyObject* operator_function(const char* name);
 bool is_operator_getter_class(PyObject* cls);

@@ -246,6 +246,7 @@ class Tracer {
   std::optional<Status> call_sorted_min_max(const CallSite& c);
   Status list_sort(const CallSite& c);
   std::optional<Status> call_container_method(const CallSite& c);
+  std::optional<Status> count_object(const CallSite& c);
   std::optional<Status> call_function_applying(const CallSite& c);
 
   friend struct BuiltinCalls;  // one handler per builtin, keyed by the builtin object
@@ -764,6 +765,7 @@ class Tracer {
   void advance_everywhere(const Value& it);
   // Whether the frame still holds (a copy of) v, an iterator of its own: then a handler
   // that consumes it lazily in eager (zip, map, islice) cannot take its items ahead.
+  bool object_held(const Value& v);
   bool iterator_held(const Value& v);
   std::vector<ContextSet> context_sets_;
   int named_params_ = 0;    // the root frame's positional and keyword-only parameters
