@@ -434,6 +434,43 @@ Status Tracer::lower_narrow(const OpCall& c) {
   return push_view(r, c.what, c.x);
 }
 
+// diagonal(input, offset=0, dim1=0, dim2=1) of a matrix whose elements are laid out
+// contiguously: the flat view, sliced from the diagonal's first element with a step
+// of cols + 1 (the number of columns made a constant, guarded; 2 for no columns), the
+// strides eager's view has. Other dims and layouts are left to eager's diagonal.
+Status Tracer::lower_diagonal(const OpCall& c) {
+  int64_t offset, d1, d2;
+  FJ_TRY(int_arg(c.a[1], c.what + " offset", &offset));
+  FJ_TRY(int_arg(c.a[2], c.what + " dim1", &d1));
+  FJ_TRY(int_arg(c.a[3], c.what + " dim2", &d2));
+  const jit::SymShape& xs = graph_.node(c.x).sym;
+  if (xs.size() != 2) return unsupported(c.what + " of a tensor that is not a matrix (not supported yet)");
+  FJ_TRY(norm_dim(d1, 2, c.what, &d1));
+  FJ_TRY(norm_dim(d2, 2, c.what, &d2));
+  if (d1 != 0 || d2 != 1) return unsupported(c.what + " over dims (" + std::to_string(d1) + ", " + std::to_string(d2) + ") (not supported yet)");
+  int64_t cols;
+  FJ_TRY(specialize(xs[1], c.what + " of a matrix (its step)", &cols));
+  const SymExpr rows = xs[0], ncols = SymExpr::integer(cols), zero = SymExpr::integer(0);
+  // its length: min(rows, cols - offset) above the main diagonal, min(rows + offset, cols) below
+  const SymExpr a = offset >= 0 ? rows : jit::add(rows, SymExpr::integer(offset));
+  const SymExpr b = offset >= 0 ? SymExpr::integer(cols - offset) : ncols;
+  bool a_less = false, empty = false;
+  FJ_TRY(guard_truth(jit::lt(a, b), &a_less));
+  const SymExpr n = a_less ? a : b;
+  FJ_TRY(guard_truth(jit::le(n, zero), &empty));
+  auto flat = graph_.reshape(c.x, {jit::mul(rows, ncols)});
+  if (!flat) return unsupported(c.what + ": " + flat.error());
+  bool is_view = false;
+  FJ_TRY(reshape_is_view(c.x, graph_.node(*flat).sym, &is_view));
+  if (!is_view) return unsupported(c.what + " of a matrix not laid out contiguously (not supported yet)");
+  mark_view(*flat, c.x);
+  const int64_t start = empty ? 0 : offset >= 0 ? offset : -offset * cols;
+  auto r = graph_.slice(*flat, 0, SymExpr::integer(start), empty ? zero : n, std::max<int64_t>(cols, 1) + 1);
+  if (!r) return unsupported(c.what + ": " + r.error());
+  if (*r != *flat) mark_noncontig(*r);
+  return push_view(r, c.what, *flat);
+}
+
 // select(input, dim, index)
 Status Tracer::lower_select(const OpCall& c) {
   int64_t d;

@@ -112,7 +112,7 @@ def torch_functions(pointwise_names=()):
         "flatten": [torch.flatten, T.flatten],
         "contiguous": [T.contiguous],
         "detach": [torch.detach, T.detach],
-        "narrow": [torch.narrow, T.narrow],
+        "narrow": [torch.narrow, T.narrow], "diagonal": [torch.diagonal, T.diagonal],
         "select": [torch.select, T.select],
         "unbind": [torch.unbind, T.unbind],
         "split": [T.split],
