@@ -37,11 +37,15 @@ namespace fj::interp {
 struct CodeState;
 
 struct PlanValue {
-  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object, Method, Stores } kind = Kind::Const;
+  enum class Kind : uint8_t { GraphOutput, Arg, PathTensor, Const, Tuple, List, Size, Sym, Repeat, Item, Reg, Null, Dict, Iter, View, Object, Method, Stores, Function, Cell } kind = Kind::Const;
   // Stores: items[0] built; then (target, key, value) triples in items[1...], stored in
   // order as `target[key] = value`: the frame's global assignments (globals dict, name,
   // value: STORE_GLOBAL) and the new items of argument lists it changed (the list,
   // slice(None), a List), as the frame returns or as a graph break's call starts.
+  // Function: a function the frame made, made anew from obj (the traced one: its code,
+  // globals, constant defaults, annotations): items[0] its defaults and items[1] its
+  // keyword defaults where traced (else Null), then one Cell per free variable (a new
+  // cell holding items[0], empty where that is Null).
   // View: a view of an input, made from it at run time so that it aliases it as eager's
   // does: items[0] the input, then one Tuple per step: ("permute", dims),
   // ("reshape" | "expand", size...), ("select", dim, index), ("slice", dim, start, length, step).
@@ -50,7 +54,7 @@ struct PlanValue {
                                 // Repeat: the memo of a tuple or list built earlier in the same value;
                                 // Reg: the register; Iter: when >= 0, the iterator is of the
                                 // list items[0], advanced this many items
-  int memo = -1;                // Tuple, List, Dict, Object: where the built object is remembered for Repeat
+  int memo = -1;                // Tuple, List, Dict, Object, Function, Cell: where the built object is remembered for Repeat
   int reg = -1;                 // List, Dict or Object passed to an opaque call: the built object is also kept here;
                                 // Item: the 0-d tensor is in this register (not a graph output)
   PyRef obj;                    // Const; Tuple: when set, the type built from the tuple; Dict: when set,

@@ -141,6 +141,47 @@ bool eval_scalars(const Plan& plan, const jit::Bindings& b, std::vector<double>*
 
 // An object of a plain class made in the frame (object.__new__, then its attributes
 // in order), or tensor.name read as a value (a bound method).
+// A function the frame made (PlanValue::Kind::Function), made as MAKE_FUNCTION makes it;
+// remembered before its closure is built, which may hold it.
+static PyObject* build_function(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
+                                std::vector<PyObject*>& memo) {
+  auto* traced = reinterpret_cast<PyFunctionObject*>(v.obj.get());
+  PyRef f = PyRef::steal(PyFunction_New(traced->func_code, traced->func_globals));
+  if (!f) return nullptr;
+  if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = f.get();
+  PyObject* own[2] = {traced->func_defaults, traced->func_kwdefaults};
+  for (size_t k = 0; k < 2; ++k) {
+    PyRef d = v.items[k].kind == PlanValue::Kind::Null ? PyRef::borrow(own[k]) : PyRef::steal(build_value(v.items[k], run, outs, memo));
+    if (v.items[k].kind != PlanValue::Kind::Null && !d) return nullptr;
+    if (d && (k == 0 ? PyFunction_SetDefaults(f.get(), d.get()) : PyFunction_SetKwDefaults(f.get(), d.get())) < 0) return nullptr;
+  }
+  if (v.items.size() > 2) {
+    PyRef closure = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items.size() - 2)));
+    for (size_t k = 2; closure && k < v.items.size(); ++k) {
+      PyObject* cell = build_value(v.items[k], run, outs, memo);
+      if (cell == nullptr) return nullptr;
+      PyTuple_SET_ITEM(closure.get(), static_cast<Py_ssize_t>(k - 2), cell);
+    }
+    if (!closure || PyFunction_SetClosure(f.get(), closure.get()) < 0) return nullptr;
+  }
+  if (traced->func_annotations != nullptr) {
+    Py_XSETREF(reinterpret_cast<PyFunctionObject*>(f.get())->func_annotations, Py_NewRef(traced->func_annotations));
+  }
+  return f.release();
+}
+
+// A new cell (PlanValue::Kind::Cell), remembered before its content is built.
+static PyObject* build_cell(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs, std::vector<PyObject*>& memo) {
+  PyRef cell = PyRef::steal(PyCell_New(nullptr));
+  if (!cell) return nullptr;
+  if (v.memo >= 0) memo[static_cast<size_t>(v.memo)] = cell.get();
+  if (v.items[0].kind != PlanValue::Kind::Null) {
+    PyRef x = PyRef::steal(build_value(v.items[0], run, outs, memo));
+    if (!x || PyCell_Set(cell.get(), x.get()) < 0) return nullptr;
+  }
+  return cell.release();
+}
+
 static PyObject* build_object(const PlanValue& v, PlanRun& run, const std::vector<PyRef>& outs,
                               std::vector<PyObject*>& memo) {
   if (v.kind == PlanValue::Kind::Method) {
@@ -281,6 +322,10 @@ PyObject* build_value(const PlanValue& v, PlanRun& run, const std::vector<PyRef>
     case PlanValue::Kind::Method:
     case PlanValue::Kind::Object:
       return build_object(v, run, outs, memo);
+    case PlanValue::Kind::Function:
+      return build_function(v, run, outs, memo);
+    case PlanValue::Kind::Cell:
+      return build_cell(v, run, outs, memo);
     case PlanValue::Kind::Tuple:
     case PlanValue::Kind::List: {
       const auto n = static_cast<Py_ssize_t>(v.items.size());

@@ -91,6 +91,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       return convert_tensor(v, out, ctx);
     case ValueKind::Const:
       if (v.fresh && PySet_CheckExact(v.obj.get())) return convert_set(v, out, ctx);
+      if (v.fresh && !ctx.frame_state && PyFunction_Check(v.obj.get()) && v.items.empty()) return convert_function(v, out, ctx);
       return convert_const(v, out, ctx);
     case ValueKind::Sym:
       out->kind = PlanValue::Kind::Sym;

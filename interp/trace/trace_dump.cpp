@@ -124,6 +124,12 @@ std::string describe_value(const PlanValue& v) {
       }
       return s + ")";
     }
+    case PlanValue::Kind::Function: {
+      std::string s = "new function " + guards::utf8_lossy(reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname) + "(";
+      for (size_t i = 0; i < v.items.size(); ++i) s += (i ? ", " : "") + describe_value(v.items[i]);
+      return s + ")";
+    }
+    case PlanValue::Kind::Cell: return "cell(" + describe_value(v.items[0]) + ")";
     case PlanValue::Kind::Stores: {
       std::string s = describe_value(v.items[0]) + " after storing";
       for (size_t i = 1; i + 2 < v.items.size(); i += 3) {

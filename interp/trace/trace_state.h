@@ -5,6 +5,7 @@
 
 #include "interp/compat.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -52,6 +53,8 @@ struct ConvertCtx {
   std::unordered_map<jit::NodeId, int>* output_index = nullptr;  // final graph: tensors may be outputs
   std::vector<jit::NodeId>* outputs = nullptr;
   std::unordered_map<int, int> memo_of;  // Value::identity -> PlanValue::memo
+  std::map<PyObject*, int> object_memo;  // a function the frame made -> PlanValue::memo
+  std::map<std::pair<const void*, int>, int> cell_memo;  // a traced variable (frame, slot) -> its cell's memo
   int num_memos = 0;
   bool frame_state = false;              // a frame state: NULLs, iterators and fresh functions allowed
   int* next_reg = nullptr;               // call arguments: lists built here are also kept in registers

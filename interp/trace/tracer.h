@@ -133,6 +133,7 @@ class Tracer {
   Status convert_tensor(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_const(const Value& v, PlanValue* out, const ConvertCtx& ctx);
   Status convert_set(const Value& v, PlanValue* out, ConvertCtx& ctx);
+  Status convert_function(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status convert_container(const Value& v, PlanValue* out, ConvertCtx& ctx);
   Status cut(std::vector<Value*> extra);
   Status break_call(Value callable, std::vector<Value> args, PyObject* kw_names, bool pure, const std::string& why_not_traced);
