@@ -356,6 +356,40 @@ Status Tracer::lower_expand_as(const OpCall& c) {
 
 Status Tracer::lower_broadcast_to(const OpCall& c) { return lower_expand(c); }
 
+// broadcast_tensors(*tensors): each expanded to their broadcast shape (a view; a tensor
+// of that shape already is returned itself, as eager does).
+Status Tracer::lower_broadcast_tensors(const OpCall& c) {
+  if (c.a[0].method != "*args") return unsupported(c.what + " of one sequence (eager raises TypeError)");
+  std::vector<NodeId> xs;
+  FJ_TRY(tensor_list(c.a[0], c.what, &xs));
+  jit::SymShape shape;
+  for (NodeId x : xs) {
+    std::vector<SymExpr> assumed;
+    auto b = jit::broadcast_sym(shape, graph_.node(x).sym, &assumed);
+    if (!b) return unsupported(c.what + ": " + b.error() + " (eager raises)");
+    for (const SymExpr& e : assumed) {
+      bool holds = false;
+      FJ_TRY(guard_truth(e, &holds));
+      if (!holds) return unsupported(c.what + " of sizes that do not broadcast (eager raises)");
+    }
+    shape = *b;
+  }
+  std::vector<Value> out;
+  for (NodeId x : xs) {
+    auto r = graph_.expand(x, shape);
+    if (!r) return unsupported(c.what + ": " + r.error());
+    if (*r != x) {
+      mark_noncontig(*r);
+      mark_view(*r, x);
+    }
+    out.push_back(Value::tensor(*r));
+  }
+  Value t = Value::sequence(ValueKind::Tuple, std::move(out));
+  t.identity = next_identity_++;
+  push(std::move(t));
+  return ok();
+}
+
 // flatten(input, start_dim=0, end_dim=-1)
 Status Tracer::lower_flatten(const OpCall& c) {
   const jit::SymShape xs = graph_.node(c.x).sym;

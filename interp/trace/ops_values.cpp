@@ -178,7 +178,9 @@ Expected<std::vector<Value>> Tracer::bind_py_op(const PyOp& op, std::vector<Valu
       std::vector<Value> rest(args.begin() + static_cast<std::ptrdiff_t>(first),
                               args.begin() + static_cast<std::ptrdiff_t>(npos));
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(first), args.begin() + static_cast<std::ptrdiff_t>(npos));
-      args.insert(args.begin() + static_cast<std::ptrdiff_t>(first), Value::sequence(ValueKind::Tuple, std::move(rest)));
+      Value collected = Value::sequence(ValueKind::Tuple, std::move(rest));
+      collected.method = "*args";  // told apart from one sequence passed (broadcast_tensors)
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(first), std::move(collected));
       npos = first + 1;
     }
   }

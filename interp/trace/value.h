@@ -91,7 +91,8 @@ struct Value {
   bool dict_view = false;      // ... of a dict view: stale at its end too (CPython raises when the size changed)
   std::string method;          // TensorMethod: name (self is the next stack item); obj: dict's
                                // method descriptor when self is a Dict; Iterator: "keys",
-                               // "values" or "items" for a dict's view
+                               // "values" or "items" for a dict's view; Tuple: "*args" for the
+                               // positional arguments a table op's varargs parameter collected
   bool opaque = false;         // Const: an unguarded argument; any use ends the trace
   bool pinned = false;         // ... but its identity is fixed (a default of an inlined function,
                                // FunctionUnchanged): `is` may compare it

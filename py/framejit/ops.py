@@ -108,7 +108,7 @@ def torch_functions(pointwise_names=()):
         "unsqueeze": [torch.unsqueeze, T.unsqueeze],
         "squeeze": [torch.squeeze, T.squeeze],
         "expand": [T.expand], "expand_as": [T.expand_as],
-        "broadcast_to": [torch.broadcast_to, T.broadcast_to],
+        "broadcast_to": [torch.broadcast_to, T.broadcast_to], "broadcast_tensors": [torch.broadcast_tensors],
         "flatten": [torch.flatten, T.flatten],
         "contiguous": [T.contiguous],
         "detach": [torch.detach, T.detach],
