@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -628,7 +629,12 @@ Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector
     const jit::SymExpr& e = plan_->scalar_inputs[static_cast<size_t>(r.index)];
     const bool is_int = graph_.node(scalar_nodes_[static_cast<size_t>(r.index)]).scalar_kind == jit::ScalarKind::Int;
     auto bound = [&](double v) { return is_int ? jit::SymExpr::integer(static_cast<int64_t>(v)) : jit::SymExpr::real(v); };
-    for (const jit::SymExpr& cond : {jit::ge(e, bound(r.lo)), jit::le(e, bound(r.hi))}) {
+    std::vector<jit::SymExpr> conds = {jit::ge(e, bound(r.lo)), jit::le(e, bound(r.hi))};
+    if (!is_int) {  // a float into float32: infinities and NaN convert too, as constants do (scalar_converts)
+      const jit::SymExpr not_finite = jit::logical_or(jit::eq(jit::abs(e), jit::SymExpr::real(HUGE_VAL)), jit::ne(e, e));
+      conds = {jit::logical_or(jit::logical_and(conds[0], conds[1]), not_finite)};
+    }
+    for (const jit::SymExpr& cond : conds) {
       const auto holds = cond.eval(hints_);
       if (!holds || holds->index() != 2 || !std::get<bool>(*holds)) return unsupported("a scalar operand out of the range eager converts (eager raises)");
       if (!cond.is_constant()) guards().add_expr(cond, readable(cond));
