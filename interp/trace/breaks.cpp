@@ -131,7 +131,7 @@ Status Tracer::convert(const Value& v, PlanValue* out, ConvertCtx& ctx) {
       out->kind = PlanValue::Kind::Null;
       return ok();
     case ValueKind::Iterator:
-      if (!ctx.frame_state || v.fresh) break;  // fresh: reversed() of a list, which CPython reads late
+      if (!ctx.frame_state || v.fresh || pending_error(v)) break;  // fresh: reversed() of a list, which CPython reads late
       out->kind = PlanValue::Kind::Iter;
       if (v.identity >= 0 || v.source.kind == Source::Kind::Arg) {
         // A loop over a list the state holds: an iterator of that very list, advanced to

@@ -24,6 +24,7 @@ struct BuiltinCalls {
   static std::optional<Status> range(Tracer& t, const CallSite& c);
   static std::optional<Status> zip_or_enumerate(Tracer& t, const CallSite& c);
   static Status count_items(Tracer& t, const Value& count, size_t n, std::vector<Value>* out);
+  static PyRef strict_zip_error(const std::vector<std::vector<Value>>& columns, size_t n);
   static std::optional<Status> number_type(Tracer& t, const CallSite& c);
   static std::optional<Status> super(Tracer& t, const CallSite& c);
   static std::optional<Status> hasattr(Tracer& t, const CallSite& c) { return t.call_getattr(c, true); }
@@ -505,14 +506,8 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
     if (std::find(counts.begin(), counts.end(), k) == counts.end()) n = std::min(n, columns[k].size());
   }
   for (size_t k : counts) FJ_TRY(count_items(t, c.args[k], n, &columns[k]));
-  for (const auto& column : columns) {
-    if (strict && column.size() != n) {
-      t.raises_uncaught_ = !t.handler_on_stack();  // the lengths are the trace's own, guarded
-      return unsupported("zip(strict=True) of iterables of different lengths (CPython raises)");
-    }
-    n = std::min(n, column.size());
-  }
   Value it;
+  if (strict) it.obj = strict_zip_error(columns, n);  // raised where the loop ends (FOR_ITER)
   it.kind = ValueKind::Iterator;
   it.identity = t.own_iterator_id();
   it.writes = ahead;
@@ -527,6 +522,27 @@ std::optional<Status> BuiltinCalls::zip_or_enumerate(Tracer& t, const CallSite& 
   }
   t.push(std::move(it));
   return ok();
+}
+
+// zip(strict=True)'s ValueError after its n rows, where its columns' lengths differ
+// (CPython's zip_next: the first column that ends early, or the first after an ended
+// first one that has more); null where they do not.
+PyRef BuiltinCalls::strict_zip_error(const std::vector<std::vector<Value>>& columns, size_t n) {
+  size_t at = 0;
+  while (at < columns.size() && columns[at].size() != n) ++at;
+  bool longer = false;
+  if (at == 0) {
+    at = 1;
+    while (at < columns.size() && columns[at].size() == n) ++at;
+    if (at == columns.size()) return PyRef();
+    longer = true;
+  }
+  const std::string range = at == 1 ? " 1" : "s 1-" + std::to_string(at);
+  const std::string text = "zip() argument " + std::to_string(at + 1) + (longer ? " is longer" : " is shorter") + " than argument" + range;
+  PyRef args = PyRef::steal(Py_BuildValue("(s)", text.c_str()));
+  std::optional<Value> exc = args ? make_exception(PyExc_ValueError, args.get()) : std::nullopt;
+  guards::clear_error();
+  return exc ? exc->obj : PyRef();
 }
 
 // The first n numbers of an itertools.count object: start + i * step.

@@ -257,10 +257,13 @@ static bool has_length(PyObject* o) {
   return sized;
 }
 
-Status Tracer::op_get_iter(const Instruction&) {
+Status Tracer::op_get_iter(const Instruction& ins) {
   Value seq = pop();
   Value it;
   it.kind = ValueKind::Iterator;
+  if (pending_error(seq) && ins.opcode != op(Opcode::GET_ITER)) {
+    return unsupported("an iterator that raises at its end, read at once (not supported yet)");  // only loops raise it
+  }
   if (seq.kind == ValueKind::Iterator) {  // iter() of an iterator is itself
     // list(g), zip(g), *g of a generator expression run ahead of a write since then.
     if (run_ahead_stale(seq)) {
@@ -407,6 +410,13 @@ Status Tracer::op_for_iter(const Instruction& ins) {
     advance_everywhere(it);
     push(std::move(item));
     return ok();
+  }
+  if (pending_error(it)) {  // zip(strict=True) of iterables of different lengths
+    // A generator is run ahead of its consumer: eager would raise later, at a next().
+    if (cur_.fs->yields) return unsupported("a generator whose loop raises at its end (not supported yet)");
+    Value exc = Value::constant(it.obj);
+    exc.fresh = true;
+    return raise_exception(std::move(exc), "zip(strict=True) of iterables of different lengths (CPython raises)");
   }
   pop();
   return jump_to(ins.target);

@@ -81,6 +81,10 @@ bool is_count_object(const Value& v);
 PyObject* operator_function(const char* name);
 bool is_operator_getter_class(PyObject* cls);
 inline bool is_opaque(const Value& v) { return v.kind == ValueKind::Const && v.opaque; }
+// An iterator whose end raises (Value::obj an exception: zip(strict=True) of uneven lengths).
+inline bool pending_error(const Value& v) {
+  return v.kind == ValueKind::Iterator && v.obj && PyExceptionInstance_Check(v.obj.get());
+}
 // A class whose call is its Python __new__ (ops_except.cpp), and whether what that
 // returned still needs an __init__ of the class's own.
 PyRef class_new_function(PyObject* cls);

@@ -75,6 +75,7 @@ struct Value {
   jit::NodeId node = -1;       // Tensor (a Python number when the node is an Item node:
                                // int(t), float(t), t.item())
   PyRef obj;                   // Const; Tuple: a torch.return_types type it is built as;
+                               // Iterator: a set the frame changes, or the exception its end raises;
                                // Dict: its class when not dict (OrderedDict, defaultdict);
                                // Sym: a NumPy scalar type (np.float64...) the number is of
   // Slice: items are start, stop, step (a slice with a symbolic bound; constant
