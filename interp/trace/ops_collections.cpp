@@ -35,6 +35,11 @@ PyObject* ordered_dict_class() {
   return cls;
 }
 
+PyObject* deque_class() {
+  static PyObject* cls = collections_class("deque");
+  return cls;
+}
+
 PyObject* default_dict_class() {
   static PyObject* cls = collections_class("defaultdict");
   return cls;

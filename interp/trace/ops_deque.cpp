@@ -15,11 +15,6 @@
 namespace fj::interp {
 namespace {
 
-PyObject* deque_class() {
-  static PyObject* cls = lookup_attr("collections", "deque");  // kept for the process
-  return cls;
-}
-
 constexpr size_t kMaxlen = 2;  // items[kMaxlen]: None or the maxlen
 constexpr size_t kItems = 4;   // items[kItems]: the list of its items
 

@@ -401,14 +401,19 @@ Status Tracer::structural_object(const Value& v, StructuralRole role, KnownObjec
 // then "start", "step" and their values), endless, so never iterated here: zip() takes
 // as many of its numbers as its other arguments have items (ops_builtins.cpp), where
 // nothing else holds it; any other use of it ends the trace.
+namespace {
+PyObject* count_class() {
+  static PyObject* count = lookup_attr("itertools", "count");  // kept for the process
+  return count;
+}
+}  // namespace
+
 bool is_count_object(const Value& v) {
-  static PyObject* count = lookup_attr("itertools", "count");
-  return v.kind == ValueKind::Object && count != nullptr && v.obj.get() == count && v.items.size() == 5;
+  return v.kind == ValueKind::Object && count_class() != nullptr && v.obj.get() == count_class() && v.items.size() == 5;
 }
 
 std::optional<Status> Tracer::count_object(const CallSite& c) {
-  static PyObject* count = lookup_attr("itertools", "count");
-  if (c.callable.obj.get() != count || count == nullptr) return std::nullopt;
+  if (count_class() == nullptr || c.callable.obj.get() != count_class()) return std::nullopt;
   const size_t nkw = c.kw_names ? static_cast<size_t>(PyTuple_GET_SIZE(c.kw_names.get())) : 0;
   const size_t npos = c.args.size() - nkw;
   Value start = Value::constant(PyRef::steal(PyLong_FromLong(0))), step = Value::constant(PyRef::steal(PyLong_FromLong(1)));

@@ -473,11 +473,7 @@ bool Tracer::object_held(const Value& v) {
 }
 
 bool Tracer::iterator_held(const Value& v) {
-  if (v.kind != ValueKind::Iterator || v.identity > -2) return false;
-  std::vector<Value*> roots = list_roots();
-  bool held = false;
-  walk_values(roots, [&](Value& w) { held |= w.kind == ValueKind::Iterator && w.identity == v.identity; });
-  return held;
+  return v.kind == ValueKind::Iterator && v.identity <= -2 && object_held(v);
 }
 
 // A dict or list the frame built changed (dict.pop, d[k] = v): every copy of it, in each

@@ -49,6 +49,9 @@ const char* compare_operator_name(int cmp);
 // module.name looked up now (the module imported if needed), a new reference the caller
 // keeps for the process, typically in a static; nullptr if missing, no error left set.
 PyObject* lookup_attr(const char* module, const char* name);
+// Whether fn is the Python function `qualname` defined in module `module` (a wrapper
+// a library makes, known by its code; ops_call.cpp).
+bool library_function(PyObject* fn, const char* module, const char* qualname);
 // numpy.<name> (borrowed, kept for the process), once numpy is imported (ops_numpy.cpp).
 PyObject* numpy_attr(const char* name);
 // A NumPy scalar of a kind a symbol holds, as a constant tagged with its type.
@@ -109,10 +112,11 @@ void walk_values(std::vector<Value*>& roots, const std::function<void(Value&)>& 
 bool plain_key(const Value& v);
 // The position of `key` among a Dict value's keys (items 0, 2, 4, ...), or -1 (ops_star.cpp).
 long dict_find(const Value& dict, PyObject* key);
-// collections.OrderedDict and collections.defaultdict (borrowed; ops_collections.cpp)
+// collections.OrderedDict, defaultdict, Counter and deque (borrowed; ops_collections.cpp)
 PyObject* ordered_dict_class();
 PyObject* default_dict_class();
 PyObject* counter_class();
+PyObject* deque_class();
 // The locals and stack of a frame state, as roots for walk_values.
 std::vector<Value*> state_roots(FrameState& fs);
 // A Python number as a SymExpr: symbolic values as they are (a NumPy scalar's too, as
