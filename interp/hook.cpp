@@ -244,7 +244,8 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
       // Held while checked and run: a guard or torch may release the GIL, and another
       // thread may then run framejit.reset() or add an entry.
       const std::shared_ptr<CacheEntry> entry = st.entries[i];
-      if (entry->guards.check(in, &bindings) && eval_scalars(entry->plan, bindings, &scalars)) {
+      if (entry->guards.check(in, &bindings) && eval_scalars(entry->plan, bindings, &scalars) &&
+          data_checks_hold(entry->plan, in, bindings)) {
         st.counters.cache_hits++;
         return or_eager(run_plan(entry->plan, in, bindings, scalars, &st, f), ts, f, throwflag);
       }
@@ -283,8 +284,12 @@ PyObject* run_frame(CodeState& st, PyThreadState* ts, compat::Frame* f, int thro
   if (t_recorder == nullptr) tracing.emplace(st);
   std::string recompile_reason;
   if (!st.entries.empty() && t_recorder == nullptr) {
-    recompile_reason = st.entries.front()->guards.check_verbose(in).value_or(
-        "a scalar expression of the plan has no value for these arguments");
+    const CacheEntry& first = *st.entries.front();
+    jit::Bindings b;
+    recompile_reason = first.guards.check_verbose(in).value_or(
+        first.guards.check(in, &b) && eval_scalars(first.plan, b, &scalars)
+            ? "a tensor's value that a branch of the traced code read differs (data check)"
+            : "a scalar expression of the plan has no value for these arguments");
     if (log::enabled(log::Channel::Guards) || log::enabled(log::Channel::Recompiles)) {
       log::guards().info("recompiling {} ({}): {}", guards::utf8_lossy(code->co_qualname), location_of(code),
                          recompile_reason);

@@ -79,6 +79,8 @@ struct OutputSpec {
 
 std::vector<int64_t> contiguous_strides(const jit::Shape& shape);
 PyRef empty_args_for(const jit::Shape& shape);
+// The spec of a graph output computed by node `n` (its shape precomputed where static).
+OutputSpec output_spec(const jit::Node& n);
 
 // Where a graph input comes from: an argument slot, a path tensor (CallInputs), or a
 // register of the running plan.
@@ -135,6 +137,15 @@ bool is_contiguous(const guards::TensorMeta& m);
 
 struct Plan;
 struct ResumePoint;  // the tracer's saved state at a branch (tracer.h)
+
+// The truth of a one-element tensor that a branch of the trace took where the plan
+// could not branch itself (inside an inlined call, or in a frame whose graph cannot be
+// cut): an entry serves only calls for which the condition's own graph, run on the
+// entry's inputs, gives the same truth. Tracing anew then takes the other way.
+struct DataCheck {
+  Segment seg;  // one output: the condition
+  bool truth = false;
+};
 
 // The two continuations of a branch, filled in as outcomes occur.
 struct BranchTargets {
@@ -216,6 +227,7 @@ struct Plan {
   std::shared_ptr<DeoptState> tail_deopt;     // the final graph failing after an opaque call
   std::shared_ptr<const JointPlan> joint;     // set when the graph's results need autograd
   std::vector<WriteBack> writes;              // inputs updated in place, written after the graph
+  std::vector<DataCheck> data_checks;         // checked with the entry's guards, before any step
 };
 
 // Evaluates the plan's scalar inputs for these bindings; false when one of them or
@@ -233,6 +245,11 @@ struct PlanRun {
   bool extern_failed = false;  // a graph's extern call raised or gave other sizes than traced
 };
 
+// The truth of a data check's condition for this call: 0 or 1, or -1 when its graph
+// could not run (the error is cleared; KeyboardInterrupt & co are kept aside).
+int data_check_truth(const Segment& seg, const guards::CallInputs& in, const jit::Bindings& b);
+// Whether every data check of the plan gives its traced truth for this call.
+bool data_checks_hold(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b);
 // Runs a plan on a call's inputs; a new reference, or nullptr with a Python error,
 // or nullptr without one when the frame must run in CPython instead (a kernel found
 // an index out of range: eager raises the error; only before any opaque call ran).

@@ -158,6 +158,27 @@ bool run_step(const PlanStep& step, PlanRun& run, const DeoptState** deopt) {
   return false;
 }
 
+int data_check_truth(const Segment& seg, const guards::CallInputs& in, const jit::Bindings& b) {
+  PlanRun run{in, b};
+  std::vector<double> scalars;
+  std::vector<PyRef> outs;
+  if (!scalars_of(seg.scalar_inputs, b, &scalars) ||
+      run_graph(*seg.graph, seg.args, seg.outputs, scalars, run, &outs) != GraphRun::Ok || outs.size() != 1) {
+    guards::clear_error();
+    return -1;
+  }
+  const int truth = PyObject_IsTrue(outs[0].get());
+  if (truth < 0) guards::clear_error();
+  return truth;
+}
+
+bool data_checks_hold(const Plan& plan, const guards::CallInputs& in, const jit::Bindings& b) {
+  for (const DataCheck& c : plan.data_checks) {
+    if (data_check_truth(c.seg, in, b) != static_cast<int>(c.truth)) return false;
+  }
+  return true;
+}
+
 PyObject* run_tail(const Plan& plan, PlanRun& run) {
   std::vector<double> scalars;
   if (!eval_scalars(plan, run.b, &scalars)) {

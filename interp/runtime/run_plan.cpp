@@ -69,6 +69,19 @@ PyRef empty_args_for(const jit::Shape& shape) {
   return args;
 }
 
+OutputSpec output_spec(const jit::Node& n) {
+  OutputSpec spec;
+  spec.dtype = n.dtype;
+  spec.sym = n.sym;
+  spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
+  if (spec.is_static) {
+    spec.shape = *jit::concrete(n.sym);
+    spec.strides = contiguous_strides(spec.shape);
+    spec.empty_args = empty_args_for(spec.shape);
+  }
+  return spec;
+}
+
 PyObject* torch_dtype(jit::DType d) {
   const auto& r = guards::torch_refs();
   switch (d) {

@@ -25,27 +25,28 @@ namespace fj::interp {
 namespace {
 
 PyObject* g_function_type = nullptr;   // torch.autograd.Function
-PyObject* g_function_apply = nullptr;  // the function under Function.apply (a classmethod)
+PyObject* g_function_apply = nullptr;       // torch 2.13: the function under Function.apply (a classmethod)
+const PyMethodDef* g_apply_def = nullptr;   // torch 2.14: Function.apply is a C classmethod: its method def
 PyObject* g_setup_context = nullptr;   // Function.setup_context, not overridden by classic Functions
 PyObject* g_vjp = nullptr;             // Function.vjp
 PyObject* g_once_code = nullptr;       // the code of torch's once_differentiable wrapper
 
-OutputSpec spec_of(const jit::Node& n) {
-  OutputSpec spec;
-  spec.dtype = n.dtype;
-  spec.sym = n.sym;
-  spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
-  if (spec.is_static) {
-    spec.shape = *jit::concrete(n.sym);
-    spec.strides = contiguous_strides(spec.shape);
-    spec.empty_args = empty_args_for(spec.shape);
-  }
-  return spec;
-}
-
 bool is_function_class(PyObject* o) {
   return g_function_type != nullptr && PyType_Check(o) && o != g_function_type &&
          PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(g_function_type));
+}
+
+// The Function subclass whose inherited apply `callable` is (Cls.apply, bound to Cls:
+// a method over a Python function, or a builtin method over C's), or nullptr.
+PyObject* apply_class(PyObject* callable) {
+  PyObject* cls = nullptr;
+  if (PyMethod_Check(callable) && g_function_apply != nullptr && PyMethod_GET_FUNCTION(callable) == g_function_apply) {
+    cls = PyMethod_GET_SELF(callable);
+  } else if (PyCFunction_Check(callable) && g_apply_def != nullptr &&
+             reinterpret_cast<PyCFunctionObject*>(callable)->m_ml == g_apply_def) {
+    cls = PyCFunction_GET_SELF(callable);
+  }
+  return cls != nullptr && is_function_class(cls) ? cls : nullptr;
 }
 
 // cls.<name> as a plain function (a staticmethod's), or nullptr.
@@ -70,7 +71,8 @@ void set_once_differentiable_code(PyObject* code) { Py_XSETREF(g_once_code, Py_N
 
 void set_autograd_function(PyObject* function_type, PyObject* apply, PyObject* setup_context) {
   Py_XSETREF(g_function_type, Py_NewRef(function_type));
-  Py_XSETREF(g_function_apply, Py_NewRef(apply));
+  if (PyMethod_Check(apply)) Py_XSETREF(g_function_apply, Py_NewRef(PyMethod_GET_FUNCTION(apply)));
+  if (PyCFunction_Check(apply)) g_apply_def = reinterpret_cast<PyCFunctionObject*>(apply)->m_ml;
   Py_XSETREF(g_setup_context, Py_NewRef(setup_context));
   PyObject* vjp = PyObject_GetAttrString(function_type, "vjp");
   if (vjp == nullptr) guards::clear_error();
@@ -182,7 +184,7 @@ Status Tracer::compile_joint(bool* joint) {
   jp->num_inputs = placeholder_slot_.size();
   jp->grad_inputs = j->grad_inputs;
   jp->grad_defined = j->grad_defined;
-  for (jit::NodeId o : bw.outputs()) jp->grads.push_back(spec_of(bw.node(o)));
+  for (jit::NodeId o : bw.outputs()) jp->grads.push_back(output_spec(bw.node(o)));
   jp->enable_grad = !grad_at_entry_;
   entry_->backward_text = bw.str();
   plan_->joint = std::move(jp);
@@ -269,7 +271,7 @@ std::optional<Status> Tracer::autograd_attr(const Value& owner, const std::strin
   }
   if (name == "apply" && !is_opaque(owner) && is_function_class(owner.obj.get())) {
     PyRef bound = PyRef::steal(PyObject_GetAttrString(owner.obj.get(), "apply"));
-    if (!bound || !PyMethod_Check(bound.get()) || PyMethod_GET_FUNCTION(bound.get()) != g_function_apply) {
+    if (!bound || apply_class(bound.get()) != owner.obj.get()) {
       guards::clear_error();
       return unsupported("an autograd.Function subclass that overrides apply (not supported yet)");
     }
@@ -293,13 +295,10 @@ std::optional<Status> Tracer::autograd_call(const Value& callable, std::vector<V
     return kw_names ? unsupported("keyword arguments to ctx." + callable.method + "()")
                      : ctx_method(static_cast<size_t>(callable.ctx), callable.method, args);
   }
-  PyObject* target = callable.obj.get();
-  if (is_opaque(callable) || !PyMethod_Check(target) || g_function_apply == nullptr ||
-      PyMethod_GET_FUNCTION(target) != g_function_apply || !is_function_class(PyMethod_GET_SELF(target))) {
-    return std::nullopt;
-  }
+  PyObject* cls = is_opaque(callable) ? nullptr : apply_class(callable.obj.get());
+  if (cls == nullptr) return std::nullopt;
   return kw_names ? unsupported("keyword arguments to autograd.Function.apply (not supported yet)")
-                  : apply_function(PyMethod_GET_SELF(target), std::move(args));
+                  : apply_function(cls, std::move(args));
 }
 
 Status Tracer::ctx_method(size_t ctx, const std::string& name, std::vector<Value>& args) {

@@ -609,19 +609,10 @@ Status Tracer::check_new_sizes(size_t first) const {
 Status Tracer::seal_outputs(const std::vector<jit::NodeId>& outputs, std::vector<OutputSpec>* specs) {
   for (jit::NodeId id : outputs) {
     const jit::Node& n = graph_.node(id);
-    OutputSpec spec;
-    spec.dtype = n.dtype;
-    spec.sym = n.sym;
-    spec.is_static = std::all_of(n.sym.begin(), n.sym.end(), [](const jit::SymExpr& e) { return e.is_constant(); });
     for (const jit::SymExpr& e : n.sym) {
       if (!e.is_constant()) plan_->must_evaluate.push_back(e);
     }
-    if (spec.is_static) {
-      spec.shape = *jit::concrete(n.sym);
-      spec.strides = contiguous_strides(spec.shape);
-      spec.empty_args = empty_args_for(spec.shape);
-    }
-    specs->push_back(std::move(spec));
+    specs->push_back(output_spec(n));
   }
   // Runtime numbers whose conversion eager checks (clamp bounds, where values):
   // guarded into the range that converts; outside it eager raises, so fall back.

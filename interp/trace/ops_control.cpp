@@ -228,7 +228,7 @@ Status Tracer::op_pop_jump_if(const Instruction& ins) {
     default: {
       bool t = false;
       const bool want = ins.opcode == op(Opcode::POP_JUMP_FORWARD_IF_TRUE) || ins.opcode == op(Opcode::POP_JUMP_BACKWARD_IF_TRUE);
-      if (v.kind == ValueKind::Tensor && cur_.depth == 0) return branch_on(std::move(v), ins, want);
+      if (v.kind == ValueKind::Tensor && can_branch_plan()) return branch_on(std::move(v), ins, want);
       FJ_TRY(truth(v, &t));
       jump = t == want;
       break;

@@ -319,7 +319,7 @@ Status Tracer::record_py_op(const PyOp& op, const std::vector<Value>& bound, boo
 }
 
 Status Tracer::truth(const Value& v, bool* out) {
-  if (v.kind == ValueKind::Tensor) return unsupported("a branch on a tensor's value (data-dependent control flow)");
+  if (v.kind == ValueKind::Tensor) return data_truth(v, out);
   if (v.kind == ValueKind::Sym) return guard_truth(v.expr, out);
   if (v.kind == ValueKind::Tuple || v.kind == ValueKind::List || v.kind == ValueKind::Dict) {
     *out = !v.items.empty();

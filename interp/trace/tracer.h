@@ -151,6 +151,8 @@ class Tracer {
   std::optional<Status> python_dunder(const Value& obj, const char* dunder, std::vector<Value> args);
   std::optional<Status> opaque_attr(const Value& owner, const std::string& name, bool method);
   Status branch_on(Value cond, const Instruction& ins, bool jump_if);
+  bool can_branch_plan() const;
+  Status data_truth(const Value& cond, bool* out);
   std::shared_ptr<ResumePoint> resume_point(size_t num_inputs, size_t pc,
                                             std::optional<size_t> pc_true = std::nullopt) const;
   PyObject* trace_from(const ResumePoint& rp, size_t pc, PlanRun& run, const std::function<void()>& enter,

@@ -270,6 +270,34 @@ SymShape static_shape(const Shape& s) {
   return out;
 }
 
+Graph Graph::cone(const std::vector<NodeId>& outputs) const {
+  std::vector<bool> live(nodes_.size(), false);
+  for (NodeId o : outputs) live[static_cast<size_t>(o)] = true;
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (!live[i]) continue;
+    for (NodeId in : nodes_[i].inputs) live[static_cast<size_t>(in)] = true;
+  }
+  Graph g;
+  std::vector<NodeId> remap(nodes_.size(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (!live[i] && n.op != Op::Placeholder && n.op != Op::ScalarInput) continue;
+    Node copy = n;
+    for (NodeId& in : copy.inputs) in = remap[static_cast<size_t>(in)];
+    remap[i] = g.push(std::move(copy));
+  }
+  g.num_inputs_ = num_inputs_;
+  g.num_scalar_inputs_ = num_scalar_inputs_;
+  g.scalar_input_exprs_ = scalar_input_exprs_;
+  g.assumptions_ = assumptions_;
+  g.scalar_ranges_ = scalar_ranges_;
+  for (NodeId c : checks_) {
+    if (live[static_cast<size_t>(c)]) g.checks_.push_back(remap[static_cast<size_t>(c)]);
+  }
+  for (NodeId o : outputs) g.outputs_.push_back(remap[static_cast<size_t>(o)]);
+  return g;
+}
+
 NodeId Graph::push(Node n) {
   nodes_.push_back(std::move(n));
   return static_cast<NodeId>(nodes_.size() - 1);

@@ -249,6 +249,10 @@ class Graph {
                                SymShape sizes);
 
   void set_outputs(std::vector<NodeId> outputs);
+  // A graph of its own returning `outputs`: the nodes they need, plus every
+  // placeholder and scalar input (so inputs keep their positions and the same
+  // arguments serve both graphs), in the same order.
+  Graph cone(const std::vector<NodeId>& outputs) const;
   // Records that shapes `a` and `b` are equal dim by dim, as an op whose operands
   // must agree would: nothing where provable, an Error where provably not, else
   // assumptions (a gradient output whose sizes equal its input's by assumption only).

@@ -26,7 +26,7 @@ del _cls
 from framejit import extern as _extern  # noqa: E402
 _C._set_extern(_extern.extern_reason, _extern.meta_call, _extern.vjp, torch.from_dlpack)
 from framejit import autograd as _autograd  # noqa: E402
-_C._set_autograd(_autograd.apply, torch.autograd.Function, torch.autograd.Function.apply.__func__,
+_C._set_autograd(_autograd.apply, torch.autograd.Function, torch.autograd.Function.apply,
                  torch.autograd.Function.setup_context)
 _C._set_once_differentiable_code(torch.autograd.function.once_differentiable(lambda ctx: None).__code__)
 
