@@ -29,6 +29,27 @@ TEST_CASE("graph printer: a small graph") {
   CHECK(g.num_inputs() == 2);
 }
 
+TEST_CASE("cone: only what the outputs need, with every input kept in its position") {
+  Graph g;
+  const NodeId x = g.placeholder(DType::Float32, {4});
+  const NodeId y = g.placeholder(DType::Float32, {4});
+  const NodeId s = g.scalar_input();
+  const NodeId unused = *g.pointwise(Op::Mul, {y, s});
+  const NodeId cond = *g.pointwise(Op::Gt, {x, g.scalar(0.5)});
+  g.set_outputs({unused, cond});
+  const Graph c = g.cone({cond});
+  CHECK(c.str() ==
+        "%0 = placeholder[0] f32[4]\n"
+        "%1 = placeholder[1] f32[4]\n"
+        "%2 = scalar_input[0]\n"
+        "%3 = scalar 0.5\n"
+        "%4 = aten.gt.Tensor(%0, %3) bool[4]\n"
+        "return (%4)\n");
+  CHECK(c.num_inputs() == 2);
+  CHECK(c.num_scalar_inputs() == 1);
+  CHECK(g.outputs().size() == 2);  // the graph itself is unchanged
+}
+
 TEST_CASE("structural_key tells graphs apart by every field a kernel depends on") {
   auto build = [](double c, bool keepdim, bool wrap) {
     Graph g;
