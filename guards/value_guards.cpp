@@ -13,12 +13,13 @@ bool scalar_equal(PyObject* a, PyObject* b) noexcept {
     const double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
     return std::memcmp(&x, &y, sizeof x) == 0;  // NaN equals NaN; 0.0 differs from -0.0
   }
-  if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a)) {
-    const int r = PyObject_RichCompareBool(a, b, Py_EQ);  // exact int/str: no user code
+  // exact int/str, or a torch.device (by its type and index): no user code
+  if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a) || std::strcmp(Py_TYPE(a)->tp_name, "torch.device") == 0) {
+    const int r = PyObject_RichCompareBool(a, b, Py_EQ);
     if (r < 0) clear_error();
     return r == 1;
   }
-  return false;  // bool and None are singletons, other objects compare by identity
+  return false;  // bool, None and torch dtypes are singletons, other objects compare by identity
 }
 
 bool path_value_equal(PyObject* a, PyObject* b) noexcept {

@@ -611,7 +611,20 @@ Status Tracer::subscript(const Value& xv, const Value& index) {
   }
   NodeId x = xv.node;
   const size_t rank = graph_.node(x).rank();
-  if (ellipses > 1 || tensors > 1) return unsupported(what + " with several ellipses or tensors (not supported)");
+  if (ellipses > 1) return unsupported(what + " with several ellipses (eager raises)");
+  if (tensors > 1) {  // x[rows, cols]: indices broadcast together; torch's own indexing as an extern call
+    static PyObject* const getitem = [] {
+      PyObject* tensor = guards::torch_refs().tensor_type;
+      PyObject* f = tensor ? PyObject_GetAttrString(tensor, "__getitem__") : nullptr;
+      if (f == nullptr) guards::clear_error();
+      return f;  // kept for the process
+    }();
+    if (getitem == nullptr) return unsupported(what + " with several tensors (torch.Tensor.__getitem__ not found)");
+    CallSite c;
+    c.callable = Value::constant(PyRef::borrow(getitem));
+    c.args = {xv, Value::sequence(ValueKind::Tuple, items)};
+    return extern_call(c);
+  }
   if (consumed > rank) return unsupported(what + ": too many indices (eager raises)");
   bool noncontig = may_be_noncontig(x);
   int64_t d = 0;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -45,6 +46,12 @@ bool guarded_by_identity(PyObject* o) {
   if (PyCFunction_Check(o) || PyType_Check(o)) return true;
   static PyObject* const meta = lookup_attr("enum", "EnumType");
   return meta != nullptr && PyObject_TypeCheck(reinterpret_cast<PyObject*>(Py_TYPE(o)), reinterpret_cast<PyTypeObject*>(meta));
+}
+
+// A torch.device or torch.dtype: immutable values that ScalarEquals compares.
+bool is_torch_device_or_dtype(PyObject* o) {
+  const char* type = Py_TYPE(o)->tp_name;
+  return std::strcmp(type, "torch.device") == 0 || std::strcmp(type, "torch.dtype") == 0;
 }
 
 // ---- setup ----
@@ -224,7 +231,8 @@ Status Tracer::bind_arguments() {
       // its keys in order, its tensors inputs by path). The caller owns it: a change
       // of it in the frame ends the trace (may_change_dict).
       FJ_TRY(bind_star_parameter(a, src, &cur_.fs->locals[static_cast<size_t>(i)]));
-    } else if (a == Py_None || PyUnicode_CheckExact(a)) {
+    } else if (a == Py_None || PyUnicode_CheckExact(a) || is_torch_device_or_dtype(a)) {
+      // guarded by value (a device by its type and index)
       guards().add_scalar(i, name, a);
       cur_.fs->locals[static_cast<size_t>(i)] = Value::constant(PyRef::borrow(a), src);
     } else if (guarded_by_identity(a)) {
