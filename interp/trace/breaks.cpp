@@ -776,12 +776,23 @@ Status Tracer::data_truth(const Value& cond, bool* out) {
     if (++compute > kMaxDataCheckNodes) return unsupported(what + " computed by more than " +
                                                             std::to_string(kMaxDataCheckNodes) + " ops (not supported yet)");
   }
+  // Its output: `cond != 0`, a tensor the graph computes (the condition may be an input
+  // itself, or a number read from a tensor), with the condition's truth.
+  jit::NodeId value = g.outputs()[0];
+  if (jit::is_python_scalar(g.node(value))) {
+    auto t = g.full({}, value, item_dtype(g.node(value).scalar_kind));
+    if (!t) return unsupported(what + ": " + t.error());
+    value = *t;
+  }
+  auto truth_node = g.pointwise(jit::Op::Ne, {value, g.scalar_int(0)});
+  if (!truth_node) return unsupported(what + ": " + truth_node.error());
+  g.set_outputs({*truth_node});
   DataCheck check;
   check.seg.graph = FJ_TRY(compile_on_cpu(g, "a branch condition"));
   graphs_compiled_--;  // a check, not a graph of the frame's work (stats count those)
   check.seg.args = placeholder_slot_;
   check.seg.scalar_inputs = plan_->scalar_inputs;
-  check.seg.outputs.push_back(output_spec(n));
+  check.seg.outputs.push_back(output_spec(g.node(*truth_node)));
   jit::Bindings b;  // fills in_.path_tensors (the guards hold: the trace just read them)
   if (!entry_->guards.check(in_, &b)) return unsupported("internal error: the entry's guards fail at a data check");
   const int truth = data_check_truth(check.seg, in_, b);

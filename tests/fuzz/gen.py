@@ -8,7 +8,8 @@ Generation evaluates each candidate statement on the first input set (eager torc
 the oracle for dtypes, shapes and errors): a candidate that raises is usually
 dropped, sometimes kept as the program's last statement so that errors get compared.
 The ops come from tests/fuzz/ops.py (FAMILIES); control flow and calls are here:
-if on flags, on sizes and on scalars; for over range(); calls of helper functions.
+if on flags, on sizes, on scalars and on tensor values (`(t > c).any()`); for over
+range(); calls of helper functions, whose bodies may branch too.
 """
 import math
 import random
@@ -252,10 +253,20 @@ class Generator:
             d = r.randrange(self.env[t].dim())
             rhs = r.choice(ints) if ints and r.random() < 0.5 else str(r.choice([1, 2, 3, 4]))
             return f"{t}.shape[{d}] {r.choice(['<', '<=', '>', '==', '!='])} {rhs}"
+        if x < 0.9 and (v := self.value_condition()):
+            return v
         nums = self.numbers()
         if nums:
             return f"{r.choice(nums)} {r.choice(['<', '>', '>='])} {self.literal()}"
         return "True"
+
+    def value_condition(self):
+        """A branch on tensor values (a plan branch; in a helper, a data check), or None."""
+        valued = [k for k in self.tensors() if self.env[k].dtype != torch.bool]
+        if not valued:
+            return None
+        t = self.rng.choice(valued)
+        return f"({t} {self.rng.choice(['<', '>', '>='])} {self.literal()}).{self.rng.choice(['any', 'all'])}()"
 
     def if_stmt(self):
         # Both branches assign the same fresh name, so later statements may use it.
@@ -322,6 +333,15 @@ class Generator:
             self.env = outer
             return None
         body = []
+        if r.random() < 0.35:  # a branch inside the helper, on its arguments' values or sizes
+            body.append(self.if_stmt())
+            if r.random() < 0.7 and (v := self.value_condition()):
+                body[-1].expr = v
+            step = self.run("\n".join(body[-1].lines(0)), self.env)
+            if not isinstance(step, dict):
+                self.env = outer
+                return None
+            self.env = step
         for _ in range(r.choice([1, 2])):
             body.append(self.assign(1))
             step = self.run("\n".join(body[-1].lines(0)), self.env)

@@ -140,3 +140,36 @@ def test_a_condition_drawn_from_the_generator_is_not_drawn_twice():
         got, after_got = cf(x), torch.rand(2)
         assert_same(got, want)
         assert_same(after_got, after_want)  # the stream moved as eager's did
+
+
+def halve_if_small(p, q):
+    if q < -1.5:
+        return p * 0.5
+    return p * p.shape[0]
+
+
+def reads_a_number_then_branches(x, y):
+    q = float(y.amax()) / 2  # a number read from a tensor, compared in the helper
+    return halve_if_small(x, q) + q
+
+
+def test_a_branch_on_a_number_read_from_a_tensor_inside_a_helper():
+    # Found by the fuzzer (seed 37 program 1451): the condition was a Python number
+    # of the graph, which a graph may not return; the check returns `cond != 0`.
+    x = torch.randn(3, 2)
+    calls = [(x, torch.tensor([-5.0, -4.0])), (x, torch.tensor([1.0, 2.0])), (x, torch.tensor([-8.0, -3.5]))]
+    compiled_whole(reads_a_number_then_branches, calls, compiles=2)
+
+
+def gate_by_flag(x, flag):
+    return x + 1 if flag else x - 1
+
+
+def gated(x, flag):
+    return gate_by_flag(x * 2, flag)
+
+
+def test_a_branch_on_an_input_tensor_itself_inside_a_helper():
+    x = torch.randn(4)
+    calls = [(x, torch.tensor(True)), (x, torch.tensor(False)), (x, torch.tensor([1.5])), (x, torch.tensor(0.0))]
+    compiled_whole(gated, calls, compiles=4)  # each truth of bool 0-d, then f32 of rank 1 and 0
