@@ -173,3 +173,25 @@ def test_a_branch_on_an_input_tensor_itself_inside_a_helper():
     x = torch.randn(4)
     calls = [(x, torch.tensor(True)), (x, torch.tensor(False)), (x, torch.tensor([1.5])), (x, torch.tensor(0.0))]
     compiled_whole(gated, calls, compiles=4)  # each truth of bool 0-d, then f32 of rank 1 and 0
+
+
+def double_if_positive(x):
+    if (x > 0).all():
+        return x * 2
+    return x - 1
+
+
+def check_then_break(x):
+    y = double_if_positive(x)  # a data check: nothing ran before it
+    print("side", end="")  # a graph break
+    return double_if_positive(y + 1) + 1  # after the break: the helper's own frame branches
+
+
+def test_a_data_check_before_a_graph_break_and_a_branch_after_it(capsys):
+    cf = framejit.compile(check_then_break)
+    for v in ([1.0, 2.0], [-1.0, 2.0], [1.0, 2.0], [-3.0, -4.0], [0.5, 0.5]):
+        x = torch.tensor(v)
+        assert_same(cf(x), check_then_break(x))
+    assert capsys.readouterr().out == "side" * 10  # the break's call ran once per call, in order
+    s = framejit.stats(check_then_break)
+    assert s["fallbacks"] == 0 and s["compiles"] == 2 and s["cache_hits"] == 3, s
