@@ -745,6 +745,10 @@ bool Tracer::can_branch_plan() const {
 // The most compute nodes a data check's condition may need: it runs at each lookup of
 // the entry, beside the graph that may compute the same values again.
 constexpr size_t kMaxDataCheckNodes = 32;
+// The most data checks of one entry: each is a graph run at every lookup, and a loop
+// whose condition reads tensor values (`while (x > 1).any():`) would otherwise make an
+// entry per trip count.
+constexpr size_t kMaxDataChecks = 4;
 
 // The truth of a one-element tensor of the first segment, computed now by a graph of
 // its own (the condition's cone, on the entry's inputs), which becomes a data check of
@@ -757,6 +761,9 @@ Status Tracer::data_truth(const Value& cond, bool* out) {
   }
   for (const InputRef& r : placeholder_slot_) {
     if (r.kind == InputRef::Kind::Reg) return unsupported(what + " after a graph break (not supported yet)");
+  }
+  if (plan_->data_checks.size() >= kMaxDataChecks) {
+    return unsupported(what + ": more than " + std::to_string(kMaxDataChecks) + " in one trace (not supported yet)");
   }
   const jit::Node& n = graph_.node(cond.node);
   const std::optional<jit::Shape> shape = jit::concrete(n.sym);

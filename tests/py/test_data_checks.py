@@ -195,3 +195,24 @@ def test_a_data_check_before_a_graph_break_and_a_branch_after_it(capsys):
     assert capsys.readouterr().out == "side" * 10  # the break's call ran once per call, in order
     s = framejit.stats(check_then_break)
     assert s["fallbacks"] == 0 and s["compiles"] == 2 and s["cache_hits"] == 3, s
+
+
+def halve_until_small(x):
+    while (x > 1).any():
+        x = x / 2
+    return x
+
+
+def scaled_down(x):
+    return halve_until_small(x * 3) + 1
+
+
+def test_a_loop_on_tensor_values_in_a_helper_is_not_one_entry_per_trip_count():
+    # Each trip reads a value: a few trips are data checks, more make the helper a call
+    # of its own (which branches in its own plan), so compiles stay few.
+    cf = framejit.compile(scaled_down)
+    for v in (0.5, 1.0, 3.0, 10.0, 100.0, 1000.0, 0.5, 3.0, 1e6, 7.0):
+        x = torch.tensor([v, v / 4])
+        assert_same(cf(x), scaled_down(x))
+    s = framejit.stats(scaled_down)
+    assert s["fallbacks"] == 0 and s["compiles"] <= 4, s
