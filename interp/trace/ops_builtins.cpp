@@ -46,6 +46,7 @@ struct BuiltinCalls {
   static std::optional<Status> next_of(Tracer& t, const CallSite& c);
   static std::optional<Status> torch_state(Tracer& t, const CallSite& c);
   static std::optional<Status> torch_meta(Tracer& t, const CallSite& c);
+  static std::optional<Status> signature(Tracer& t, const CallSite& c);
 };
 
 namespace {
@@ -110,6 +111,7 @@ const std::unordered_map<PyObject*, BuiltinCalls::Handler>& BuiltinCalls::table(
       (*t)[Py_NewRef(sa)] = [](Tracer& tr, const CallSite& c) { return BuiltinCalls::setattr_on(tr, c, /*direct=*/true); };
     }
     Py_XDECREF(name);
+    if (PyObject* f = lookup_attr("inspect", "signature")) (*t)[f] = signature;  // kept with the table
     // dict.get, unbound (super().get in a dict subclass).
     name = PyUnicode_InternFromString("get");
     if (PyObject* get = name ? _PyType_Lookup(&PyDict_Type, name) : nullptr) (*t)[Py_NewRef(get)] = dict_get;
@@ -766,6 +768,35 @@ std::optional<Status> BuiltinCalls::torch_state(Tracer& t, const CallSite& c) {
   }
   t.guards().add_grad_mode(t.grad_at_entry_);
   t.push(Value::constant(PyRef::borrow(t.grad_enabled_ ? Py_True : Py_False)));
+  return ok();
+}
+
+// inspect.signature(f) of a Python function the trace guards (found as a global or an
+// attribute, its code and defaults kept by FunctionUnchanged) or of a method the trace
+// bound to a traced object (descriptor_attr guards its function at the object's path):
+// computed now, an immutable known value (transformers' apply_chunking_to_forward reads
+// len(inspect.signature(fn).parameters) in every layer). A function with __wrapped__
+// or __signature__ set, or one an argument passed unguarded, runs the usual way.
+std::optional<Status> BuiltinCalls::signature(Tracer& t, const CallSite& c) {
+  if (c.args.size() != 1 || c.kw_names) return std::nullopt;
+  const Value& f = c.args[0];
+  if (f.kind != ValueKind::Const || !f.obj || is_opaque(f) || f.reg >= 0) return std::nullopt;
+  PyObject* o = f.obj.get();
+  const bool bound = PyMethod_Check(o);
+  PyObject* fn = bound ? PyMethod_GET_FUNCTION(o) : o;
+  if (!PyFunction_Check(fn) || f.fresh != bound || (bound && f.items.size() != 1)) return std::nullopt;
+  if (PyObject* attrs = reinterpret_cast<PyFunctionObject*>(fn)->func_dict) {
+    if (PyDict_GetItemString(attrs, "__wrapped__") != nullptr || PyDict_GetItemString(attrs, "__signature__") != nullptr) {
+      return std::nullopt;
+    }
+  }
+  PyRef sig = PyRef::steal(PyObject_CallOneArg(c.callable.obj.get(), o));
+  if (!sig || !is_immutable_known(sig.get())) {
+    guards::clear_error();
+    return std::nullopt;
+  }
+  t.guards().add_function(fn);
+  t.push(Value::constant(std::move(sig)));
   return ok();
 }
 

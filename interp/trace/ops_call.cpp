@@ -92,6 +92,9 @@ Status Tracer::dispatch_call(CallSite& c) {
   if (std::optional<Status> s = call_tuple_new(c)) return std::move(*s);
   if (std::optional<Status> s = call_collection(c)) return std::move(*s);
   if (std::optional<Status> s = call_object_init(c)) return std::move(*s);
+  if (c.callable.kind == ValueKind::Const && PyFunction_Check(c.callable.obj.get())) {
+    if (std::optional<Status> s = call_builtin(c)) return std::move(*s);  // inspect.signature, computed
+  }
   if (std::optional<Status> s = call_python_function(c)) return std::move(*s);
   if (c.callable.kind == ValueKind::TensorMethod) return call_tensor_method(c);
   if (std::optional<Status> s = call_torch_tensor(c)) return std::move(*s);

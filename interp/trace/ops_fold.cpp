@@ -136,8 +136,44 @@ bool builtin_class(PyObject* o) {
   return b != nullptr && std::strchr(name, '.') == nullptr && PyDict_GetItemString(b, name) == o;
 }
 
+namespace {
+
+// An inspect.Parameter whose default is immutable (or none), an inspect.Signature of
+// such parameters, or the parameters mapping of one (a read-only view of a dict only
+// the Signature holds): objects with __slots__ and no setters. Their annotations are
+// not looked into. nullopt: o is none of these.
+std::optional<bool> signature_known(PyObject* o) {
+  static PyObject* const signature = lookup_attr("inspect", "Signature");
+  static PyObject* const parameter = lookup_attr("inspect", "Parameter");
+  static PyObject* const empty = parameter ? PyObject_GetAttrString(parameter, "empty") : nullptr;
+  if (signature == nullptr || parameter == nullptr || empty == nullptr) return std::nullopt;
+  PyObject* tp = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  if (tp == parameter) {
+    PyRef d = PyRef::steal(PyObject_GetAttrString(o, "default"));
+    if (!d) guards::clear_error();
+    return d && (d.get() == empty || is_immutable_known(d.get()));
+  }
+  if (tp != signature && !Py_IS_TYPE(o, &PyDictProxy_Type)) return std::nullopt;
+  PyRef params = tp == signature ? PyRef::steal(PyObject_GetAttrString(o, "parameters")) : PyRef::borrow(o);
+  PyRef values = params ? PyRef::steal(PyObject_CallMethod(params.get(), "values", nullptr)) : PyRef();
+  PyRef it = values ? PyRef::steal(PyObject_GetIter(values.get())) : PyRef();
+  bool known = static_cast<bool>(it);
+  while (PyObject* item = known ? PyIter_Next(it.get()) : nullptr) {
+    known = reinterpret_cast<PyObject*>(Py_TYPE(item)) == parameter && signature_known(item).value_or(false);
+    Py_DECREF(item);
+  }
+  if (PyErr_Occurred()) {
+    guards::clear_error();
+    known = false;
+  }
+  return known;
+}
+
+}  // namespace
+
 // Objects that never change and whose operations run no user code: numbers, strings,
-// bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of them.
+// bytes, None, dtypes, builtin classes, and tuples, frozensets, ranges and slices of
+// them; inspect's Signature and Parameter objects of such defaults.
 bool is_immutable_known(PyObject* o) {
   if (is_foldable(o) || o == Py_Ellipsis || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyRange_Check(o) ||
       is_numpy_metadata(o)) {
@@ -158,7 +194,7 @@ bool is_immutable_known(PyObject* o) {
     auto* s = reinterpret_cast<PySliceObject*>(o);
     return is_immutable_known(s->start) && is_immutable_known(s->stop) && is_immutable_known(s->step);
   }
-  return false;
+  return signature_known(o).value_or(false);
 }
 
 // Whether calling fn (the value `callable`) with known arguments runs no user code and
