@@ -733,8 +733,6 @@ Status Tracer::break_call(Value callable, std::vector<Value> args, PyObject* kw_
   return ok();
 }
 
-// `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
-// other one the first time it occurs.
 // Whether a branch on a tensor's truth can be a Branch step of the plan (the graph
 // cut there, each outcome continuing in a plan of its own): in the frame itself, where
 // a cut is possible. Elsewhere the branch is a data check (data_truth).
@@ -810,6 +808,8 @@ Status Tracer::data_truth(const Value& cond, bool* out) {
   return ok();
 }
 
+// `if t:` on a one-element tensor: the plan branches; this outcome is traced now, the
+// other one the first time it occurs.
 Status Tracer::branch_on(Value cond, const Instruction& ins, bool jump_if) {
   if (Status s = can_resume(); s.failed()) return unsupported("a branch on a tensor's value (no plan branch " + s.error() + ")");
   const jit::Node& n = graph_.node(cond.node);
