@@ -104,7 +104,7 @@ def arange_sum(n):  # a 0-d sum over one loop of 2**32
     return (torch.arange(n, dtype=torch.float32) * 1e-9).exp().sum()
 def wide_rows(x, n):  # two rows of 2**31 each, reduced
     return (x.expand(2, n) * 1.5 + torch.arange(n) * 1e-10).exp().sum(1)
-def wide_pointwise(x, n):  # two rows of 2**23, forty sines per element
+def wide_pointwise(x, n):  # two rows of 2**25, forty sines per element (2**23 could end before the alarm)
     y = x.expand(2, n) + torch.arange(n) * 1e-7
     for _ in range(40):
         y = torch.sin(y) * 1.25
@@ -127,7 +127,7 @@ else:
         "full": ((row, 1 << 16), (row, 8)),
         "arange_sum": ((1 << 32,), (1000,)),
         "wide_rows": ((col, 1 << 31), (col, 1000)),
-        "wide_pointwise": ((col, 1 << 23), (col, 1000)),
+        "wide_pointwise": ((col, 1 << 25), (col, 1000)),
     }[kind]
 fn = globals()[kind]
 c = framejit.compile(fn)
